@@ -1,0 +1,105 @@
+package pmix
+
+// Attribute keys, with OpenPMIx's strings. The comment after each gives the
+// value type it carries.
+const (
+	// Identity and job-level information.
+	KeyNspace    = "pmix.nspace"     // string
+	KeyRank      = "pmix.rank"       // Rank
+	KeyJobID     = "pmix.jobid"      // string
+	KeySessionID = "pmix.session.id" // uint32 or string
+	KeyClusterID = "pmix.clid"       // string: the cluster a job runs on (RFC0003)
+	KeyHostname  = "pmix.hname"      // string
+	KeyNodeID    = "pmix.nodeid"     // uint32
+	KeyJobSize   = "pmix.job.size"   // uint32
+	KeyLocalSize = "pmix.local.size" // uint32
+	KeyUserID    = "pmix.euid"       // uint32
+	KeyGroupID   = "pmix.egid"       // uint32
+	KeyProcID    = "pmix.procid"     // Proc
+
+	// Event handler registration (RFC0002, RFC0018).
+	KeyEventHdlrName            = "pmix.evname"     // string: unique within a registry
+	KeyEventHdlrFirst           = "pmix.evfirst"    // bool
+	KeyEventHdlrLast            = "pmix.evlast"     // bool
+	KeyEventHdlrFirstInCategory = "pmix.evfirstcat" // bool
+	KeyEventHdlrLastInCategory  = "pmix.evlastcat"  // bool
+	KeyEventHdlrBefore          = "pmix.evbefore"   // string: name of the target handler
+	KeyEventHdlrAfter           = "pmix.evafter"    // string: name of the target handler
+	KeyEventHdlrPrepend         = "pmix.evprepend"  // bool
+	KeyEventHdlrAppend          = "pmix.evappend"   // bool
+	KeyEventJobLevel            = "pmix.evjob"      // bool: job-specific events only
+	KeyEventEnviroLevel         = "pmix.evenv"      // bool: environment events only
+
+	// Event notification.
+	KeyEventCustomRange   = "pmix.evrange"      // []Proc: the targets of a RANGE_CUSTOM event; in a registration, the accepted sources
+	KeyEventAffectedProc  = "pmix.evproc"       // Proc
+	KeyEventAffectedProcs = "pmix.evaffected"   // []Proc
+	KeyEventNonDefault    = "pmix.evnondef"     // bool: skip default handlers
+	KeyEventReturnObject  = "pmix.evobject"     // not carried over the wire
+	KeyEventDoNotCache    = "pmix.evnocache"    // bool
+	KeyEventSilentTerm    = "pmix.evsilentterm" // bool
+	KeyEventProxy         = "pmix.evproxy"      // Proc: the server that sourced the event
+	KeyEventTextMessage   = "pmix.evtext"       // string
+	KeyEventTimestamp     = "pmix.evtstamp"     // time
+
+	// Fault tolerance (RFC0018).
+	KeyEventTerminateSession = "pmix.evterm.sess" // bool
+	KeyEventTerminateJob     = "pmix.evterm.job"  // bool
+	KeyEventTerminateNode    = "pmix.evterm.node" // bool
+	KeyEventTerminateProc    = "pmix.evterm.proc" // bool
+	KeyEventActionTimeout    = "pmix.evtimeout"   // int: seconds a handler may take before the chain moves on
+	KeyEventNoTermination    = "pmix.evnoterm"    // bool
+	KeyEventWantTermination  = "pmix.evterm"      // bool; with InfoRequired no later handler may override it
+
+	// Ranges, persistence, waiting.
+	KeyRange       = "pmix.range"   // Range
+	KeyPersistence = "pmix.persist" // Persistence
+	KeyWait        = "pmix.wait"    // int: number of values to wait for, 0 for all
+	KeyTimeout     = "pmix.timeout" // int: seconds
+
+	// Access control for published data.
+	KeyAccessPermissions = "pmix.aperms" // []Info of the keys below
+	KeyAccessUserIDs     = "pmix.auids"  // string: comma-separated uids
+	KeyAccessGroupIDs    = "pmix.agids"  // string: comma-separated gids
+
+	// Connect/disconnect (RFC0003), with the strings DESIGN.md fixes.
+	KeyConnectNotifyEach = "pmix.cnct.each" // bool
+	KeyConnectNotifyReq  = "pmix.cnct.req"  // bool
+	KeyConnectOptional   = "pmix.cnt.opt"   // bool
+	KeyConnectXchgOnly   = "pmix.cnt.xchg"  // bool
+	KeyConnectID         = "pmix.cnt.id"    // string
+)
+
+// Keys pmixbus defines where the RFCs describe something OpenPMIx never
+// named. All begin with "pmixbus.", a prefix OpenPMIx never uses.
+const (
+	// KeyConnectEarlyTermAllowed is RFC0003's
+	// PMIX_CONNECT_EARLY_TERM_ALLOWED (bool).
+	KeyConnectEarlyTermAllowed = "pmixbus.cnct.earlyterm"
+
+	// KeyEventResolved is the "resolved" flag of the 2016-04-07 minutes
+	// (bool). The first handler of a chain sees it false in the event's
+	// info; once a handler returns EventActionComplete it is true. Handlers
+	// that only clean up can check it.
+	KeyEventResolved = "pmixbus.evresolved"
+
+	// KeyEventAbortRequested (bool), returned by a handler among its
+	// results, asks that EventAbortRequested be raised once the chain
+	// ends (the minutes' PMIX_ABORT event).
+	KeyEventAbortRequested = "pmixbus.evabort"
+
+	// KeyEventSource (Proc) carries the source of an event inside pmixbus
+	// messages, stamped by the agent; RM events have none.
+	KeyEventSource = "pmixbus.evsource"
+
+	// KeyEventRange (Range) carries the range an event was sent with, so a
+	// receiver can apply its source-range filter.
+	KeyEventRange = "pmixbus.evrangeval"
+
+	// KeyEventEnvironment (bool) marks an environment event, one that
+	// targets no job (RFC0002). Events without it are job events.
+	KeyEventEnvironment = "pmixbus.evenviro"
+
+	// KeyCredential (string) is the per-process credential an agent issues.
+	KeyCredential = "pmixbus.cred"
+)
