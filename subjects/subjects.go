@@ -1,0 +1,260 @@
+package subjects
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+const (
+	// Prefix begins every event subject.
+	Prefix      = "pmix.evt"
+	globalToken = "global"
+)
+
+// Kind names the place a scope's events go.
+type Kind string
+
+// Scope kinds; each is the token after the cluster in the subject.
+const (
+	KindRM          Kind = "rm"
+	KindNode        Kind = "node"
+	KindNamespace   Kind = "ns"
+	KindSession     Kind = "sess"
+	KindAgent       Kind = "agent"
+	KindEnvironment Kind = "env"
+	KindGlobal      Kind = "global"
+)
+
+// Target names where an event goes: the fields a range needs. Names are
+// given raw; this package escapes them.
+type Target struct {
+	Cluster string // every range but GLOBAL
+	Node    string // LOCAL; CUSTOM: the hosting agent's node
+	Nspace  string // NAMESPACE
+	Session string // SESSION
+}
+
+// Scope is a subject prefix without the code token: the set of subjects an
+// event of one range and target goes to. The zero Scope is invalid.
+type Scope struct {
+	kind   Kind
+	prefix string // e.g. "pmix.evt.A.ns.job1"
+	target Target
+}
+
+// Kind returns the scope's kind.
+func (s Scope) Kind() Kind { return s.kind }
+
+// Target returns the names the scope was built from.
+func (s Scope) Target() Target { return s.target }
+
+// Prefix returns the subject prefix, without the trailing code token.
+func (s Scope) Prefix() string { return s.prefix }
+
+// String is the prefix.
+func (s Scope) String() string { return s.prefix }
+
+// Subject returns the subject of an event with this code.
+func (s Scope) Subject(code pmix.Status) string {
+	return s.prefix + "." + CodeToken(code)
+}
+
+// Patterns returns the subscription subjects for a registration: one subject
+// per code, or the scope's wildcard when codes is empty (a default
+// registration). Duplicate codes give one subject.
+func (s Scope) Patterns(codes []pmix.Status) []string {
+	if len(codes) == 0 {
+		return []string{s.Wildcard()}
+	}
+	out := make([]string, 0, len(codes))
+	seen := make(map[pmix.Status]bool, len(codes))
+	for _, c := range codes {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, s.Subject(c))
+		}
+	}
+	return out
+}
+
+// Wildcard is the subject matching every code in the scope.
+func (s Scope) Wildcard() string { return s.prefix + ".*" }
+
+// CodeToken formats a status as the code token: its decimal value.
+func CodeToken(code pmix.Status) string { return strconv.Itoa(int(code)) }
+
+// RM is the scope of PMIX_RANGE_RM events of a cluster: its host RM.
+func RM(cluster string) Scope { return clusterScope(KindRM, cluster, "", Target{Cluster: cluster}) }
+
+// Node is the scope of PMIX_RANGE_LOCAL events on one node.
+func Node(cluster, node string) Scope {
+	return clusterScope(KindNode, cluster, node, Target{Cluster: cluster, Node: node})
+}
+
+// Namespace is the scope of PMIX_RANGE_NAMESPACE events for one nspace.
+func Namespace(cluster, nspace string) Scope {
+	return clusterScope(KindNamespace, cluster, nspace, Target{Cluster: cluster, Nspace: nspace})
+}
+
+// Session is the scope of PMIX_RANGE_SESSION events for one session.
+func Session(cluster, session string) Scope {
+	return clusterScope(KindSession, cluster, session, Target{Cluster: cluster, Session: session})
+}
+
+// Agent is the scope of PMIX_RANGE_CUSTOM events delivered to the agent on
+// one node; the target procs travel in a header.
+func Agent(cluster, node string) Scope {
+	return clusterScope(KindAgent, cluster, node, Target{Cluster: cluster, Node: node})
+}
+
+// Environment is the scope of a cluster's environment events.
+func Environment(cluster string) Scope {
+	return clusterScope(KindEnvironment, cluster, "", Target{Cluster: cluster})
+}
+
+// Global is the scope of PMIX_RANGE_GLOBAL events, which cross clusters.
+func Global() Scope { return Scope{kind: KindGlobal, prefix: Prefix + "." + globalToken} }
+
+func clusterScope(kind Kind, cluster, name string, t Target) Scope {
+	p := Prefix + "." + ClusterToken(cluster) + "." + string(kind)
+	if kind != KindRM && kind != KindEnvironment {
+		p += "." + EscapeToken(name)
+	}
+	return Scope{kind: kind, prefix: p, target: t}
+}
+
+// ForRange returns the scope a job event of range r goes to. It returns
+// ErrBadParam for PROC_LOCAL (never published), for an invalid range, and
+// when t lacks a name the range needs. CUSTOM events go to one scope per
+// hosting agent: call it once per target node with t.Node set.
+func ForRange(r pmix.Range, t Target) (Scope, error) {
+	need := func(what, v string) error {
+		if v == "" {
+			return pmix.Errorf(pmix.ErrBadParam, "%v needs a %s", r, what)
+		}
+		return nil
+	}
+	if r != pmix.RangeGlobal {
+		if err := need("cluster", t.Cluster); err != nil {
+			return Scope{}, err
+		}
+	}
+	switch r {
+	case pmix.RangeRM:
+		return RM(t.Cluster), nil
+	case pmix.RangeLocal:
+		if err := need("node", t.Node); err != nil {
+			return Scope{}, err
+		}
+		return Node(t.Cluster, t.Node), nil
+	case pmix.RangeNamespace:
+		if err := need("nspace", t.Nspace); err != nil {
+			return Scope{}, err
+		}
+		return Namespace(t.Cluster, t.Nspace), nil
+	case pmix.RangeSession:
+		if err := need("session", t.Session); err != nil {
+			return Scope{}, err
+		}
+		return Session(t.Cluster, t.Session), nil
+	case pmix.RangeCustom:
+		if err := need("target node", t.Node); err != nil {
+			return Scope{}, err
+		}
+		return Agent(t.Cluster, t.Node), nil
+	case pmix.RangeGlobal:
+		return Global(), nil
+	case pmix.RangeProcLocal:
+		return Scope{}, pmix.Errorf(pmix.ErrBadParam, "PMIX_RANGE_PROC_LOCAL events never leave the process")
+	}
+	return Scope{}, pmix.Errorf(pmix.ErrBadParam, "invalid range %v", r)
+}
+
+// ForEvent returns the subject of an event: an environment event goes to
+// its cluster's environment scope whatever its range (environment events
+// describe one cluster's resources, RFC0002), a job event to its range's
+// scope. Errors are ForRange's.
+func ForEvent(r pmix.Range, environment bool, t Target, code pmix.Status) (string, error) {
+	if environment {
+		if t.Cluster == "" {
+			return "", pmix.Errorf(pmix.ErrBadParam, "an environment event needs a cluster")
+		}
+		return Environment(t.Cluster).Subject(code), nil
+	}
+	sc, err := ForRange(r, t)
+	if err != nil {
+		return "", err
+	}
+	return sc.Subject(code), nil
+}
+
+// Parsed is a subject taken apart by Parse.
+type Parsed struct {
+	Scope Scope
+	Code  pmix.Status
+	// Wildcard is true when the code token is "*" (a subscription pattern).
+	Wildcard bool
+}
+
+// Parse takes an event subject (or a subscription pattern with "*" as the
+// code) apart. It returns ErrBadParam for anything this package does not
+// produce.
+func Parse(subject string) (Parsed, error) {
+	bad := func(why string) (Parsed, error) {
+		return Parsed{}, pmix.Errorf(pmix.ErrBadParam, "subject %q: %s", subject, why)
+	}
+	rest, ok := strings.CutPrefix(subject, Prefix+".")
+	if !ok {
+		return bad("not under " + Prefix)
+	}
+	toks := strings.Split(rest, ".")
+	last := toks[len(toks)-1]
+	var p Parsed
+	if last == "*" {
+		p.Wildcard = true
+	} else {
+		n, err := strconv.ParseInt(last, 10, 32)
+		if err != nil {
+			return bad("last token is not a code")
+		}
+		p.Code = pmix.Status(n)
+	}
+	toks = toks[:len(toks)-1]
+	if len(toks) == 1 && toks[0] == globalToken {
+		p.Scope = Global()
+		return p, nil
+	}
+	if len(toks) < 2 {
+		return bad("too few tokens")
+	}
+	cluster, err := UnescapeToken(toks[0])
+	if err != nil {
+		return bad(err.Error())
+	}
+	kind := Kind(toks[1])
+	switch kind {
+	case KindRM, KindEnvironment:
+		if len(toks) != 2 {
+			return bad("unexpected tokens after " + string(kind))
+		}
+		if kind == KindRM {
+			p.Scope = RM(cluster)
+		} else {
+			p.Scope = Environment(cluster)
+		}
+		return p, nil
+	case KindNode, KindNamespace, KindSession, KindAgent:
+		if len(toks) != 3 {
+			return bad("want one name after " + string(kind))
+		}
+		name, err := UnescapeToken(toks[2])
+		if err != nil {
+			return bad(err.Error())
+		}
+		p.Scope = map[Kind]func(string, string) Scope{KindNode: Node, KindNamespace: Namespace, KindSession: Session, KindAgent: Agent}[kind](cluster, name)
+		return p, nil
+	}
+	return bad("unknown scope kind " + strconv.Quote(string(kind)))
+}

@@ -1,0 +1,189 @@
+package subjects
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func TestForRange(t *testing.T) {
+	full := Target{Cluster: "A", Node: "n1", Nspace: "job1", Session: "s7"}
+	cases := []struct {
+		r    pmix.Range
+		t    Target
+		want string
+		err  bool
+	}{
+		{pmix.RangeRM, full, "pmix.evt.A.rm", false},
+		{pmix.RangeLocal, full, "pmix.evt.A.node.n1", false},
+		{pmix.RangeNamespace, full, "pmix.evt.A.ns.job1", false},
+		{pmix.RangeSession, full, "pmix.evt.A.sess.s7", false},
+		{pmix.RangeCustom, full, "pmix.evt.A.agent.n1", false},
+		{pmix.RangeGlobal, Target{}, "pmix.evt.global", false},
+		{pmix.RangeNamespace, Target{Cluster: "c.1", Nspace: "a b"}, "pmix.evt.c=2E1.ns.a=20b", false},
+		{pmix.RangeRM, Target{Cluster: "global"}, "pmix.evt.=67lobal.rm", false},
+		{pmix.RangeProcLocal, full, "", true},
+		{pmix.RangeUndef, full, "", true},
+		{pmix.RangeInvalid, full, "", true},
+		{pmix.RangeLocal, Target{Cluster: "A"}, "", true},
+		{pmix.RangeNamespace, Target{Cluster: "A"}, "", true},
+		{pmix.RangeSession, Target{Cluster: "A"}, "", true},
+		{pmix.RangeCustom, Target{Cluster: "A"}, "", true},
+		{pmix.RangeRM, Target{}, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.r.String()+"/"+c.want, func(t *testing.T) {
+			sc, err := ForRange(c.r, c.t)
+			if c.err {
+				if !errors.Is(err, pmix.ErrBadParam) {
+					t.Fatalf("want ErrBadParam, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Prefix() != c.want {
+				t.Fatalf("prefix %q, want %q", sc.Prefix(), c.want)
+			}
+			subj := sc.Subject(pmix.EventNodeDown)
+			if subj != c.want+".-231" {
+				t.Fatalf("subject %q", subj)
+			}
+			p, err := Parse(subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Code != pmix.EventNodeDown || p.Scope.Prefix() != sc.Prefix() || p.Scope.Kind() != sc.Kind() {
+				t.Fatalf("parse gave %+v", p)
+			}
+		})
+	}
+}
+
+func TestForEventEnvironment(t *testing.T) {
+	s, err := ForEvent(pmix.RangeSession, true, Target{Cluster: "B"}, pmix.EventNodeDown)
+	if err != nil || s != "pmix.evt.B.env.-231" {
+		t.Fatalf("%q %v", s, err)
+	}
+	if _, err := ForEvent(pmix.RangeGlobal, true, Target{}, 1); err == nil {
+		t.Fatal("environment event without cluster accepted")
+	}
+	s, err = ForEvent(pmix.RangeGlobal, false, Target{}, -3001)
+	if err != nil || s != "pmix.evt.global.-3001" {
+		t.Fatalf("%q %v", s, err)
+	}
+}
+
+func TestPatterns(t *testing.T) {
+	sc := Namespace("A", "job1")
+	cases := []struct {
+		name  string
+		codes []pmix.Status
+		want  []string
+	}{
+		{"single", []pmix.Status{-201}, []string{"pmix.evt.A.ns.job1.-201"}},
+		{"set", []pmix.Status{-201, -231, -201}, []string{"pmix.evt.A.ns.job1.-201", "pmix.evt.A.ns.job1.-231"}},
+		{"default", nil, []string{"pmix.evt.A.ns.job1.*"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := sc.Patterns(c.codes)
+			if strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+	p, err := Parse(Global().Wildcard())
+	if err != nil || !p.Wildcard || p.Scope.Kind() != KindGlobal {
+		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, s := range []string{
+		"", "foo.bar", "pmix.evt", "pmix.evt.A.rm", "pmix.evt.A.rm.x", "pmix.evt.A.bogus.-1",
+		"pmix.evt.A.ns.-1", "pmix.evt.A.ns.a.b.-1", "pmix.evt.A.rm.extra.-1", "pmix.evt.A=ZZ.rm.-1",
+		"pmix.evt.A.ns.a*b.-1",
+	} {
+		if _, err := Parse(s); !errors.Is(err, pmix.ErrBadParam) {
+			t.Errorf("Parse(%q) = %v", s, err)
+		}
+	}
+}
+
+func TestEscapeToken(t *testing.T) {
+	cases := map[string]string{
+		"":         "=",
+		"plain-1_": "plain-1_",
+		"a.b":      "a=2Eb",
+		"*":        "=2A",
+		">":        "=3E",
+		"x y\tz":   "x=20y=09z",
+		"A:job":    "A=3Ajob",
+		"=":        "=3D",
+		"é":        "=C3=A9",
+	}
+	for in, want := range cases {
+		if got := EscapeToken(in); got != want {
+			t.Errorf("EscapeToken(%q) = %q, want %q", in, got, want)
+		}
+		back, err := UnescapeToken(want)
+		if err != nil || back != in {
+			t.Errorf("UnescapeToken(%q) = %q, %v", want, back, err)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "=", "=4", "=G0", "a b", "a=", "*"} {
+		if bad == "=" {
+			continue // the empty name
+		}
+		if _, err := UnescapeToken(bad); err == nil {
+			t.Errorf("UnescapeToken(%q) accepted", bad)
+		}
+	}
+}
+
+func validToken(tok string) bool {
+	if tok == "" {
+		return false
+	}
+	for _, r := range tok {
+		if r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || r > unicode.MaxASCII {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzEscapeToken(f *testing.F) {
+	for _, s := range []string{"", "a.b", "*", ">", " ", "global", "=", "x=3D", "\xff\x00", "cluster:ns"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		tok := EscapeToken(name)
+		if !validToken(tok) {
+			t.Fatalf("EscapeToken(%q) = %q is not a valid token", name, tok)
+		}
+		back, err := UnescapeToken(tok)
+		if err != nil || back != name {
+			t.Fatalf("round trip of %q gave %q, %v", name, back, err)
+		}
+		ct := ClusterToken(name)
+		if !validToken(ct) || ct == globalToken {
+			t.Fatalf("ClusterToken(%q) = %q", name, ct)
+		}
+		if back, err := UnescapeToken(ct); err != nil || back != name {
+			t.Fatalf("cluster round trip of %q gave %q, %v", name, back, err)
+		}
+		// A subject built from the name parses back to it.
+		if name != "" {
+			p, err := Parse(Namespace(name, name).Subject(-1))
+			if err != nil || p.Scope.Target().Cluster != name || p.Scope.Target().Nspace != name {
+				t.Fatalf("Parse of %q: %+v %v", name, p, err)
+			}
+		}
+	})
+}
