@@ -482,3 +482,24 @@ func wireErr(what string, err error) error {
 	}
 	return Errorf(ErrUnpackFailure, "decoding %s: %v", what, err)
 }
+
+// EncodeInfos writes infos as a msgpack array of Info, for codecs of
+// messages that embed them.
+func EncodeInfos(enc *msgpack.Encoder, infos []Info) error { return encodeInfos(enc, infos) }
+
+// DecodeInfos reads what EncodeInfos wrote, with the same guarantees as
+// UnmarshalInfos (bounded nesting and allocation, never a panic). A msgpack
+// nil decodes as an empty list.
+func DecodeInfos(dec *msgpack.Decoder) ([]Info, error) { return decodeInfos(dec, 0) }
+
+// EncodeProcs writes procs as a msgpack array of Proc.
+func EncodeProcs(enc *msgpack.Encoder, procs []Proc) error { return encodeProcs(enc, procs) }
+
+// DecodeProcs reads what EncodeProcs wrote.
+func DecodeProcs(dec *msgpack.Decoder) ([]Proc, error) { return decodeProcs(dec) }
+
+// DecodeUint reads an unsigned integer no larger than max, refusing negative
+// values, with errors that name what was being read.
+func DecodeUint(dec *msgpack.Decoder, max uint64, what string) (uint64, error) {
+	return decodeUint(dec, max, what)
+}

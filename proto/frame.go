@@ -1,0 +1,352 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Version is the protocol version a client states in its hello.
+const Version = 1
+
+// DefaultMaxFrame is the largest frame body accepted unless configured
+// otherwise: 4 MiB.
+const DefaultMaxFrame = 4 << 20
+
+// Type is a frame's type.
+type Type uint8
+
+// Frame types. The direction is client→agent (c→a) or agent→client (a→c).
+const (
+	TypeHello      Type = 1 // c→a: first frame; Version, Nspace, Rank, Credential
+	TypeReply      Type = 2 // a→c: answers the request with the same Seq; Status, Message, ID, Info
+	TypeRegister   Type = 3 // c→a: Codes, Info
+	TypeDeregister Type = 4 // c→a: ID
+	TypeNotify     Type = 5 // c→a: Code, Range, Info
+	TypeFinalize   Type = 6 // c→a: the agent replies, then closes
+	TypeInvoke     Type = 7 // a→c: run handler ID; Name, Code, Source, Info, Results
+	TypeInvokeDone Type = 8 // c→a: the handler completed; Status, Results, Prior
+	TypeError      Type = 9 // a→c: unsolicited; Status, Message; the agent closes after it
+)
+
+var typeNames = map[Type]string{
+	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
+	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
+	TypeError: "error",
+}
+
+func (t Type) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Frame is one protocol message. Which fields a type uses is listed with
+// the Type constants; unused fields are zero and are not sent.
+type Frame struct {
+	Type    Type
+	Seq     uint64 // the request id a reply answers; in invoke, the id the invoke-done answers
+	Status  pmix.Status
+	Message string
+
+	Version    uint32
+	Nspace     string
+	Rank       pmix.Rank
+	Credential string
+
+	ID      uint64 // a registration id
+	Name    string // a handler's name, in invoke
+	Codes   []pmix.Status
+	Code    pmix.Status
+	Range   pmix.Range
+	Source  pmix.Proc // zero Nspace: the RM
+	Info    []pmix.Info
+	Results []pmix.Info
+	Prior   []pmix.Info // in invoke-done: the prior results as the handler left them; nil: unchanged
+	// HasPrior distinguishes "no edits" (false) from "every prior result
+	// removed" (true, Prior empty).
+	HasPrior bool
+}
+
+// Keys of the frame map. They are short because every event crosses the
+// socket at least twice.
+const (
+	kType, kSeq, kStatus, kMessage             = "t", "s", "st", "m"
+	kVersion, kNspace, kRank, kCredential      = "v", "ns", "rk", "cr"
+	kID, kName, kCodes, kCode, kRange, kSource = "id", "nm", "cs", "c", "r", "src"
+	kInfo, kResults, kPrior                    = "in", "res", "pr"
+)
+
+// Err returns the frame's status and message as an error: nil for success.
+func (f *Frame) Err() error {
+	if f.Status == pmix.Success {
+		return nil
+	}
+	return &pmix.Error{Status: f.Status, Message: f.Message}
+}
+
+// Marshal encodes the frame body (without the length prefix).
+func (f *Frame) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := f.encode(msgpack.NewEncoder(&buf)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (f *Frame) encode(enc *msgpack.Encoder) error {
+	type field struct {
+		key string
+		put func() error
+	}
+	var fields []field
+	add := func(present bool, key string, put func() error) {
+		if present {
+			fields = append(fields, field{key, put})
+		}
+	}
+	add(true, kType, func() error { return enc.EncodeUint(uint64(f.Type)) })
+	add(f.Seq != 0, kSeq, func() error { return enc.EncodeUint(f.Seq) })
+	add(f.Status != 0, kStatus, func() error { return enc.EncodeInt(int64(f.Status)) })
+	add(f.Message != "", kMessage, func() error { return enc.EncodeString(f.Message) })
+	add(f.Version != 0, kVersion, func() error { return enc.EncodeUint(uint64(f.Version)) })
+	add(f.Nspace != "", kNspace, func() error { return enc.EncodeString(f.Nspace) })
+	add(f.Rank != 0 || f.Type == TypeHello, kRank, func() error { return enc.EncodeUint(uint64(f.Rank)) })
+	add(f.Credential != "", kCredential, func() error { return enc.EncodeString(f.Credential) })
+	add(f.ID != 0, kID, func() error { return enc.EncodeUint(f.ID) })
+	add(f.Name != "", kName, func() error { return enc.EncodeString(f.Name) })
+	add(f.Codes != nil, kCodes, func() error {
+		if err := enc.EncodeArrayLen(len(f.Codes)); err != nil {
+			return err
+		}
+		for _, c := range f.Codes {
+			if err := enc.EncodeInt(int64(c)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	add(f.Code != 0 || f.Type == TypeNotify || f.Type == TypeInvoke, kCode, func() error { return enc.EncodeInt(int64(f.Code)) })
+	add(f.Range != 0, kRange, func() error { return enc.EncodeUint(uint64(f.Range)) })
+	add(f.Source != (pmix.Proc{}), kSource, func() error { return f.Source.EncodeMsgpack(enc) })
+	add(len(f.Info) > 0, kInfo, func() error { return pmix.EncodeInfos(enc, f.Info) })
+	add(len(f.Results) > 0, kResults, func() error { return pmix.EncodeInfos(enc, f.Results) })
+	add(f.HasPrior || f.Prior != nil, kPrior, func() error { return pmix.EncodeInfos(enc, f.Prior) })
+
+	if err := enc.EncodeMapLen(len(fields)); err != nil {
+		return err
+	}
+	for _, fl := range fields {
+		if err := enc.EncodeString(fl.key); err != nil {
+			return err
+		}
+		if err := fl.put(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unmarshal decodes a frame body. It returns an *pmix.Error with
+// ErrUnpackFailure for malformed input: a body that is not a map, a value of
+// the wrong kind, bytes after the map, or an unknown key whose value is not
+// a scalar (unknown scalar keys are skipped, for forward compatibility).
+func Unmarshal(b []byte) (*Frame, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	f := &Frame{}
+	if err := f.decode(dec); err != nil {
+		return nil, err
+	}
+	if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
+	}
+	if f.Type == 0 {
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: no type")
+	}
+	return f, nil
+}
+
+func (f *Frame) decode(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil || n < 0 {
+		return bad("frame is not a map", err)
+	}
+	seen := make(map[string]bool, min(n, 32))
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return bad("frame key", err)
+		}
+		if seen[key] {
+			return pmix.Errorf(pmix.ErrUnpackFailure, "frame: key %q given twice", key)
+		}
+		seen[key] = true
+		if err := f.decodeField(dec, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
+	u := func(max uint64) (uint64, error) { return pmix.DecodeUint(dec, max, "frame field "+key) }
+	i32 := func() (pmix.Status, error) {
+		n, err := dec.DecodeInt64()
+		if err != nil {
+			return 0, bad("frame field "+key, err)
+		}
+		if n < math.MinInt32 || n > math.MaxInt32 {
+			return 0, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %d does not fit a status", key, n)
+		}
+		return pmix.Status(n), nil
+	}
+	str := func() (string, error) {
+		s, err := dec.DecodeString()
+		if err != nil {
+			return "", bad("frame field "+key, err)
+		}
+		return s, nil
+	}
+	var err error
+	var n uint64
+	switch key {
+	case kType:
+		n, err = u(math.MaxUint8)
+		f.Type = Type(n)
+	case kSeq:
+		f.Seq, err = u(math.MaxUint64)
+	case kStatus:
+		f.Status, err = i32()
+	case kMessage:
+		f.Message, err = str()
+	case kVersion:
+		n, err = u(math.MaxUint32)
+		f.Version = uint32(n)
+	case kNspace:
+		f.Nspace, err = str()
+	case kRank:
+		n, err = u(math.MaxUint32)
+		f.Rank = pmix.Rank(n)
+	case kCredential:
+		f.Credential, err = str()
+	case kID:
+		f.ID, err = u(math.MaxUint64)
+	case kName:
+		f.Name, err = str()
+	case kCodes:
+		var cnt int
+		if cnt, err = dec.DecodeArrayLen(); err != nil {
+			return bad("frame field "+key, err)
+		}
+		f.Codes = make([]pmix.Status, 0, min(max(cnt, 0), 64))
+		for range cnt {
+			c, err := i32()
+			if err != nil {
+				return err
+			}
+			f.Codes = append(f.Codes, c)
+		}
+	case kCode:
+		f.Code, err = i32()
+	case kRange:
+		n, err = u(math.MaxUint8)
+		f.Range = pmix.Range(n)
+	case kSource:
+		err = f.Source.DecodeMsgpack(dec)
+	case kInfo:
+		f.Info, err = pmix.DecodeInfos(dec)
+	case kResults:
+		f.Results, err = pmix.DecodeInfos(dec)
+	case kPrior:
+		f.Prior, err = pmix.DecodeInfos(dec)
+		f.HasPrior = true
+		if f.Prior == nil {
+			f.Prior = []pmix.Info{}
+		}
+	default:
+		return skipScalar(dec, key)
+	}
+	return err
+}
+
+// skipScalar skips an unknown key's value if it is a scalar. Nested values
+// of unknown keys are refused: skipping them would recurse as deep as the
+// input nests.
+func skipScalar(dec *msgpack.Decoder, key string) error {
+	c, err := dec.PeekCode()
+	if err != nil {
+		return bad("frame field "+key, err)
+	}
+	if msgpcode.IsFixedArray(c) || msgpcode.IsFixedMap(c) || c == msgpcode.Array16 || c == msgpcode.Array32 ||
+		c == msgpcode.Map16 || c == msgpcode.Map32 {
+		return pmix.Errorf(pmix.ErrUnpackFailure, "frame: unknown key %q with a nested value", key)
+	}
+	if err := dec.Skip(); err != nil {
+		return bad("frame field "+key, err)
+	}
+	return nil
+}
+
+func bad(what string, err error) error {
+	var pe *pmix.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if err == nil {
+		return pmix.Errorf(pmix.ErrUnpackFailure, "%s", what)
+	}
+	return pmix.Errorf(pmix.ErrUnpackFailure, "%s: %v", what, err)
+}
+
+// WriteFrame writes one frame: a 4-byte big-endian body length, then the
+// body. It refuses to write a body over math.MaxUint32 bytes.
+func WriteFrame(w io.Writer, f *Frame) error {
+	body, err := f.Marshal()
+	if err != nil {
+		return err
+	}
+	if uint64(len(body)) > math.MaxUint32 {
+		return pmix.Errorf(pmix.ErrBadParam, "frame of %d bytes is too large", len(body))
+	}
+	buf := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ErrFrameTooLarge is the status of a frame whose length prefix exceeds the
+// reader's limit.
+const ErrFrameTooLarge = pmix.ErrInvalidLength
+
+// ReadFrame reads one frame. A length over maxBody gives an error with
+// ErrFrameTooLarge's status before any of the body is read; a malformed body
+// gives ErrUnpackFailure; I/O errors (io.EOF at a frame boundary) are
+// returned as they are.
+func ReadFrame(r io.Reader, maxBody int) (*Frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(maxBody) {
+		return nil, pmix.Errorf(ErrFrameTooLarge, "frame of %d bytes exceeds the limit of %d", n, maxBody)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return Unmarshal(body)
+}

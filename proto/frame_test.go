@@ -1,0 +1,138 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func sampleFrames() map[string]*Frame {
+	infos := []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("h")), pmix.Required(pmix.NewInfo("x", pmix.Int8(-3)))}
+	return map[string]*Frame{
+		"hello":                   {Type: TypeHello, Version: Version, Nspace: "job", Rank: 0, Credential: "c0ffee"},
+		"reply ok":                {Type: TypeReply, Seq: 9, ID: 4, Info: infos},
+		"reply error":             {Type: TypeReply, Seq: 10, Status: pmix.ErrEventRegistration, Message: "duplicate name h"},
+		"register":                {Type: TypeRegister, Seq: 11, Codes: []pmix.Status{-201, -231}, Info: infos},
+		"register default":        {Type: TypeRegister, Seq: 12, Codes: []pmix.Status{}},
+		"deregister":              {Type: TypeDeregister, Seq: 13, ID: 7},
+		"notify":                  {Type: TypeNotify, Seq: 14, Code: pmix.EventNodeDown, Range: pmix.RangeGlobal, Info: infos},
+		"notify zero code":        {Type: TypeNotify, Seq: 15, Code: 0, Range: pmix.RangeLocal},
+		"finalize":                {Type: TypeFinalize, Seq: 16},
+		"invoke":                  {Type: TypeInvoke, Seq: 17, ID: 3, Name: "h", Code: -201, Source: pmix.Proc{Nspace: "B:job", Rank: 2}, Info: infos, Results: infos},
+		"invoke-done":             {Type: TypeInvokeDone, Seq: 17, Status: pmix.EventActionComplete, Results: infos, Prior: infos, HasPrior: true},
+		"invoke-done all removed": {Type: TypeInvokeDone, Seq: 18, Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true},
+		"error":                   {Type: TypeError, Status: pmix.ErrUnpackFailure, Message: "bad frame"},
+	}
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	for name, f := range sampleFrames() {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteFrame(&buf, f); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadFrame(&buf, DefaultMaxFrame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !framesEqual(f, got) {
+				t.Fatalf("round trip:\n in %+v\nout %+v", f, got)
+			}
+		})
+	}
+}
+
+func framesEqual(a, b *Frame) bool {
+	ca, cb := *a, *b
+	if !pmix.InfosEqual(ca.Info, cb.Info) || !pmix.InfosEqual(ca.Results, cb.Results) || !pmix.InfosEqual(ca.Prior, cb.Prior) {
+		return false
+	}
+	if len(ca.Codes) != len(cb.Codes) {
+		return false
+	}
+	for i := range ca.Codes {
+		if ca.Codes[i] != cb.Codes[i] {
+			return false
+		}
+	}
+	ca.Info, cb.Info, ca.Results, cb.Results, ca.Prior, cb.Prior, ca.Codes, cb.Codes = nil, nil, nil, nil, nil, nil, nil, nil
+	return reflect.DeepEqual(ca, cb)
+}
+
+func TestReadFrameLimits(t *testing.T) {
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 1<<30)
+	_, err := ReadFrame(bytes.NewReader(hdr[:]), DefaultMaxFrame)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("oversized: %v", err)
+	}
+	binary.BigEndian.PutUint32(hdr[:], 10)
+	_, err = ReadFrame(bytes.NewReader(append(hdr[:], 1, 2)), DefaultMaxFrame)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated: %v", err)
+	}
+	if _, err := ReadFrame(bytes.NewReader(nil), DefaultMaxFrame); !errors.Is(err, io.EOF) {
+		t.Fatalf("empty: %v", err)
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	enc := func(v any) []byte { b, _ := msgpack.Marshal(v); return b }
+	cases := map[string][]byte{
+		"not a map":      enc([]int{1}),
+		"no type":        enc(map[string]any{"s": 1}),
+		"type not uint":  enc(map[string]any{"t": "x"}),
+		"negative seq":   enc(map[string]any{"t": 1, "s": -1}),
+		"unknown nested": enc(map[string]any{"t": 1, "zz": []int{1}}),
+		"bad infos":      enc(map[string]any{"t": 1, "in": "x"}),
+		"status too big": enc(map[string]any{"t": 2, "st": int64(1) << 40}),
+		"trailing":       append(enc(map[string]any{"t": 1}), 0xc0),
+		"empty":          {},
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Unmarshal(b); !errors.Is(err, pmix.ErrUnpackFailure) {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+	f, err := Unmarshal(enc(map[string]any{"t": 1, "future": 3}))
+	if err != nil || f.Type != TypeHello {
+		t.Fatalf("unknown scalar key not skipped: %v", err)
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	for _, fr := range sampleFrames() {
+		var buf bytes.Buffer
+		if err := WriteFrame(&buf, fr); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ReadFrame(bytes.NewReader(b), 1<<16)
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteFrame(&buf, fr); err != nil {
+			t.Fatalf("decoded frame does not encode: %v", err)
+		}
+		back, err := ReadFrame(&buf, 1<<20)
+		if err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v", err)
+		}
+		if !framesEqual(fr, back) {
+			t.Fatalf("not the identity:\n%+v\n%+v", fr, back)
+		}
+	})
+}
