@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// LevelTrace is the slog level NATS protocol traces are logged at. It sits
+// below slog.LevelDebug, so a logger only sees traces when asked for them.
+const LevelTrace = slog.LevelDebug - 4
+
+// natsLogger routes an embedded nats-server's logging to a *slog.Logger.
+type natsLogger struct {
+	log *slog.Logger
+}
+
+var _ server.Logger = natsLogger{}
+
+// attachLogger makes ns log to log, enabling nats-server's debug and trace
+// output only when log would keep them. A nil log leaves ns silent: an
+// embedded server that was never given a logger logs nothing.
+func attachLogger(ns *server.Server, log *slog.Logger) {
+	if log == nil {
+		return
+	}
+	ctx := context.Background()
+	ns.SetLoggerV2(natsLogger{log: log},
+		log.Enabled(ctx, slog.LevelDebug),
+		log.Enabled(ctx, LevelTrace),
+		false)
+}
+
+func (l natsLogger) logf(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, fmt.Sprintf(format, v...))
+}
+
+func (l natsLogger) Noticef(format string, v ...any) { l.logf(slog.LevelInfo, format, v) }
+func (l natsLogger) Warnf(format string, v ...any)   { l.logf(slog.LevelWarn, format, v) }
+func (l natsLogger) Errorf(format string, v ...any)  { l.logf(slog.LevelError, format, v) }
+func (l natsLogger) Debugf(format string, v ...any)  { l.logf(slog.LevelDebug, format, v) }
+func (l natsLogger) Tracef(format string, v ...any)  { l.logf(LevelTrace, format, v) }
+
+// Fatalf logs at error level and, unlike nats-server's own loggers, does not
+// exit: an embedding process decides for itself when to stop.
+func (l natsLogger) Fatalf(format string, v ...any) { l.logf(slog.LevelError, format, v) }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pmixbus/pmixbus/cluster"
+)
+
+// shutdownTimeout bounds a server's shutdown after SIGINT or SIGTERM.
+const shutdownTimeout = 30 * time.Second
+
+func init() {
+	register(&command{
+		name:    "server",
+		summary: "run an embedded NATS server with JetStream for one cluster",
+		run:     runServer,
+	})
+}
+
+const serverDescription = `
+Run a NATS server with JetStream for one PMIx cluster until SIGINT or SIGTERM.
+The cluster name is also the JetStream domain, so clients of other clusters
+reach this one's JetStream as that domain.
+
+Clusters join over leaf-node links: a hub accepts them (--leaf-port), the
+others connect to it (--leaf-remote). Each keeps its own JetStream when the
+links are down.
+
+When ready it prints its client URL (and leaf and monitoring URLs when
+enabled) to stdout, one "<what> URL: <url>" line each. Logs go to stderr.
+
+JetStream data is kept in --store; by default in
+<temp dir>/pmixbus/<cluster>/<name>, which survives a restart of the server
+but not the temp dir's cleaning. Two servers on one host need different
+stores.`
+
+func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("server", "[flags]", serverDescription)
+	var (
+		clusterName = fs.String("cluster", "local", "cluster `name`; also the JetStream domain (letters, digits, '-', '_')")
+		name        = fs.String("name", "", "server `name` (default: the cluster name)")
+		host        = fs.String("host", "127.0.0.1", "`address` to listen on; 0.0.0.0 for all interfaces")
+		port        = fs.Int("port", 4222, "client `port`; -1 for a free one")
+		store       = fs.String("store", "", "JetStream storage `dir` (default <temp dir>/pmixbus/<cluster>/<name>)")
+		leafPort    = fs.Int("leaf-port", 0, "accept leaf-node connections on `port`, acting as a hub; 0 off, -1 a free one")
+		monitorPort = fs.Int("monitor-port", 0, "HTTP monitoring `port`; 0 off, -1 a free one")
+		logLevel    = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace")
+		leafRemotes stringList
+	)
+	fs.Var(&leafRemotes, "leaf-remote", "connect as a leaf node to the hub at `URL` (nats-leaf://host:port); repeatable")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if code, done := noArgs(fs, stderr); done {
+		return code
+	}
+	id, err := cluster.ParseID(*clusterName)
+	if err != nil {
+		return usageError(fs, stderr, "--cluster: %v", err)
+	}
+	level, ok := parseLogLevel(*logLevel)
+	if !ok {
+		return usageError(fs, stderr, "--log-level: unknown level %q; want off, error, warn, info, debug or trace", *logLevel)
+	}
+
+	cfg := cluster.DefaultConfig(id, *store)
+	cfg.Name = *name
+	cfg.Host = *host
+	cfg.Port = *port
+	cfg.LeafPort = *leafPort
+	cfg.LeafRemotes = leafRemotes
+	cfg.MonitorPort = *monitorPort
+	if cfg.StoreDir == "" {
+		serverName := cfg.Name
+		if serverName == "" {
+			serverName = string(id)
+		}
+		cfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), serverName)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	var log *slog.Logger
+	if level != nil {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
+		cfg.Logger = log
+	}
+
+	s, err := cluster.StartServer(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, "pmixbus server %s ready: cluster %s, JetStream domain %q, store %s\n",
+		s.Name(), s.Cluster(), s.Domain(), s.StoreDir())
+	fmt.Fprintf(stdout, "client URL: %s\n", s.ClientURL())
+	if u := s.LeafURL(); u != "" {
+		fmt.Fprintf(stdout, "leaf URL: %s\n", u)
+	}
+	if u := s.MonitorURL(); u != "" {
+		fmt.Fprintf(stdout, "monitor URL: %s\n", u)
+	}
+
+	<-ctx.Done()
+	if log != nil {
+		log.Info("pmixbus server: shutting down", "cause", context.Cause(ctx))
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: shutdown: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// parseLogLevel maps a --log-level value to a slog level; nil means off.
+func parseLogLevel(s string) (*slog.Level, bool) {
+	var l slog.Level
+	switch strings.ToLower(s) {
+	case "off", "none":
+		return nil, true
+	case "error":
+		l = slog.LevelError
+	case "warn", "warning":
+		l = slog.LevelWarn
+	case "info":
+		l = slog.LevelInfo
+	case "debug":
+		l = slog.LevelDebug
+	case "trace":
+		l = cluster.LevelTrace
+	default:
+		return nil, false
+	}
+	return &l, true
+}
