@@ -1,12 +1,12 @@
 package proto
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -95,65 +95,163 @@ func (f *Frame) Err() error {
 }
 
 // Marshal encodes the frame body (without the length prefix).
-func (f *Frame) Marshal() ([]byte, error) {
-	var buf bytes.Buffer
-	if err := f.encode(msgpack.NewEncoder(&buf)); err != nil {
-		return nil, err
+func (f *Frame) Marshal() ([]byte, error) { return f.appendTo(nil) }
+
+// Field bits, in the order the fields are written.
+const (
+	bType = 1 << iota
+	bSeq
+	bStatus
+	bMessage
+	bVersion
+	bNspace
+	bRank
+	bCredential
+	bID
+	bName
+	bCodes
+	bCode
+	bRange
+	bSource
+	bInfo
+	bResults
+	bPrior
+	bEnd
+)
+
+// present returns the bits of the fields f sends.
+func (f *Frame) present() uint32 {
+	m := uint32(bType)
+	set := func(ok bool, bit uint32) {
+		if ok {
+			m |= bit
+		}
 	}
-	return buf.Bytes(), nil
+	set(f.Seq != 0, bSeq)
+	set(f.Status != 0, bStatus)
+	set(f.Message != "", bMessage)
+	set(f.Version != 0, bVersion)
+	set(f.Nspace != "", bNspace)
+	set(f.Rank != 0 || f.Type == TypeHello, bRank)
+	set(f.Credential != "", bCredential)
+	set(f.ID != 0, bID)
+	set(f.Name != "", bName)
+	set(f.Codes != nil, bCodes)
+	set(f.Code != 0 || f.Type == TypeNotify || f.Type == TypeInvoke, bCode)
+	set(f.Range != 0, bRange)
+	set(f.Source != (pmix.Proc{}), bSource)
+	set(len(f.Info) > 0, bInfo)
+	set(len(f.Results) > 0, bResults)
+	set(f.HasPrior || f.Prior != nil, bPrior)
+	return m
+}
+
+// appendTo appends the encoded body to b.
+func (f *Frame) appendTo(b []byte) ([]byte, error) {
+	e := getEncoder(b)
+	defer putEncoder(e)
+	if err := f.encode(e.enc); err != nil {
+		return b, err
+	}
+	return e.w.b, nil
 }
 
 func (f *Frame) encode(enc *msgpack.Encoder) error {
-	type field struct {
-		key string
-		put func() error
-	}
-	var fields []field
-	add := func(present bool, key string, put func() error) {
-		if present {
-			fields = append(fields, field{key, put})
-		}
-	}
-	add(true, kType, func() error { return enc.EncodeUint(uint64(f.Type)) })
-	add(f.Seq != 0, kSeq, func() error { return enc.EncodeUint(f.Seq) })
-	add(f.Status != 0, kStatus, func() error { return enc.EncodeInt(int64(f.Status)) })
-	add(f.Message != "", kMessage, func() error { return enc.EncodeString(f.Message) })
-	add(f.Version != 0, kVersion, func() error { return enc.EncodeUint(uint64(f.Version)) })
-	add(f.Nspace != "", kNspace, func() error { return enc.EncodeString(f.Nspace) })
-	add(f.Rank != 0 || f.Type == TypeHello, kRank, func() error { return enc.EncodeUint(uint64(f.Rank)) })
-	add(f.Credential != "", kCredential, func() error { return enc.EncodeString(f.Credential) })
-	add(f.ID != 0, kID, func() error { return enc.EncodeUint(f.ID) })
-	add(f.Name != "", kName, func() error { return enc.EncodeString(f.Name) })
-	add(f.Codes != nil, kCodes, func() error {
-		if err := enc.EncodeArrayLen(len(f.Codes)); err != nil {
-			return err
-		}
-		for _, c := range f.Codes {
-			if err := enc.EncodeInt(int64(c)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	add(f.Code != 0 || f.Type == TypeNotify || f.Type == TypeInvoke, kCode, func() error { return enc.EncodeInt(int64(f.Code)) })
-	add(f.Range != 0, kRange, func() error { return enc.EncodeUint(uint64(f.Range)) })
-	add(f.Source != (pmix.Proc{}), kSource, func() error { return f.Source.EncodeMsgpack(enc) })
-	add(len(f.Info) > 0, kInfo, func() error { return pmix.EncodeInfos(enc, f.Info) })
-	add(len(f.Results) > 0, kResults, func() error { return pmix.EncodeInfos(enc, f.Results) })
-	add(f.HasPrior || f.Prior != nil, kPrior, func() error { return pmix.EncodeInfos(enc, f.Prior) })
-
-	if err := enc.EncodeMapLen(len(fields)); err != nil {
+	mask := f.present()
+	if err := enc.EncodeMapLen(bits.OnesCount32(mask)); err != nil {
 		return err
 	}
-	for _, fl := range fields {
-		if err := enc.EncodeString(fl.key); err != nil {
-			return err
+	for bit := uint32(1); bit < bEnd; bit <<= 1 {
+		if mask&bit == 0 {
+			continue
 		}
-		if err := fl.put(); err != nil {
+		if err := f.encodeField(enc, bit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
+	key := func(k string) error { return enc.EncodeString(k) }
+	var err error
+	switch bit {
+	case bType:
+		if err = key(kType); err == nil {
+			err = enc.EncodeUint(uint64(f.Type))
+		}
+	case bSeq:
+		if err = key(kSeq); err == nil {
+			err = enc.EncodeUint(f.Seq)
+		}
+	case bStatus:
+		if err = key(kStatus); err == nil {
+			err = enc.EncodeInt(int64(f.Status))
+		}
+	case bMessage:
+		if err = key(kMessage); err == nil {
+			err = enc.EncodeString(f.Message)
+		}
+	case bVersion:
+		if err = key(kVersion); err == nil {
+			err = enc.EncodeUint(uint64(f.Version))
+		}
+	case bNspace:
+		if err = key(kNspace); err == nil {
+			err = enc.EncodeString(f.Nspace)
+		}
+	case bRank:
+		if err = key(kRank); err == nil {
+			err = enc.EncodeUint(uint64(f.Rank))
+		}
+	case bCredential:
+		if err = key(kCredential); err == nil {
+			err = enc.EncodeString(f.Credential)
+		}
+	case bID:
+		if err = key(kID); err == nil {
+			err = enc.EncodeUint(f.ID)
+		}
+	case bName:
+		if err = key(kName); err == nil {
+			err = enc.EncodeString(f.Name)
+		}
+	case bCodes:
+		if err = key(kCodes); err == nil {
+			err = enc.EncodeArrayLen(len(f.Codes))
+		}
+		for _, c := range f.Codes {
+			if err != nil {
+				break
+			}
+			err = enc.EncodeInt(int64(c))
+		}
+	case bCode:
+		if err = key(kCode); err == nil {
+			err = enc.EncodeInt(int64(f.Code))
+		}
+	case bRange:
+		if err = key(kRange); err == nil {
+			err = enc.EncodeUint(uint64(f.Range))
+		}
+	case bSource:
+		if err = key(kSource); err == nil {
+			err = f.Source.EncodeMsgpack(enc)
+		}
+	case bInfo:
+		if err = key(kInfo); err == nil {
+			err = pmix.EncodeInfos(enc, f.Info)
+		}
+	case bResults:
+		if err = key(kResults); err == nil {
+			err = pmix.EncodeInfos(enc, f.Results)
+		}
+	case bPrior:
+		if err = key(kPrior); err == nil {
+			err = pmix.EncodeInfos(enc, f.Prior)
+		}
+	}
+	return err
 }
 
 // Unmarshal decodes a frame body. It returns an *pmix.Error with
@@ -161,7 +259,9 @@ func (f *Frame) encode(enc *msgpack.Encoder) error {
 // the wrong kind, bytes after the map, or an unknown key whose value is not
 // a scalar (unknown scalar keys are skipped, for forward compatibility).
 func Unmarshal(b []byte) (*Frame, error) {
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	d := getDecoder(b)
+	defer putDecoder(d)
+	dec := d.dec
 	f := &Frame{}
 	if err := f.decode(dec); err != nil {
 		return nil, err
@@ -310,18 +410,28 @@ func bad(what string, err error) error {
 // WriteFrame writes one frame: a 4-byte big-endian body length, then the
 // body. It refuses to write a body over math.MaxUint32 bytes.
 func WriteFrame(w io.Writer, f *Frame) error {
-	body, err := f.Marshal()
+	buf, err := AppendFrame(nil, f)
 	if err != nil {
 		return err
 	}
-	if uint64(len(body)) > math.MaxUint32 {
-		return pmix.Errorf(pmix.ErrBadParam, "frame of %d bytes is too large", len(body))
-	}
-	buf := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(buf, uint32(len(body)))
-	copy(buf[4:], body)
 	_, err = w.Write(buf)
 	return err
+}
+
+// AppendFrame appends f, length prefix and body, to b.
+func AppendFrame(b []byte, f *Frame) ([]byte, error) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	b, err := f.appendTo(b)
+	if err != nil {
+		return b[:start], err
+	}
+	n := len(b) - start - 4
+	if uint64(n) > math.MaxUint32 {
+		return b[:start], pmix.Errorf(pmix.ErrBadParam, "frame of %d bytes is too large", n)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return b, nil
 }
 
 // ErrFrameTooLarge is the status of a frame whose length prefix exceeds the

@@ -56,31 +56,47 @@ func (s Scope) Prefix() string { return s.prefix }
 // String is the prefix.
 func (s Scope) String() string { return s.prefix }
 
-// Subject returns the subject of an event with this code.
+// Subject returns the subject of an event with this code: the subject the
+// event cache captures.
 func (s Scope) Subject(code pmix.Status) string {
 	return s.prefix + "." + CodeToken(code)
 }
 
-// Patterns returns the subscription subjects for a registration: one subject
-// per code, or the scope's wildcard when codes is empty (a default
-// registration). Duplicate codes give one subject.
+// TransientSubject returns the subject of an event with this code that must
+// not be cached (PMIX_EVENT_DO_NOT_CACHE): Subject followed by the token
+// "nc", which the cache streams do not capture.
+func (s Scope) TransientSubject(code pmix.Status) string {
+	return s.prefix + "." + CodeToken(code) + "." + TransientToken
+}
+
+// TransientToken ends the subject of an event that must not be cached.
+const TransientToken = "nc"
+
+// Patterns returns the subscription subjects for a registration: for each
+// code its subject and its transient subject, or the scope's wildcard when
+// codes is empty (a default registration). Duplicate codes give one pair.
 func (s Scope) Patterns(codes []pmix.Status) []string {
 	if len(codes) == 0 {
 		return []string{s.Wildcard()}
 	}
-	out := make([]string, 0, len(codes))
+	out := make([]string, 0, 2*len(codes))
 	seen := make(map[pmix.Status]bool, len(codes))
 	for _, c := range codes {
 		if !seen[c] {
 			seen[c] = true
-			out = append(out, s.Subject(c))
+			out = append(out, s.Subject(c), s.TransientSubject(c))
 		}
 	}
 	return out
 }
 
-// Wildcard is the subject matching every code in the scope.
-func (s Scope) Wildcard() string { return s.prefix + ".*" }
+// Wildcard is the subject matching every event in the scope, cached or
+// not: the prefix followed by ">".
+func (s Scope) Wildcard() string { return s.prefix + ".>" }
+
+// CachedWildcard matches the scope's cached events only: the prefix
+// followed by "*". The event cache streams capture these.
+func (s Scope) CachedWildcard() string { return s.prefix + ".*" }
 
 // CodeToken formats a status as the code token: its decimal value.
 func CodeToken(code pmix.Status) string { return strconv.Itoa(int(code)) }
@@ -194,8 +210,11 @@ func ForEvent(r pmix.Range, environment bool, t Target, code pmix.Status) (strin
 type Parsed struct {
 	Scope Scope
 	Code  pmix.Status
-	// Wildcard is true when the code token is "*" (a subscription pattern).
+	// Wildcard is true when the code token is "*" or ">" (a subscription
+	// pattern).
 	Wildcard bool
+	// Transient is true for the subject of an event that is not cached.
+	Transient bool
 }
 
 // Parse takes an event subject (or a subscription pattern with "*" as the
@@ -210,9 +229,13 @@ func Parse(subject string) (Parsed, error) {
 		return bad("not under " + Prefix)
 	}
 	toks := strings.Split(rest, ".")
-	last := toks[len(toks)-1]
 	var p Parsed
-	if last == "*" {
+	if len(toks) > 1 && toks[len(toks)-1] == TransientToken {
+		p.Transient = true
+		toks = toks[:len(toks)-1]
+	}
+	last := toks[len(toks)-1]
+	if last == "*" || (last == ">" && !p.Transient) {
 		p.Wildcard = true
 	} else {
 		n, err := strconv.ParseInt(last, 10, 32)

@@ -85,9 +85,9 @@ func TestPatterns(t *testing.T) {
 		codes []pmix.Status
 		want  []string
 	}{
-		{"single", []pmix.Status{-201}, []string{"pmix.evt.A.ns.job1.-201"}},
-		{"set", []pmix.Status{-201, -231, -201}, []string{"pmix.evt.A.ns.job1.-201", "pmix.evt.A.ns.job1.-231"}},
-		{"default", nil, []string{"pmix.evt.A.ns.job1.*"}},
+		{"single", []pmix.Status{-201}, []string{"pmix.evt.A.ns.job1.-201", "pmix.evt.A.ns.job1.-201.nc"}},
+		{"set", []pmix.Status{-201, -231, -201}, []string{"pmix.evt.A.ns.job1.-201", "pmix.evt.A.ns.job1.-201.nc", "pmix.evt.A.ns.job1.-231", "pmix.evt.A.ns.job1.-231.nc"}},
+		{"default", nil, []string{"pmix.evt.A.ns.job1.>"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,13 +101,17 @@ func TestPatterns(t *testing.T) {
 	if err != nil || !p.Wildcard || p.Scope.Kind() != KindGlobal {
 		t.Fatalf("%+v %v", p, err)
 	}
+	p, err = Parse(sc.TransientSubject(-201))
+	if err != nil || !p.Transient || p.Code != -201 || p.Scope.Prefix() != sc.Prefix() {
+		t.Fatalf("transient: %+v %v", p, err)
+	}
 }
 
 func TestParseRejects(t *testing.T) {
 	for _, s := range []string{
 		"", "foo.bar", "pmix.evt", "pmix.evt.A.rm", "pmix.evt.A.rm.x", "pmix.evt.A.bogus.-1",
 		"pmix.evt.A.ns.-1", "pmix.evt.A.ns.a.b.-1", "pmix.evt.A.rm.extra.-1", "pmix.evt.A=ZZ.rm.-1",
-		"pmix.evt.A.ns.a*b.-1",
+		"pmix.evt.A.ns.a*b.-1", "pmix.evt.A.rm.>.nc", "pmix.evt.A.rm.nc.nc",
 	} {
 		if _, err := Parse(s); !errors.Is(err, pmix.ErrBadParam) {
 			t.Errorf("Parse(%q) = %v", s, err)

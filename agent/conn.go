@@ -1,0 +1,279 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// clientConn is one attached client: its socket, its registry (the chains
+// the agent runs for it) and its invocations in flight.
+type clientConn struct {
+	a   *Agent
+	c   net.Conn
+	r   *proto.Reader
+	w   *proto.Writer
+	log *slog.Logger
+
+	entry *clientEntry
+	reg   *bus.Registry
+
+	mu      sync.Mutex
+	seq     uint64
+	pending map[uint64]*pendingInvoke
+	closed  bool
+	once    sync.Once
+}
+
+type pendingInvoke struct {
+	call *bus.Call
+	done bus.Done
+}
+
+func newClientConn(a *Agent, c net.Conn) *clientConn {
+	return &clientConn{
+		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
+		r: proto.NewReader(c, a.cfg.MaxFrame), w: proto.NewWriter(c),
+	}
+}
+
+func (cc *clientConn) write(f *proto.Frame) error { return cc.w.WriteFrame(f) }
+
+func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)) {
+	f := &proto.Frame{Type: proto.TypeReply, Seq: req.Seq}
+	if err != nil {
+		f.Status, f.Message = pmix.StatusOf(err), err.Error()
+	} else if fill != nil {
+		fill(f)
+	}
+	if werr := cc.write(f); werr != nil {
+		cc.close(nil)
+	}
+}
+
+// serve authenticates the client, then reads its frames until it leaves.
+func (cc *clientConn) serve() {
+	defer cc.close(nil)
+	if err := cc.hello(); err != nil {
+		cc.log.Warn("client refused", "remote", cc.c.RemoteAddr().String(), "err", err)
+		cc.fail(err)
+		return
+	}
+	cc.log = cc.log.With("client", cc.entry.proc.String())
+	cc.log.Debug("client attached")
+	for {
+		f, err := cc.r.ReadFrame()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				cc.log.Warn("dropping client after a bad frame", "err", err)
+				cc.fail(err)
+			}
+			return
+		}
+		if !cc.dispatch(f) {
+			return
+		}
+	}
+}
+
+// fail tells the client why it is being dropped, if the socket still works.
+func (cc *clientConn) fail(err error) {
+	status := pmix.StatusOf(err)
+	if status == pmix.ErrGeneral {
+		status = pmix.ErrCommFailure
+	}
+	_ = cc.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = cc.write(&proto.Frame{Type: proto.TypeError, Status: status, Message: err.Error()})
+}
+
+func (cc *clientConn) hello() error {
+	_ = cc.c.SetReadDeadline(time.Now().Add(cc.a.cfg.HelloTimeout))
+	f, err := cc.r.ReadFrame()
+	if err != nil {
+		return err
+	}
+	_ = cc.c.SetReadDeadline(time.Time{})
+	if f.Type != proto.TypeHello {
+		return pmix.Errorf(pmix.ErrInvalidOperation, "first frame is %v, want hello", f.Type)
+	}
+	if f.Version != proto.Version {
+		return pmix.Errorf(pmix.ErrNotSupported, "protocol version %d, agent speaks %d", f.Version, proto.Version)
+	}
+	uid, err := peerUID(cc.c)
+	if err != nil {
+		return pmix.Errorf(pmix.ErrInvalidCred, "reading peer credentials: %w", err)
+	}
+	e, err := cc.a.authenticate(pmix.Proc{Nspace: f.Nspace, Rank: f.Rank}, f.Credential, uid, cc)
+	if err != nil {
+		return err
+	}
+	reg, err := bus.NewRegistry(bus.Config{
+		Self:           cc.a.origin(e),
+		DefaultTimeout: cc.a.cfg.HandlerTimeout,
+		Logger:         cc.log,
+	})
+	if err != nil {
+		cc.a.detach(e, cc)
+		return err
+	}
+	cc.mu.Lock()
+	cc.entry, cc.reg = e, reg
+	cc.mu.Unlock()
+	cc.reply(f, nil, func(r *proto.Frame) {
+		r.Info = append([]pmix.Info{
+			pmix.NewInfo(pmix.KeyClusterID, pmix.String(string(cc.a.cfg.Cluster))),
+			pmix.NewInfo(pmix.KeyHostname, pmix.String(cc.a.cfg.Node)),
+			pmix.NewInfo(pmix.KeySessionID, pmix.String(e.job.session)),
+			pmix.NewInfo(pmix.KeyNspace, pmix.String(e.proc.Nspace)),
+			pmix.NewInfo(pmix.KeyRank, pmix.RankValue(e.proc.Rank)),
+		}, e.job.info...)
+	})
+	return nil
+}
+
+// dispatch handles one frame; false ends the connection.
+func (cc *clientConn) dispatch(f *proto.Frame) bool {
+	switch f.Type {
+	case proto.TypeRegister:
+		id, err := cc.reg.Register(f.Codes, f.Info, cc.invoke)
+		if err == nil {
+			err = cc.a.router.update()
+			if err != nil {
+				_ = cc.reg.Deregister(id)
+				_ = cc.a.router.update()
+			}
+		}
+		cc.reply(f, err, func(r *proto.Frame) { r.ID = uint64(id) })
+	case proto.TypeDeregister:
+		err := cc.reg.Deregister(bus.ID(f.ID))
+		if err == nil {
+			err = cc.a.router.update()
+		}
+		cc.reply(f, err, nil)
+	case proto.TypeNotify:
+		cc.reply(f, cc.notify(f), nil)
+	case proto.TypeInvokeDone:
+		cc.completed(f)
+	case proto.TypeFinalize:
+		cc.reply(f, nil, nil)
+		return false
+	default:
+		cc.fail(pmix.Errorf(pmix.ErrInvalidOperation, "unexpected %v frame from a client", f.Type))
+		return false
+	}
+	return true
+}
+
+func (cc *clientConn) notify(f *proto.Frame) error {
+	switch {
+	case f.Range == pmix.RangeProcLocal:
+		return pmix.Errorf(pmix.ErrBadParam, "PMIX_RANGE_PROC_LOCAL events stay in the client; the agent never sees them")
+	case !f.Range.Valid():
+		return pmix.Errorf(pmix.ErrBadParam, "invalid range %v", f.Range)
+	}
+	m := &Message{
+		ID:     cc.a.nextEventID(),
+		Code:   f.Code,
+		Range:  f.Range,
+		Source: cc.a.origin(cc.entry), // stamped here, whatever the client claims
+		Info:   f.Info,
+		Time:   time.Now(),
+	}
+	return cc.a.router.publish(m, cc.entry)
+}
+
+// invoke is the bus.Handler of every registration of this client: it asks
+// the client to run the handler and completes when the client answers.
+func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
+	cc.mu.Lock()
+	if cc.closed {
+		cc.mu.Unlock()
+		done(pmix.ErrLostConnectionToClient, nil)
+		return
+	}
+	cc.seq++
+	seq := cc.seq
+	cc.pending[seq] = &pendingInvoke{call: call, done: done}
+	cc.mu.Unlock()
+	err := cc.write(&proto.Frame{
+		Type: proto.TypeInvoke, Seq: seq, ID: uint64(call.ID), Name: call.Name,
+		Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
+	})
+	if err != nil {
+		if p := cc.take(seq); p != nil {
+			p.done(pmix.ErrLostConnectionToClient, nil)
+		}
+		cc.close(nil)
+	}
+}
+
+func (cc *clientConn) take(seq uint64) *pendingInvoke {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	p := cc.pending[seq]
+	delete(cc.pending, seq)
+	return p
+}
+
+func (cc *clientConn) completed(f *proto.Frame) {
+	p := cc.take(f.Seq)
+	if p == nil {
+		cc.log.Debug("completion for an invocation no longer pending", "seq", f.Seq)
+		return
+	}
+	if f.HasPrior {
+		if len(f.Prior) == len(p.call.Results) {
+			copy(p.call.Results, f.Prior)
+		} else {
+			cc.log.Warn("ignoring edited results of the wrong length", "handler", p.call.Name, "got", len(f.Prior), "want", len(p.call.Results))
+		}
+	}
+	p.done(f.Status, f.Results)
+}
+
+// close drops the connection once: invocations in flight complete with
+// PMIX_ERR_LOST_CONNECTION_TO_CLIENT so their chains move on, the registry
+// closes and the subscriptions it needed are released. A non-nil why is
+// sent to the client first.
+func (cc *clientConn) close(why error) {
+	cc.once.Do(func() {
+		if why != nil {
+			cc.fail(why)
+		}
+		cc.mu.Lock()
+		cc.closed = true
+		pending := cc.pending
+		cc.pending = nil
+		entry, reg := cc.entry, cc.reg
+		cc.mu.Unlock()
+		_ = cc.c.Close()
+		for _, p := range pending {
+			p.done(pmix.ErrLostConnectionToClient, nil)
+		}
+		if reg != nil {
+			reg.Close()
+		}
+		if entry != nil {
+			cc.a.detach(entry, cc)
+			if err := cc.a.router.update(); err != nil {
+				cc.log.Warn("updating subscriptions after a client left", "err", err)
+			}
+			cc.log.Debug("client detached")
+		}
+	})
+}
+
+// attached reports the client's entry and registry, or false before hello
+// or after close.
+func (cc *clientConn) attached() (*clientEntry, *bus.Registry, bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.entry, cc.reg, !cc.closed && cc.reg != nil
+}

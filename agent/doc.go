@@ -1,0 +1,27 @@
+// Package agent is the per-node daemon: the PMIx server's role. Local
+// clients attach to it over a socket (see package proto and
+// docs/protocol.md); it holds their registrations, runs their handler
+// chains with package bus, routes their notifications by data range onto
+// NATS subjects (package subjects, docs/subjects.md), and reports each
+// chain's outcome to the host RM.
+//
+// A host RM written in Go embeds it:
+//
+//	cfg := agent.DefaultConfig("east", "node07")
+//	cfg.URL = "nats://127.0.0.1:4222" // or leave empty for an embedded server in cfg.StoreDir
+//	a, err := agent.New(cfg)
+//	err = a.Start(ctx)
+//	defer a.Shutdown(ctx)
+//	err = a.RegisterJob(agent.Job{Nspace: "job1", Session: "s1", Procs: map[pmix.Rank]string{0: "node07"}})
+//	env, err := a.RegisterClient(pmix.Proc{Nspace: "job1", Rank: 0}) // launch the process with env
+//	a.OnOutcome(func(r agent.OutcomeReport) { /* termination decisions, abort requests */ })
+//	err = a.Notify(ctx, pmix.EventNodeDown, pmix.RangeSession, true, info) // as the RM: no source proc
+//
+// Events reach an agent only through subscriptions its clients'
+// registrations need; all subscriptions feed one dispatch goroutine, so
+// events are handled in the order the agent received them. A source
+// receives its own event when the range includes it.
+//
+// An Agent's methods are safe for concurrent use. Shutdown stops it and
+// waits for its goroutines.
+package agent

@@ -1,0 +1,253 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Environment variables a launched process needs; client.Init reads them.
+const (
+	EnvNspace     = "PMIX_NAMESPACE"
+	EnvRank       = "PMIX_RANK"
+	EnvAgent      = "PMIXBUS_AGENT"      // "unix:/path" or "tcp:127.0.0.1:port"
+	EnvCredential = "PMIXBUS_CREDENTIAL" // hex; the agent checks it at attach
+)
+
+// Job describes a job (nspace) to the agent: what a host RM registers
+// before launching its processes. Every agent hosting a proc of the job
+// should be given the whole proc map, so that CUSTOM-range events reach
+// the right nodes.
+type Job struct {
+	Nspace  string
+	Session string
+	Info    []pmix.Info          // job-level info given to its clients at attach
+	Procs   map[pmix.Rank]string // rank → node
+}
+
+// RegisterJob registers or replaces a job.
+//
+// Errors: ErrBadParam for an empty or over-long nspace, or a proc with an
+// invalid rank or no node; ErrClosed after Shutdown.
+func (a *Agent) RegisterJob(j Job) error {
+	if j.Nspace == "" || len(j.Nspace) > pmix.MaxNspaceLen {
+		return pmix.Errorf(pmix.ErrBadParam, "job nspace %q: must be 1 to %d bytes", j.Nspace, pmix.MaxNspaceLen)
+	}
+	for r, n := range j.Procs {
+		if !r.Valid() || n == "" {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: proc rank %v on node %q is invalid", j.Nspace, r, n)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	a.jobs[j.Nspace] = &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs)}
+	return nil
+}
+
+// DeregisterJob forgets a job and its local clients; attached clients of
+// the job are disconnected.
+//
+// Errors: ErrUnknownJob.
+func (a *Agent) DeregisterJob(nspace string) error {
+	a.mu.Lock()
+	if _, ok := a.jobs[nspace]; !ok {
+		a.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
+	}
+	delete(a.jobs, nspace)
+	var conns []*clientConn
+	for p, e := range a.expected {
+		if p.Nspace == nspace {
+			delete(a.expected, p)
+			if e.conn != nil {
+				conns = append(conns, e.conn)
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, c := range conns {
+		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
+	}
+	return nil
+}
+
+// ClientOption adjusts RegisterClient.
+type ClientOption func(*clientEntry)
+
+// WithUID restricts the client to processes of this user id (checked from
+// the Unix socket's peer credentials). The default is the agent's own uid;
+// -1 accepts any.
+func WithUID(uid int) ClientOption { return func(e *clientEntry) { e.uid = uid } }
+
+// RegisterClient registers a local process of a registered job and returns
+// the environment to launch it with (EnvNspace, EnvRank, EnvAgent,
+// EnvCredential). The credential is fresh for every registration; a
+// process attaching with it is the client nspace.rank and no other.
+//
+// Errors: ErrUnknownJob; ErrBadParam for an invalid rank;
+// ErrDuplicateKey if the proc is already registered.
+func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string]string, error) {
+	if !proc.Rank.Valid() {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "client rank %v: must be a real rank", proc.Rank)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, pmix.Errorf(pmix.ErrOutOfResource, "credential: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, ErrClosed
+	}
+	j, ok := a.jobs[proc.Nspace]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownJob, proc.Nspace)
+	}
+	if _, dup := a.expected[proc]; dup {
+		return nil, pmix.Errorf(pmix.ErrDuplicateKey, "client %v is already registered", proc)
+	}
+	e := &clientEntry{proc: proc, job: j, credential: hex.EncodeToString(raw[:]), uid: os.Getuid()}
+	for _, o := range opts {
+		o(e)
+	}
+	a.expected[proc] = e
+	return map[string]string{
+		EnvNspace:     proc.Nspace,
+		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
+		EnvAgent:      a.addr,
+		EnvCredential: e.credential,
+	}, nil
+}
+
+// DeregisterClient forgets a local client; if it is attached, it is
+// disconnected.
+//
+// Errors: ErrUnknownClient.
+func (a *Agent) DeregisterClient(proc pmix.Proc) error {
+	a.mu.Lock()
+	e, ok := a.expected[proc]
+	if ok {
+		delete(a.expected, proc)
+	}
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %v", ErrUnknownClient, proc)
+	}
+	if e.conn != nil {
+		e.conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
+	}
+	return nil
+}
+
+// authenticate checks a hello: the proc is registered, the credential is
+// the one issued for it, the peer's uid is allowed, and it is not already
+// attached. On success the connection is bound to the entry.
+func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *clientConn) (*clientEntry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.expected[proc]
+	// Compare in constant time even for unknown procs.
+	want := ""
+	if ok {
+		want = e.credential
+	}
+	if subtle.ConstantTimeCompare([]byte(want), []byte(credential)) != 1 || !ok {
+		return nil, pmix.Errorf(pmix.ErrInvalidCred, "no client %v with that credential", proc)
+	}
+	if e.uid >= 0 && uid >= 0 && e.uid != uid {
+		return nil, pmix.Errorf(pmix.ErrNoPermissions, "client %v must run as uid %d, peer is uid %d", proc, e.uid, uid)
+	}
+	if e.conn != nil {
+		return nil, pmix.Errorf(pmix.ErrInvalidOperation, "client %v is already attached", proc)
+	}
+	e.conn = cc
+	return e, nil
+}
+
+// detach unbinds a connection from its entry.
+func (a *Agent) detach(e *clientEntry, cc *clientConn) {
+	a.mu.Lock()
+	if e.conn == cc {
+		e.conn = nil
+	}
+	a.mu.Unlock()
+}
+
+// Notify sends an event as the host RM: it has no source proc (RFC0002).
+// The target comes from the range: NAMESPACE needs pmix.KeyNspace (or
+// affected procs of one nspace; a "cluster:nspace" name targets another
+// cluster); SESSION needs pmix.KeySessionID; LOCAL is this node unless
+// pmix.KeyHostname names another; CUSTOM needs pmix.KeyEventCustomRange.
+// Environment events (environment true) go to the cluster's environment
+// subject whatever the range.
+//
+// Errors: ErrBadParam for a missing target or PROC_LOCAL; ErrUnreach if
+// NATS refused the publish.
+func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) error {
+	m := &Message{
+		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
+		Source: bus.Origin{Cluster: string(a.cfg.Cluster), Node: a.cfg.Node},
+		Info:   info, Time: time.Now(),
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return a.router.publish(m, nil)
+}
+
+// OnRMEvent calls f for every PMIX_RANGE_RM event in the agent's cluster,
+// from a single goroutine, in arrival order. The agent subscribes when the
+// first function is added.
+func (a *Agent) OnRMEvent(f func(*Message)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	a.rmFuncs = append(a.rmFuncs, f)
+	if a.rmSub != nil {
+		return nil
+	}
+	sub, err := a.nc.Subscribe(subjects.RM(string(a.cfg.Cluster)).Wildcard(), func(msg *nats.Msg) {
+		m, err := UnmarshalMessage(msg.Data)
+		if err != nil {
+			a.log.Warn("dropping malformed RM event", "subject", msg.Subject, "err", err)
+			return
+		}
+		a.mu.Lock()
+		fs := slices.Clone(a.rmFuncs)
+		a.mu.Unlock()
+		for _, f := range fs {
+			f(m)
+		}
+	})
+	if err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "subscribing to RM events: %w", err)
+	}
+	a.rmSub = sub
+	return a.nc.Flush()
+}
+
+// OnOutcome calls f with the outcome of every handler chain this agent
+// runs, as soon as the chain ends. f must not block for long.
+func (a *Agent) OnOutcome(f func(OutcomeReport)) {
+	a.mu.Lock()
+	a.outFuncs = append(a.outFuncs, f)
+	a.mu.Unlock()
+}

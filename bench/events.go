@@ -1,0 +1,313 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// EventsConfig sizes the events benchmark.
+type EventsConfig struct {
+	LatencyRounds int // serial notify→handler round trips (default 2000)
+	FanoutEvents  int // events sent in the fan-out phase (default 1000)
+	Agents        int // default 4
+	Clients       int // spread evenly over the agents (default 64)
+}
+
+func (c *EventsConfig) defaults() {
+	if c.LatencyRounds <= 0 {
+		c.LatencyRounds = 2000
+	}
+	if c.FanoutEvents <= 0 {
+		c.FanoutEvents = 1000
+	}
+	if c.Agents <= 0 {
+		c.Agents = 4
+	}
+	if c.Clients <= 0 {
+		c.Clients = 64
+	}
+}
+
+// setup is one NATS server with agents and clients of one job on it.
+type setup struct {
+	srv     *cluster.Server
+	agents  []*agent.Agent
+	clients []*client.Client
+	dir     string
+}
+
+func newSetup(ctx context.Context, nAgents, nClients int) (*setup, error) {
+	dir, err := os.MkdirTemp("", "pxbench")
+	if err != nil {
+		return nil, err
+	}
+	s := &setup{dir: dir}
+	srv, err := cluster.StartServer(ctx, cluster.DefaultConfig("bench", filepath.Join(dir, "nats")))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.srv = srv
+	procs := map[pmix.Rank]string{}
+	for r := range nClients {
+		procs[pmix.Rank(r)] = fmt.Sprintf("n%d", r%nAgents)
+	}
+	for i := range nAgents {
+		cfg := agent.DefaultConfig("bench", fmt.Sprintf("n%d", i))
+		cfg.URL = srv.ClientURL()
+		cfg.Listen = "unix:" + filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
+		a, err := agent.New(cfg)
+		if err == nil {
+			err = a.Start(ctx)
+		}
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.agents = append(s.agents, a)
+		if err := a.RegisterJob(agent.Job{Nspace: "bench", Session: "s", Procs: procs}); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	for r := range nClients {
+		env, err := s.agents[r%nAgents].RegisterClient(pmix.Proc{Nspace: "bench", Rank: pmix.Rank(r)})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		c, err := client.Init(ctx, client.WithEnv(env))
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.clients = append(s.clients, c)
+	}
+	return s, nil
+}
+
+func (s *setup) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range s.clients {
+		_ = c.Finalize(ctx)
+	}
+	for _, a := range s.agents {
+		_ = a.Shutdown(ctx)
+	}
+	if s.srv != nil {
+		_ = s.srv.Shutdown(ctx)
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// Latency measures notify→first-handler latency from a client on one agent
+// to a client on another, serially, returning every sample.
+func (s *setup) latency(ctx context.Context, rounds int) ([]time.Duration, error) {
+	const code = pmix.ExternalErrBase - 1
+	src, dst := s.clients[0], s.clients[1] // rank 1 lives on the second agent
+	got := make(chan time.Time, 1)
+	if _, err := dst.RegisterEventHandler(ctx, []pmix.Status{code}, nil, func(_ *bus.Call, done bus.Done) {
+		got <- time.Now()
+		done(pmix.EventNoActionTaken, nil)
+	}); err != nil {
+		return nil, err
+	}
+	target := []pmix.Info{pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{dst.Proc()}))}
+	out := make([]time.Duration, 0, rounds)
+	for i := range rounds + rounds/10 { // the first tenth warms up
+		start := time.Now()
+		if err := src.NotifyEvent(ctx, code, pmix.RangeCustom, target); err != nil {
+			return nil, err
+		}
+		select {
+		case t := <-got:
+			if i >= rounds/10 {
+				out = append(out, t.Sub(start))
+			}
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("event %d never reached its handler", i)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// natsRTT measures raw NATS request-reply round trips between two
+// connections on the same server.
+func natsRTT(ctx context.Context, url string, rounds int) ([]time.Duration, error) {
+	req, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer req.Close()
+	rep, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer rep.Close()
+	payload := make([]byte, 64)
+	if _, err := rep.Subscribe("bench.rtt", func(m *nats.Msg) { _ = m.Respond(payload) }); err != nil {
+		return nil, err
+	}
+	if err := rep.Flush(); err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, rounds)
+	for i := range rounds + rounds/10 {
+		start := time.Now()
+		if _, err := req.RequestWithContext(ctx, "bench.rtt", payload); err != nil {
+			return nil, err
+		}
+		if i >= rounds/10 {
+			out = append(out, time.Since(start))
+		}
+	}
+	return out, nil
+}
+
+// fanout sends n events from the host RM at GLOBAL range to every client
+// and returns deliveries per second (handler invocations).
+func (s *setup) fanout(ctx context.Context, n int) (float64, error) {
+	const code = pmix.ExternalErrBase - 2
+	var count atomic.Int64
+	want := int64(n * len(s.clients))
+	all := make(chan struct{})
+	for _, c := range s.clients {
+		if _, err := c.RegisterEventHandler(ctx, []pmix.Status{code}, nil, func(_ *bus.Call, done bus.Done) {
+			done(pmix.EventNoActionTaken, nil)
+			if count.Add(1) == want {
+				close(all)
+			}
+		}); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	for range n {
+		if err := s.agents[0].Notify(ctx, code, pmix.RangeGlobal, false, nil); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(2 * time.Minute):
+		return 0, fmt.Errorf("only %d of %d deliveries", count.Load(), want)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return float64(want) / time.Since(start).Seconds(), nil
+}
+
+// natsFanout publishes n messages to subscribers on subs connections and
+// returns deliveries per second.
+func natsFanout(ctx context.Context, url string, subs, n int) (float64, error) {
+	var count atomic.Int64
+	want := int64(subs * n)
+	all := make(chan struct{})
+	for range subs {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			return 0, err
+		}
+		defer nc.Close()
+		sub, err := nc.Subscribe("bench.fanout", func(*nats.Msg) {
+			if count.Add(1) == want {
+				close(all)
+			}
+		})
+		if err != nil {
+			return 0, err
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		if err := nc.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	pub, err := nats.Connect(url)
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	payload := make([]byte, 128)
+	start := time.Now()
+	for range n {
+		if err := pub.Publish("bench.fanout", payload); err != nil {
+			return 0, err
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		return 0, err
+	}
+	select {
+	case <-all:
+	case <-time.After(2 * time.Minute):
+		return 0, fmt.Errorf("only %d of %d deliveries", count.Load(), want)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return float64(want) / time.Since(start).Seconds(), nil
+}
+
+// Events runs the events benchmark: notify latency and fan-out throughput,
+// each against raw NATS on the same server.
+func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
+	cfg.defaults()
+	s, err := newSetup(ctx, cfg.Agents, cfg.Clients)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r := &Report{}
+	r.addf("events: %d agents, %d clients, one embedded NATS server", cfg.Agents, cfg.Clients)
+
+	rtt, err := natsRTT(ctx, s.srv.ClientURL(), cfg.LatencyRounds)
+	if err != nil {
+		return nil, fmt.Errorf("raw NATS RTT: %w", err)
+	}
+	lat, err := s.latency(ctx, cfg.LatencyRounds)
+	if err != nil {
+		return nil, fmt.Errorf("notify latency: %w", err)
+	}
+	rtt50, rtt99 := percentile(rtt, 50), percentile(rtt, 99)
+	lat50, lat99 := percentile(lat, 50), percentile(lat, 99)
+	r.addf("raw NATS request-reply RTT      p50 %8v  p99 %8v  (%d rounds)", rtt50, rtt99, len(rtt))
+	r.addf("notify -> first handler (1->2)  p50 %8v  p99 %8v  (%d rounds)", lat50, lat99, len(lat))
+	r.addf("notify/RTT ratio                p50 %8.2f  p99 %8.2f", ratio(lat50, rtt50), ratio(lat99, rtt99))
+
+	raw, err := natsFanout(ctx, s.srv.ClientURL(), cfg.Clients, cfg.FanoutEvents)
+	if err != nil {
+		return nil, fmt.Errorf("raw NATS fan-out: %w", err)
+	}
+	fan, err := s.fanout(ctx, cfg.FanoutEvents)
+	if err != nil {
+		return nil, fmt.Errorf("fan-out: %w", err)
+	}
+	r.addf("raw NATS fan-out to %d subscribers     %10.0f msgs/s", cfg.Clients, raw)
+	r.addf("event fan-out to %d clients / %d agents %10.0f deliveries/s", cfg.Clients, cfg.Agents, fan)
+	r.Targets = append(r.Targets,
+		Target{Name: "notify_p50_vs_nats_rtt", Measured: ratio(lat50, rtt50), Op: "<=", Goal: 1.5},
+		Target{Name: "fanout_vs_nats", Measured: fan / raw, Op: ">=", Goal: 0.5},
+	)
+	return r, nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}

@@ -1,0 +1,152 @@
+// Package bus is the handler-chain engine of PMIx event notification: it
+// keeps a process's event handler registrations in order, filters events
+// for them, and runs their chains, consolidating results. It is pure Go (no
+// NATS, no sockets): the agent runs one Registry per local client, and the
+// client library uses one for PROC_LOCAL and internal events.
+//
+// The behaviour is RFC0002's, as extended by RFC0018 and the 2016-04-07
+// minutes; where they disagree RFC0018 stands.
+//
+//	reg, err := bus.NewRegistry(bus.Config{
+//		Self:           bus.Origin{Cluster: "A", Node: "n1", Proc: me},
+//		DefaultTimeout: bus.DefaultHandlerTimeout,
+//	})
+//	...
+//	id, err := reg.Register([]pmix.Status{pmix.EventProcTerminated},
+//		[]pmix.Info{
+//			pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("respawn")),
+//			pmix.NewInfo(pmix.KeyEventHdlrFirstInCategory, pmix.Bool(true)),
+//		},
+//		func(c *bus.Call, done bus.Done) {
+//			go func() { // a long action leaves the calling goroutine
+//				respawn(c.Info)
+//				done(pmix.EventPartialActionTaken, []pmix.Info{
+//					pmix.NewInfo(pmix.KeyEventNoTermination, pmix.Bool(true)),
+//				})
+//			}()
+//		})
+//	...
+//	reg.Notify(bus.Event{Code: pmix.EventProcTerminated, Info: info}, func(o bus.Outcome) {
+//		// o.Results, o.Completed, o.Termination, o.Ran: forward to the host RM
+//	})
+//
+// # Registration
+//
+// A registration for one code is in the single category, for several codes
+// the multi category, for none the default category. A chain for code X
+// runs: the FIRST handler; the single-category handlers for X; the
+// multi-category handlers whose codes include X; the default handlers
+// (skipped for an event with PMIX_EVENT_NON_DEFAULT); the LAST handler. The
+// FIRST and LAST handlers run only for codes they match, and a FIRST or LAST
+// handler of the default category counts as a default handler for
+// PMIX_EVENT_NON_DEFAULT.
+//
+// Within a category a handler is prepended by default (RFC0018).
+// PMIX_EVENT_HDLR_FIRST and _LAST are one each per registry;
+// _FIRST_IN_CATEGORY and _LAST_IN_CATEGORY one each per category (the single
+// category is one category, whatever the codes), and they stay first and
+// last in it whatever comes later: PREPEND goes just after the
+// FIRST_IN_CATEGORY handler, APPEND just before the LAST_IN_CATEGORY one.
+// BEFORE and AFTER name a handler of the same category. Naming an unknown
+// handler or one of another category, BEFORE the FIRST or a
+// FIRST_IN_CATEGORY handler, AFTER the LAST or a LAST_IN_CATEGORY handler,
+// or giving two placement attributes, fails with
+// pmix.ErrEventRegistration, as does a duplicate PMIX_EVENT_HDLR_NAME
+// whatever else is given. AFTER the FIRST handler places at the front of the
+// category, BEFORE the LAST handler at its end. The placement attributes
+// are positional requests at registration time; later registrations may
+// come between two handlers that were placed next to each other.
+//
+// # Filters
+//
+// PMIX_EVENT_JOB_LEVEL takes job events only, PMIX_EVENT_ENVIRO_LEVEL
+// environment events only, both take both. With neither, a registration
+// takes job events, plus environment events for codes it names (single or
+// multi category); a default registration then gets no environment events.
+// RFC0002 defaults ENVIRO_LEVEL to false, but a registration for
+// PMIX_EVENT_NODE_DOWN must see it, and a default handler should not pull
+// every environment event to its node. Registration.WantsEnvironment tells
+// an agent which environment events to subscribe to.
+//
+// PMIX_RANGE in a registration is RFC0018's receiver-level filter on the
+// event's source (Event.Source) as seen from Config.Self: PROC_LOCAL, only
+// events this process generated; LOCAL, the same cluster and node;
+// NAMESPACE, the same cluster and nspace; SESSION, the same cluster and
+// session; GLOBAL, any; RM, events from the host RM (zero source proc);
+// CUSTOM, the procs in PMIX_EVENT_CUSTOM_RANGE (wildcard ranks match).
+// PMIX_EVENT_AFFECTED_PROC(S) in a registration passes only events whose own
+// affected procs include one of them. A registration with no filter is not
+// filtered.
+//
+// # Chains
+//
+// Each handler gets the event's info, which carries pmix.KeyEventResolved
+// ("pmixbus.evresolved", false at the start: the minutes' "resolved" flag),
+// and its own copy of the consolidated results so far. When it completes,
+// one entry is appended, keyed by its name, valued with the status it
+// returned; handlers registered without a name get the key
+// UnnamedPrefix+id ("pmixbus.unnamed.7"), because an empty key is RFC0018's
+// mark for removal. Its returned infos follow. Edits it made to its copy
+// (changed values, keys set to "" for removal) become the consolidated
+// array the next handler sees.
+//
+// Every matching handler runs (minutes), unless one returns
+// pmix.EventActionComplete (RFC0002): that ends the chain and sets the
+// resolved flag. A handler that resolves the event but wants the others to
+// run for their bookkeeping returns pmix.KeyEventResolved true among its
+// results instead: the flag is then true for the handlers that follow.
+//
+// Handlers report pmix.KeyEventNoTermination or KeyEventWantTermination in
+// their results; each overrides the decision so far, except a
+// WantTermination marked pmix.InfoRequired. Outcome.Termination holds the
+// result.
+//
+// A handler asks for an abort by returning pmix.KeyEventAbortRequested
+// true. When the chain has ended, the registry raises pmix.EventAbortRequested
+// (PMIX_ERR_PROC_REQUESTED_ABORT, -8) from Config.Self with range
+// PROC_LOCAL, so that a handler registered for it can abort the process;
+// its outcome is Outcome.Abort. An abort asked for during a chain for
+// pmix.EventAbortRequested raises nothing more.
+//
+// A handler that does not complete within PMIX_EVENT_ACTION_TIMEOUT
+// (integer or float64 seconds), or Config.DefaultTimeout when its
+// registration gives none, is passed over: its entry carries
+// pmix.ErrTimeout and the chain moves on. Its completion, if it ever comes,
+// is ignored. The timeout counts from the invocation; a handler that keeps
+// the calling goroutine cannot be preempted, and is passed over when it
+// returns.
+//
+// # Errors
+//
+// Errors are *pmix.Error values, tested by status, e.g.
+// errors.Is(err, pmix.ErrEventRegistration). Every message starts with
+// "bus: " and says what was wrong.
+//
+//   - pmix.ErrEventRegistration (-144): a registration that cannot be
+//     placed (see Registration above).
+//   - pmix.ErrBadParam (-27): a malformed attribute value (a flag that is
+//     not a bool, a BEFORE target that is not a string, a negative timeout,
+//     an invalid range …), a nil handler, an invalid Config.
+//   - pmix.ErrNotFound (-46): Deregister or Replay of an id that is not
+//     registered.
+//   - pmix.ErrInit (-31): the registry is closed (ErrClosed).
+//
+// # Concurrency
+//
+// A Registry is safe for concurrent use. Any number of chains may run at
+// once; each works on a snapshot of the registrations taken when it started,
+// so registrations made meanwhile do not change its order (a handler
+// deregistered before its turn is skipped). Within a chain, handlers run
+// one at a time, in order. The registry never calls a handler, a Done's
+// continuation or a Notify callback while holding its locks, so handlers
+// may register, deregister (themselves too), notify or close. A handler's
+// Done may be called from any goroutine; it may run later handlers before
+// it returns. Handlers that complete within their call are chained in a
+// loop, not by recursion, so long synchronous chains use constant stack.
+//
+// Registration, deregistration and lookups by name and id cost O(1)
+// expected (plus an amortized O(log n) relabelling, see order.go),
+// whatever the number of registrations. The chain for a code is built once
+// after a registration change, in time proportional to the handlers it
+// holds, and cached.
+package bus

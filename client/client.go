@@ -1,0 +1,335 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// The environment a launched process finds (set by the agent's host, see
+// agent.RegisterClient).
+const (
+	EnvNspace     = "PMIX_NAMESPACE"
+	EnvRank       = "PMIX_RANK"
+	EnvAgent      = "PMIXBUS_AGENT"
+	EnvCredential = "PMIXBUS_CREDENTIAL"
+)
+
+// Client is an attached process.
+type Client struct {
+	proc pmix.Proc
+	info []pmix.Info // what the agent told us at attach
+	self bus.Origin
+	log  *slog.Logger
+	conn net.Conn
+	r    *proto.Reader
+	w    *proto.Writer
+
+	local   *bus.Registry // PROC_LOCAL and internal events
+	invokes *queue        // the agent's invocations, run in arrival order
+
+	regMu sync.Mutex // registrations go to both registries in one order
+
+	mu       sync.Mutex
+	seq      uint64
+	waiting  map[uint64]chan *proto.Frame
+	handlers map[uint64]registered // by the agent's registration id
+	toAgent  map[bus.ID]uint64     // local id → agent id
+	lost     error                 // set when the connection ended
+	final    bool
+
+	wg      sync.WaitGroup
+	stopped chan struct{}
+}
+
+type registered struct {
+	local bus.ID
+	h     bus.Handler
+}
+
+type options struct {
+	env    func(string) string
+	logger *slog.Logger
+}
+
+// Option adjusts Init.
+type Option func(*options) error
+
+// WithEnv takes the identity from a map instead of the process environment
+// (tests, and hosts that launch threads rather than processes).
+func WithEnv(env map[string]string) Option {
+	return func(o *options) error {
+		if env == nil {
+			return fmt.Errorf("%w: nil environment", ErrInvalidOption)
+		}
+		o.env = func(k string) string { return env[k] }
+		return nil
+	}
+}
+
+// WithLogger sets the logger for the client's own problems.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// Init attaches to the agent, as PMIx_Init does.
+//
+// Errors: ErrInit when the environment lacks the identity (the message
+// names what is missing); ErrUnreach when the agent cannot be reached;
+// ErrInvalidCred or ErrNoPermissions when the agent refuses the identity.
+func Init(ctx context.Context, opts ...Option) (*Client, error) {
+	o := options{env: os.Getenv, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	var missing []string
+	for _, k := range []string{EnvNspace, EnvRank, EnvAgent, EnvCredential} {
+		if o.env(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, pmix.Errorf(pmix.ErrInit, "not launched by a pmixbus agent: %s unset", strings.Join(missing, ", "))
+	}
+	rank, err := pmix.ParseRank(o.env(EnvRank))
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrInit, "%s: %v", EnvRank, err)
+	}
+	network, addr, ok := strings.Cut(o.env(EnvAgent), ":")
+	if !ok || (network != "unix" && network != "tcp") {
+		return nil, pmix.Errorf(pmix.ErrInit, "%s=%q: want unix:/path or tcp:host:port", EnvAgent, o.env(EnvAgent))
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnreach, "attaching to the agent at %s: %w", o.env(EnvAgent), err)
+	}
+	c := &Client{
+		proc:     pmix.Proc{Nspace: o.env(EnvNspace), Rank: rank},
+		log:      o.logger,
+		conn:     conn,
+		waiting:  make(map[uint64]chan *proto.Frame),
+		handlers: make(map[uint64]registered),
+		toAgent:  make(map[bus.ID]uint64),
+		stopped:  make(chan struct{}),
+	}
+	c.r, c.w = proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
+	if err := c.hello(ctx, o.env(EnvCredential)); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	local, err := bus.NewRegistry(bus.Config{Self: c.self, Logger: c.log})
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	c.local = local
+	c.invokes = newQueue()
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.runHandlers()
+	return c, nil
+}
+
+// hello authenticates synchronously, before the read loop starts.
+func (c *Client) hello(ctx context.Context, cred string) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.conn.SetDeadline(dl)
+		defer c.conn.SetDeadline(time.Time{})
+	}
+	if err := c.w.WriteFrame(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: c.proc.Nspace, Rank: c.proc.Rank, Credential: cred}); err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "sending hello: %w", err)
+	}
+	f, err := c.r.ReadFrame()
+	if err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "reading the agent's answer: %w", err)
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	if f.Type != proto.TypeReply {
+		return pmix.Errorf(pmix.ErrCommFailure, "agent answered hello with %v", f.Type)
+	}
+	c.info = f.Info
+	str := func(k string) string {
+		if v, ok := pmix.LookupValue(f.Info, k); ok {
+			s, _ := v.Str()
+			return s
+		}
+		return ""
+	}
+	c.self = bus.Origin{Cluster: str(pmix.KeyClusterID), Node: str(pmix.KeyHostname), Session: str(pmix.KeySessionID), Proc: c.proc}
+	c.seq = 1
+	return nil
+}
+
+// Proc returns the client's own identity.
+func (c *Client) Proc() pmix.Proc { return c.proc }
+
+// Cluster returns the cluster the client runs in (PMIX_CLUSTER_ID).
+func (c *Client) Cluster() string { return c.self.Cluster }
+
+// Info returns what the agent gave at attach: cluster, node, session and the
+// job-level info its host registered.
+func (c *Client) Info() []pmix.Info { return c.info }
+
+// Finalize detaches from the agent, as PMIx_Finalize does. Handlers still
+// running are waited for until ctx ends. Finalize after the agent was lost
+// only releases the client's resources. It is safe to call twice.
+func (c *Client) Finalize(ctx context.Context) error {
+	c.mu.Lock()
+	already := c.final
+	c.final = true
+	lost := c.lost
+	c.mu.Unlock()
+	var err error
+	if !already && lost == nil {
+		_, err = c.request(ctx, &proto.Frame{Type: proto.TypeFinalize})
+		if errors.Is(err, pmix.ErrLostConnection) {
+			err = nil
+		}
+	}
+	_ = c.conn.Close()
+	waited := make(chan struct{})
+	go func() { c.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.local.Close()
+	return err
+}
+
+// request sends a frame and waits for the reply with the same sequence.
+func (c *Client) request(ctx context.Context, f *proto.Frame) (*proto.Frame, error) {
+	ch := make(chan *proto.Frame, 1)
+	c.mu.Lock()
+	if c.lost != nil {
+		err := c.lost
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.seq++
+	f.Seq = c.seq
+	c.waiting[f.Seq] = ch
+	c.mu.Unlock()
+	if err := c.write(f); err != nil {
+		c.forget(f.Seq)
+		return nil, pmix.Errorf(pmix.ErrLostConnection, "sending %v: %w", f.Type, err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, c.lostErr()
+		}
+		return r, r.Err()
+	case <-ctx.Done():
+		c.forget(f.Seq)
+		return nil, pmix.Errorf(pmix.ErrTimeout, "%v: %w", f.Type, ctx.Err())
+	}
+}
+
+func (c *Client) forget(seq uint64) {
+	c.mu.Lock()
+	delete(c.waiting, seq)
+	c.mu.Unlock()
+}
+
+func (c *Client) lostErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lost != nil {
+		return c.lost
+	}
+	return pmix.NewError(pmix.ErrLostConnection, "connection to the agent lost")
+}
+
+func (c *Client) write(f *proto.Frame) error { return c.w.WriteFrame(f) }
+
+// readLoop dispatches the agent's frames until the connection ends.
+func (c *Client) readLoop() {
+	defer c.wg.Done()
+	var why error
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			if why == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				why = err
+			}
+			break
+		}
+		switch f.Type {
+		case proto.TypeReply:
+			c.mu.Lock()
+			ch := c.waiting[f.Seq]
+			delete(c.waiting, f.Seq)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+		case proto.TypeInvoke:
+			c.invokes.push(f)
+		case proto.TypeError:
+			why = f.Err()
+		default:
+			c.log.Warn("ignoring unexpected frame from the agent", "type", f.Type.String())
+		}
+	}
+	c.connectionEnded(why)
+}
+
+// connectionEnded fails the requests in flight and, unless the client
+// finalized, raises PMIX_ERR_LOST_CONNECTION in its own handlers.
+func (c *Client) connectionEnded(why error) {
+	msg := "connection to the agent lost"
+	if why != nil {
+		msg += ": " + why.Error()
+	}
+	lost := pmix.NewError(pmix.ErrLostConnection, msg)
+	c.mu.Lock()
+	c.lost = lost
+	waiting := c.waiting
+	c.waiting = map[uint64]chan *proto.Frame{}
+	final := c.final
+	c.mu.Unlock()
+	for _, ch := range waiting {
+		close(ch)
+	}
+	_ = c.conn.Close()
+	close(c.stopped)
+	c.invokes.close()
+	if final {
+		return
+	}
+	c.log.Warn(msg)
+	ev := bus.Event{
+		Code:   pmix.ErrLostConnection,
+		Source: c.self,
+		Range:  pmix.RangeProcLocal,
+		Info:   []pmix.Info{pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(msg))},
+	}
+	c.local.Notify(ev, func(bus.Outcome) {})
+}
+
+// Lost returns a channel closed when the connection to the agent ends.
+func (c *Client) Lost() <-chan struct{} { return c.stopped }

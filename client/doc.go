@@ -1,0 +1,25 @@
+// Package client is what an application links against: the PMIx client's
+// role. It attaches to its node's agent with the identity and credential
+// the agent issued at launch (environment variables, as PMIx does),
+// registers event handlers, notifies events, and runs its handlers when the
+// agent invokes them.
+//
+//	c, err := client.Init(ctx)             // reads PMIX_NAMESPACE, PMIX_RANK, PMIXBUS_AGENT, PMIXBUS_CREDENTIAL
+//	defer c.Finalize(ctx)
+//	id, err := c.RegisterEventHandler(ctx, []pmix.Status{pmix.EventProcTerminated},
+//		[]pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("recover"))},
+//		func(call *bus.Call, done bus.Done) {
+//			go func() { /* … */ done(pmix.EventActionComplete, nil) }()
+//		})
+//	err = c.NotifyEvent(ctx, pmix.ExternalErrBase-1, pmix.RangeNamespace, nil)
+//
+// Registrations are recorded in the client first (RFC0002) and then with
+// the agent, which runs the chains for events that arrive over NATS;
+// ordering errors come back from the call. PROC_LOCAL events and the
+// client's internal events (PMIX_ERR_LOST_CONNECTION when the agent goes
+// away) run the client's own copy of the chain and never leave the process.
+//
+// Handlers run on goroutines of their own, never on the goroutine reading
+// the agent's socket, so a handler may call back into the client. A Client
+// is safe for concurrent use.
+package client

@@ -1,0 +1,146 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// RegisterEventHandler registers h for the given codes (none: a default
+// handler) with the registration attributes in info (PMIX_EVENT_HDLR_NAME,
+// the ordering keys, PMIX_RANGE and PMIX_EVENT_CUSTOM_RANGE as a source
+// filter, affected procs, job/environment level, PMIX_EVENT_ACTION_TIMEOUT).
+// It returns once the agent has recorded the registration and subscribed
+// to what it needs, so an event notified afterwards reaches h.
+//
+// Errors: ErrEventRegistration for a duplicate name or impossible placement,
+// ErrBadParam for a malformed attribute (the message says which);
+// ErrLostConnection if the agent is gone.
+func (c *Client) RegisterEventHandler(ctx context.Context, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, error) {
+	if h == nil {
+		return 0, pmix.Errorf(pmix.ErrBadParam, "nil event handler")
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	id, err := c.local.Register(codes, info, h)
+	if err != nil {
+		return 0, err
+	}
+	r, err := c.request(ctx, &proto.Frame{Type: proto.TypeRegister, Codes: nonNil(codes), Info: info})
+	if err != nil {
+		_ = c.local.Deregister(id)
+		return 0, err
+	}
+	c.mu.Lock()
+	c.handlers[r.ID] = registered{local: id, h: h}
+	c.toAgent[id] = r.ID
+	c.mu.Unlock()
+	return id, nil
+}
+
+func nonNil(codes []pmix.Status) []pmix.Status {
+	if codes == nil {
+		return []pmix.Status{}
+	}
+	return slices.Clone(codes)
+}
+
+// RegisterEventHandlerCB is the callback form of RegisterEventHandler: it
+// returns at once and calls cb from another goroutine.
+func (c *Client) RegisterEventHandlerCB(codes []pmix.Status, info []pmix.Info, h bus.Handler, cb func(bus.ID, error)) {
+	c.async(func(ctx context.Context) { cb(c.RegisterEventHandler(ctx, codes, info, h)) })
+}
+
+// DeregisterEventHandler removes a registration.
+//
+// Errors: ErrNotFound for an id this client never returned or already
+// removed; ErrLostConnection if the agent is gone (the handler is removed
+// locally all the same).
+func (c *Client) DeregisterEventHandler(ctx context.Context, id bus.ID) error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if err := c.local.Deregister(id); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	aid := c.toAgent[id]
+	delete(c.toAgent, id)
+	delete(c.handlers, aid)
+	c.mu.Unlock()
+	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeDeregister, ID: aid})
+	return err
+}
+
+// DeregisterEventHandlerCB is the callback form of DeregisterEventHandler.
+func (c *Client) DeregisterEventHandlerCB(id bus.ID, cb func(error)) {
+	c.async(func(ctx context.Context) { cb(c.DeregisterEventHandler(ctx, id)) })
+}
+
+// NotifyEvent notifies an event to the procs in rng. The agent stamps this
+// process as the source. info may carry PMIX_EVENT_CUSTOM_RANGE (required
+// for PMIX_RANGE_CUSTOM), PMIX_EVENT_AFFECTED_PROC(S),
+// PMIX_EVENT_NON_DEFAULT, PMIX_EVENT_DO_NOT_CACHE and anything else for
+// the handlers. A PMIX_RANGE_PROC_LOCAL event runs this process's own
+// chain and never leaves it; NotifyEvent returns once that chain ended.
+// The source receives its own event when the range includes it.
+//
+// Errors: ErrBadParam for an invalid range or a CUSTOM range without
+// targets; ErrLostConnection; ErrUnreach if the agent could not publish.
+func (c *Client) NotifyEvent(ctx context.Context, code pmix.Status, rng pmix.Range, info []pmix.Info) error {
+	if rng == pmix.RangeProcLocal {
+		done := make(chan struct{})
+		c.local.Notify(bus.Event{Code: code, Source: c.self, Range: rng, Info: info}, func(bus.Outcome) { close(done) })
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return pmix.Errorf(pmix.ErrTimeout, "local chain for %v: %w", code, ctx.Err())
+		}
+	}
+	if !rng.Valid() {
+		return pmix.Errorf(pmix.ErrBadParam, "invalid range %v", rng)
+	}
+	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeNotify, Code: code, Range: rng, Info: info})
+	return err
+}
+
+// NotifyEventCB is the callback form of NotifyEvent.
+func (c *Client) NotifyEventCB(code pmix.Status, rng pmix.Range, info []pmix.Info, cb func(error)) {
+	c.async(func(ctx context.Context) { cb(c.NotifyEvent(ctx, code, rng, info)) })
+}
+
+func (c *Client) async(f func(context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f(context.Background())
+	}()
+}
+
+// invoke runs a handler the agent asked for and answers with its status,
+// its results and the prior results as it left them.
+func (c *Client) invoke(f *proto.Frame) {
+	c.mu.Lock()
+	reg, ok := c.handlers[f.ID]
+	c.mu.Unlock()
+	answer := func(status pmix.Status, results, prior []pmix.Info) {
+		_ = c.write(&proto.Frame{Type: proto.TypeInvokeDone, Seq: f.Seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
+	}
+	if !ok {
+		// Deregistered while the agent was invoking it.
+		answer(pmix.EventNoActionTaken, nil, nil)
+		return
+	}
+	call := &bus.Call{ID: reg.local, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results}
+	if call.Results == nil {
+		call.Results = []pmix.Info{}
+	}
+	var once sync.Once
+	reg.h(call, func(status pmix.Status, results []pmix.Info) {
+		once.Do(func() { answer(status, results, call.Results) })
+	})
+}

@@ -1,0 +1,4 @@
+// Package test holds pmixbus's end-to-end tests: real in-process NATS
+// servers (several clusters joined by leaf nodes), real agents on real
+// sockets, and clients attached the way launched processes attach.
+package test
