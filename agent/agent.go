@@ -16,6 +16,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -33,7 +34,13 @@ type Agent struct {
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
 
+	cache   *jetstream.EventCache
+	evicted atomic.Uint64
+
+	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+
 	mu       sync.Mutex
+	retained map[string]*retention      // by nspace: job events kept for local clients
 	jobs     map[string]*job            // by nspace
 	expected map[pmix.Proc]*clientEntry // registered clients, attached or not
 	router   *router
@@ -75,6 +82,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:      cfg,
 		log:      log.With("cluster", string(cfg.Cluster), "node", cfg.Node),
 		jobs:     make(map[string]*job),
+		retained: make(map[string]*retention),
 		expected: make(map[pmix.Proc]*clientEntry),
 		done:     make(chan struct{}),
 		idPrefix: nuid.Next() + ".",
@@ -106,6 +114,14 @@ func (a *Agent) Start(ctx context.Context) error {
 			return pmix.Errorf(pmix.ErrUnreach, "connecting to NATS at %s: %w", url, err)
 		}
 		a.nc, a.ownNC = nc, true
+	}
+	if err := a.openCache(ctx); err != nil {
+		a.closeNATS(ctx)
+		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
+	}
+	if err := a.startPublishLookup(); err != nil {
+		a.closeNATS(ctx)
+		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
 	}
 	network, addr, _ := splitListen(a.cfg.Listen)
 	if network == "unix" {
@@ -179,6 +195,11 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 		if a.rmSub != nil {
 			_ = a.rmSub.Unsubscribe()
 		}
+		for _, ret := range a.retained {
+			if ret.r != nil {
+				ret.r.Stop() // the retention stays for the next agent of this node
+			}
+		}
 		a.mu.Unlock()
 		if a.ln != nil {
 			_ = a.ln.Close()
@@ -186,6 +207,7 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 		for _, c := range conns {
 			c.close(nil)
 		}
+		a.closePublishLookup(ctx)
 		a.router.close()
 	})
 	waited := make(chan struct{})

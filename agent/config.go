@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/publishlookup"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -47,21 +49,52 @@ type Config struct {
 	// authenticate.
 	HelloTimeout time.Duration
 
+	// Event cache (JetStream, replacing RFC0002's ring buffer); one per
+	// cluster, shared by its agents: the last agent to start sets the
+	// limits. CacheSize is the count limit (RFC0002's 512); CacheMaxAge
+	// and CacheMaxBytes are optional (zero: none). CacheMemory keeps the
+	// cache in memory instead of files, which do survive a NATS restart.
+	CacheSize     int
+	CacheMaxAge   time.Duration
+	CacheMaxBytes int64
+	CacheMemory   bool
+	// CacheStatsInterval is how often the agent checks the cache for
+	// evictions, which it counts and logs. Zero is 5 s.
+	CacheStatsInterval time.Duration
+
+	// GlobalDomain is the JetStream domain of the bucket holding GLOBAL
+	// published data (PMIx_Publish): the one every cluster reaches over its
+	// leaf link, the hub's. Empty means the cluster's own domain, for a
+	// single cluster without a hub; so does an embedded server, which has
+	// no hub.
+	GlobalDomain string
+	// PublishBucket names the publish/lookup bucket, the same in every
+	// domain.
+	PublishBucket string
+	// PublishReplicas is the replica count of the cluster's publish/lookup
+	// bucket when this agent creates it; at most the cluster's servers.
+	PublishReplicas int
+
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 }
 
 // DefaultConfig returns a Config for the given cluster and node with an
-// embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames and a
-// 30 s default handler timeout.
+// embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, a
+// 30 s default handler timeout, and GLOBAL published data in the hub's
+// domain (cluster.DefaultHubDomain).
 func DefaultConfig(id cluster.ID, node string) Config {
 	return Config{
-		Cluster:        id,
-		Node:           node,
-		Listen:         "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
-		MaxFrame:       proto.DefaultMaxFrame,
-		HandlerTimeout: 30 * time.Second,
-		HelloTimeout:   10 * time.Second,
+		Cluster:         id,
+		Node:            node,
+		Listen:          "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
+		MaxFrame:        proto.DefaultMaxFrame,
+		HandlerTimeout:  30 * time.Second,
+		HelloTimeout:    10 * time.Second,
+		CacheSize:       jetstream.DefaultEventCacheSize,
+		GlobalDomain:    cluster.DefaultHubDomain,
+		PublishBucket:   publishlookup.DefaultBucket,
+		PublishReplicas: 1,
 	}
 }
 
@@ -83,8 +116,25 @@ func (c Config) Validate() error {
 	if c.HandlerTimeout < 0 {
 		errs = append(errs, fmt.Errorf("handler timeout %v: must not be negative", c.HandlerTimeout))
 	}
+	if c.CacheSize <= 0 {
+		errs = append(errs, fmt.Errorf("cache size %d: must be positive", c.CacheSize))
+	}
+	if c.CacheMaxAge < 0 || c.CacheMaxBytes < 0 || c.CacheStatsInterval < 0 {
+		errs = append(errs, errors.New("cache limits: must not be negative"))
+	}
 	if c.HelloTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("hello timeout %v: must be positive", c.HelloTimeout))
+	}
+	if c.GlobalDomain != "" {
+		if err := cluster.ID(c.GlobalDomain).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("global domain: %w", err))
+		}
+	}
+	if err := cluster.ID(c.PublishBucket).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("publish bucket: %w", err))
+	}
+	if c.PublishReplicas < 1 || c.PublishReplicas > 5 {
+		errs = append(errs, fmt.Errorf("publish replicas %d: want 1 to 5", c.PublishReplicas))
 	}
 	if c.Conn == nil && c.URL == "" && c.StoreDir == "" {
 		errs = append(errs, errors.New("store dir: needed for the embedded NATS server (or give a NATS URL or connection)"))

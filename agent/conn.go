@@ -40,11 +40,23 @@ type pendingInvoke struct {
 func newClientConn(a *Agent, c net.Conn) *clientConn {
 	return &clientConn{
 		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
-		r: proto.NewReader(c, a.cfg.MaxFrame), w: proto.NewWriter(c),
+		r: proto.NewReader(c, a.cfg.MaxFrame), w: proto.NewWriter(deadlineWriter{c}),
 	}
 }
 
 func (cc *clientConn) write(f *proto.Frame) error { return cc.w.WriteFrame(f) }
+
+// writeTimeout bounds one write to a client's socket. A client that stops
+// reading would otherwise stall the dispatch goroutine, and with it every
+// other client of the agent; past this it is dropped instead.
+const writeTimeout = 10 * time.Second
+
+type deadlineWriter struct{ c net.Conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return w.c.Write(p)
+}
 
 func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)) {
 	f := &proto.Frame{Type: proto.TypeReply, Seq: req.Seq}
@@ -142,15 +154,39 @@ func (cc *clientConn) hello() error {
 func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	switch f.Type {
 	case proto.TypeRegister:
-		id, err := cc.reg.Register(f.Codes, f.Info, cc.invoke)
+		// Held until the cached events it matches have been replayed to it:
+		// the reply goes out first, so the client's call returns before any
+		// replayed event is invoked.
+		id, err := cc.reg.RegisterHeld(f.Codes, f.Info, cc.invoke)
+		var h *hold
 		if err == nil {
-			err = cc.a.router.update()
-			if err != nil {
+			h = cc.a.router.addHold(cc, id)
+			if err = cc.a.router.update(); err != nil {
+				cc.a.router.dropHold(h)
 				_ = cc.reg.Deregister(id)
 				_ = cc.a.router.update()
 			}
 		}
-		cc.reply(f, err, func(r *proto.Frame) { r.ID = uint64(id) })
+		if err != nil {
+			cc.reply(f, err, nil)
+			break
+		}
+		// Read the cache now, so that the replay and the release are queued
+		// for the dispatch goroutine before the client learns the
+		// registration succeeded: an event it causes afterwards is
+		// dispatched after them, and reaches the registration live.
+		cached := cc.a.readCache(cc.entry, h.reg)
+		replied := make(chan struct{})
+		cc.a.router.post(func() {
+			select { // the reply goes out before any replayed invoke
+			case <-replied:
+			case <-cc.a.done:
+				return
+			}
+			cc.a.finishHold(h, cached)
+		})
+		cc.reply(f, nil, func(r *proto.Frame) { r.ID = uint64(id) })
+		close(replied)
 	case proto.TypeDeregister:
 		err := cc.reg.Deregister(bus.ID(f.ID))
 		if err == nil {
@@ -161,6 +197,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
 		cc.completed(f)
+	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
+		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFinalize:
 		cc.reply(f, nil, nil)
 		return false

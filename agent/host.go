@@ -56,7 +56,12 @@ func (a *Agent) RegisterJob(j Job) error {
 	if a.closed {
 		return ErrClosed
 	}
-	a.jobs[j.Nspace] = &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs)}
+	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs)}
+	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
+		a.stopRetainingLocked(j.Nspace) // its filters change
+	}
+	a.jobs[j.Nspace] = nj
+	a.retainJobLocked(nj)
 	return nil
 }
 
@@ -71,6 +76,7 @@ func (a *Agent) DeregisterJob(nspace string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
 	}
 	delete(a.jobs, nspace)
+	a.stopRetainingLocked(nspace)
 	var conns []*clientConn
 	for p, e := range a.expected {
 		if p.Nspace == nspace {
@@ -84,6 +90,7 @@ func (a *Agent) DeregisterJob(nspace string) error {
 	for _, c := range conns {
 		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
 	}
+	a.publishLookupJobEnded(nspace) // PMIX_PERSIST_APP and _SESSION data
 	return nil
 }
 
@@ -144,6 +151,7 @@ func (a *Agent) DeregisterClient(proc pmix.Proc) error {
 	e, ok := a.expected[proc]
 	if ok {
 		delete(a.expected, proc)
+		a.receivedLocked(proc, nil) // nothing is owed to a client that is gone
 	}
 	a.mu.Unlock()
 	if !ok {
@@ -152,6 +160,7 @@ func (a *Agent) DeregisterClient(proc pmix.Proc) error {
 	if e.conn != nil {
 		e.conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
 	}
+	a.publishLookupProcEnded(proc) // PMIX_PERSIST_PROC data
 	return nil
 }
 
@@ -187,6 +196,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		e.conn = nil
 	}
 	a.mu.Unlock()
+	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 }
 
 // Notify sends an event as the host RM: it has no source proc (RFC0002).

@@ -27,7 +27,7 @@ const messageVersion = 1
 // The source fields are stamped by the publishing agent from the identity it
 // authenticated, never taken from a client.
 type Message struct {
-	ID          string // unique per event: "<cluster>/<node>/<sequence>"
+	ID          string // unique per event: a random per-agent-run prefix and a counter
 	Code        pmix.Status
 	Range       pmix.Range
 	Environment bool

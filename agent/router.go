@@ -10,6 +10,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -26,6 +27,16 @@ type router struct {
 	a    *Agent
 	msgs chan *nats.Msg
 
+	// Work for the dispatch goroutine, which runs it before the next
+	// event: a registration's replay and release.
+	ctlMu  sync.Mutex
+	ctl    []func()
+	ctlSig chan struct{}
+
+	// holds are registrations being replayed to, by client; only the
+	// dispatch goroutine reads them, under mu since others add them.
+	holds map[*clientConn][]*hold
+
 	mu     sync.Mutex
 	subs   map[string]*nats.Subscription // by subject
 	scopes map[string]subjects.Scope     // by subject
@@ -38,8 +49,9 @@ const inboxSize = 1 << 16
 
 func newRouter(a *Agent) *router {
 	return &router{
-		a: a, msgs: make(chan *nats.Msg, inboxSize),
-		subs: make(map[string]*nats.Subscription), scopes: make(map[string]subjects.Scope),
+		a: a, msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
+		holds: make(map[*clientConn][]*hold),
+		subs:  make(map[string]*nats.Subscription), scopes: make(map[string]subjects.Scope),
 		seen: newRecentIDs(4096),
 	}
 }
@@ -51,8 +63,12 @@ const dispatchBatch = 256
 // dispatch handles arriving events one at a time until the agent stops.
 // Events already queued are handled as a batch with the clients' sockets
 // corked, so a burst costs one write per client rather than one per frame.
+//
+// Control work posted with post runs before any event that arrives after
+// it was posted.
 func (r *router) dispatch() {
 	for {
+		r.runControl()
 		select {
 		case msg := <-r.msgs:
 			conns := r.a.clients()
@@ -62,6 +78,7 @@ func (r *router) dispatch() {
 			r.handle(msg)
 		batch:
 			for range dispatchBatch - 1 {
+				r.runControl()
 				select {
 				case msg = <-r.msgs:
 					r.handle(msg)
@@ -70,11 +87,35 @@ func (r *router) dispatch() {
 				}
 			}
 			for _, cc := range conns {
-				_ = cc.w.Uncork()
+				if err := cc.w.Uncork(); err != nil {
+					cc.close(nil) // it stopped reading; see writeTimeout
+				}
 			}
+		case <-r.ctlSig:
 		case <-r.a.done:
 			return
 		}
+	}
+}
+
+// post queues f for the dispatch goroutine without waiting.
+func (r *router) post(f func()) {
+	r.ctlMu.Lock()
+	r.ctl = append(r.ctl, f)
+	r.ctlMu.Unlock()
+	select {
+	case r.ctlSig <- struct{}{}:
+	default:
+	}
+}
+
+func (r *router) runControl() {
+	r.ctlMu.Lock()
+	fs := r.ctl
+	r.ctl = nil
+	r.ctlMu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 
@@ -119,16 +160,20 @@ func (a *Agent) clients() []*clientConn {
 }
 
 // jobScopes are the scopes through which job events reach a client.
-func (a *Agent) jobScopes(e *clientEntry) []subjects.Scope {
+func (a *Agent) jobScopes(e *clientEntry) []subjects.Scope { return a.jobScopesOf(e.job) }
+
+// jobScopesOf are the scopes through which job events reach this agent's
+// clients of job j.
+func (a *Agent) jobScopesOf(j *job) []subjects.Scope {
 	c := string(a.cfg.Cluster)
 	s := []subjects.Scope{
 		subjects.Node(c, a.cfg.Node),
-		subjects.Namespace(c, e.proc.Nspace),
+		subjects.Namespace(c, j.nspace),
 		subjects.Agent(c, a.cfg.Node),
 		subjects.Global(),
 	}
-	if e.job.session != "" {
-		s = append(s, subjects.Session(c, e.job.session))
+	if j.session != "" {
+		s = append(s, subjects.Session(c, j.session))
 	}
 	return s
 }
@@ -256,22 +301,75 @@ func (r *router) arrived(sc subjects.Scope, msg *nats.Msg) {
 	r.a.deliver(sc, m)
 }
 
-// deliver runs m through the chain of every attached client it is for.
-func (a *Agent) deliver(sc subjects.Scope, m *Message) {
-	cid := a.cfg.Cluster
+// busEvent is m as a client's chain sees it.
+func (a *Agent) busEvent(m *Message) bus.Event {
 	src := m.Source
-	if src.Cluster != string(cid) && !src.Proc.IsZero() {
+	if src.Cluster != string(a.cfg.Cluster) && !src.Proc.IsZero() {
 		// RFC0003: a proc of another cluster is named cluster:nspace.
 		src.Proc.Nspace = cluster.Qualify(cluster.ID(src.Cluster), src.Proc.Nspace)
 	}
-	ev := bus.Event{Code: m.Code, Source: src, Range: m.Range, Environment: m.Environment, Info: m.Info}
+	return bus.Event{Code: m.Code, Source: src, Range: m.Range, Environment: m.Environment, Info: m.Info}
+}
+
+// deliver runs m through the chain of every attached client it is for.
+// Registrations being replayed to are skipped by the chains; the event
+// queues for them instead. Only the dispatch goroutine calls it.
+func (a *Agent) deliver(sc subjects.Scope, m *Message) {
+	ev := a.busEvent(m)
+	a.router.mu.Lock()
+	holding := len(a.router.holds) > 0
+	a.router.mu.Unlock()
 	for _, cc := range a.clients() {
 		e, reg, ok := cc.attached()
-		if !ok || !a.inScope(sc, m, e) || !reg.Wants(ev) {
+		if !ok || !a.inScope(sc, m, e) {
+			continue
+		}
+		if holding {
+			a.router.queueForHolds(cc, e, sc, m, ev)
+		}
+		if !reg.Wants(ev) {
 			continue
 		}
 		client := e.proc
-		reg.Notify(ev, func(o bus.Outcome) { a.reportOutcome(m, src.Proc, client, o) })
+		reg.Notify(ev, func(o bus.Outcome) { a.reportOutcome(m, ev.Source.Proc, client, o) })
+	}
+}
+
+// queueForHolds keeps ev for the held registrations of cc that accept it.
+func (r *router) queueForHolds(cc *clientConn, e *clientEntry, sc subjects.Scope, m *Message, ev bus.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	self := r.a.origin(e)
+	for _, h := range r.holds[cc] {
+		if h.reg.Accepts(ev, self) {
+			h.queue = append(h.queue, heldEvent{m: m, ev: ev, sc: sc})
+		}
+	}
+}
+
+// addHold starts queueing the live events that a registration, just
+// registered held, accepts.
+func (r *router) addHold(cc *clientConn, id bus.ID) *hold {
+	h := &hold{cc: cc, id: id}
+	cc.mu.Lock()
+	reg := cc.reg
+	cc.mu.Unlock()
+	h.reg, _ = reg.Lookup(id)
+	r.mu.Lock()
+	r.holds[cc] = append(r.holds[cc], h)
+	r.mu.Unlock()
+	return h
+}
+
+// dropHold forgets a hold without releasing its registration.
+func (r *router) dropHold(h *hold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hs := slices.DeleteFunc(r.holds[h.cc], func(x *hold) bool { return x == h })
+	if len(hs) == 0 {
+		delete(r.holds, h.cc)
+	} else {
+		r.holds[h.cc] = hs
 	}
 }
 
@@ -333,21 +431,56 @@ func (r *router) publish(m *Message, from *clientEntry) error {
 	if err != nil {
 		return err
 	}
+	return Publish(r.a.nc, m, scopes)
+}
+
+// Publish sends an event message to the given scopes (see RMScopes), as an
+// agent does: on each scope's subject, or its transient subject when the
+// event carries PMIX_EVENT_DO_NOT_CACHE, with the event id in the
+// Nats-Msg-Id header; a cacheable job event also goes to the job-events
+// copy of its subject, which keeps it for clients that have not received it
+// (see package jetstream).
+func Publish(nc *nats.Conn, m *Message, scopes []subjects.Scope) error {
 	b, err := m.Marshal()
 	if err != nil {
 		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
 	}
 	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
-	for _, sc := range scopes {
-		subj := sc.Subject(m.Code)
-		if transient {
-			subj = sc.TransientSubject(m.Code)
-		}
-		if err := r.a.nc.Publish(subj, b); err != nil {
+	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
+	send := func(subj string) error {
+		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
 			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
+		}
+		return nil
+	}
+	for _, sc := range scopes {
+		if transient {
+			if err := send(sc.TransientSubject(m.Code)); err != nil {
+				return err
+			}
+			continue
+		}
+		subj := sc.Subject(m.Code)
+		if err := send(subj); err != nil {
+			return err
+		}
+		if !m.Environment && sc.Kind() != subjects.KindRM && sc.Kind() != subjects.KindEnvironment {
+			if err := send(subjects.JobCacheSubject(subj)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// RMScopes resolves the range of an event sent by a host RM of cluster c
+// on node (with no job table at hand, unlike an agent) to the scopes it is
+// published on, and fills m.Targets for CUSTOM: each target goes to its
+// nspace's scope, where agents pick the listed procs. The rules are an
+// agent's (see Agent.Notify).
+func RMScopes(c cluster.ID, node string, m *Message) ([]subjects.Scope, error) {
+	a := &Agent{cfg: Config{Cluster: c, Node: node}, jobs: map[string]*job{}}
+	return a.scopesFor(m, nil)
 }
 
 // scopesFor resolves an event's range to the scopes it is published on, and

@@ -48,7 +48,7 @@ type setup struct {
 	dir     string
 }
 
-func newSetup(ctx context.Context, nAgents, nClients int) (*setup, error) {
+func newSetup(ctx context.Context, nAgents, nClients int, tune ...func(*agent.Config)) (*setup, error) {
 	dir, err := os.MkdirTemp("", "pxbench")
 	if err != nil {
 		return nil, err
@@ -68,6 +68,9 @@ func newSetup(ctx context.Context, nAgents, nClients int) (*setup, error) {
 		cfg := agent.DefaultConfig("bench", fmt.Sprintf("n%d", i))
 		cfg.URL = srv.ClientURL()
 		cfg.Listen = "unix:" + filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
+		for _, f := range tune {
+			f(&cfg)
+		}
 		a, err := agent.New(cfg)
 		if err == nil {
 			err = a.Start(ctx)

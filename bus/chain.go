@@ -43,7 +43,7 @@ func (r *Registry) Replay(id ID, ev Event, done func(Outcome)) error {
 	if done == nil {
 		done = func(Outcome) {}
 	}
-	c := &chain{r: r, ev: ev, done: done}
+	c := &chain{r: r, ev: ev, done: done, replay: true}
 	r.mu.Lock()
 	if r.closed.Load() {
 		r.mu.Unlock()
@@ -92,8 +92,11 @@ type chain struct {
 	ev    Event
 	view  eventView
 	steps []*entry // the snapshot: never modified
-	next  int
-	done  func(Outcome)
+	epoch uint64   // registry epoch at start: held entries released later are skipped
+	// replay: a Replay chain, which reaches its one entry even if held.
+	replay bool
+	next   int
+	done   func(Outcome)
 
 	info       []pmix.Info // ev.Info plus the resolved flag; copied on write
 	resolvedAt int
@@ -139,6 +142,7 @@ func (r *Registry) start(c *chain, code pmix.Status) bool {
 		return false
 	}
 	c.steps = r.planLocked(code)
+	c.epoch = r.epoch.Load()
 	if len(c.steps) > 0 {
 		r.trackLocked(c)
 	}
@@ -244,7 +248,7 @@ func (c *chain) advance() *entry {
 	for c.next < len(c.steps) {
 		e := c.steps[c.next]
 		c.next++
-		if !e.removed.Load() && c.view.passes(e.cat, &e.filter, &c.r.self) {
+		if (c.replay && !e.removed.Load() || !c.replay && e.activeIn(c.epoch)) && c.view.passes(e.cat, &e.filter, &c.r.self) {
 			return e
 		}
 	}

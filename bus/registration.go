@@ -195,6 +195,14 @@ func (g Registration) Accepts(ev Event, self Origin) bool {
 	}, &self)
 }
 
+// heldEpoch marks an entry held out of chains.
+const heldEpoch = math.MaxUint64
+
+// activeIn reports whether a chain started at epoch includes e.
+func (e *entry) activeIn(epoch uint64) bool {
+	return !e.removed.Load() && e.activeFrom.Load() <= epoch
+}
+
 // entry is a registration inside the registry. Everything but the ordering
 // links and removed is immutable once registered, so a chain may read an
 // entry without locks.
@@ -211,6 +219,10 @@ type entry struct {
 	h       Handler
 
 	removed atomic.Bool // deregistered: running chains skip it
+	// activeFrom is the registry epoch from which chains include the
+	// entry: 0 for an ordinary registration, heldEpoch while held (see
+	// RegisterHeld), the release epoch after Release.
+	activeFrom atomic.Uint64
 
 	// Ordering (guarded by Registry.mu). Only entries of a category's
 	// labelled middle list use label, prev and next; FIRST, LAST and the

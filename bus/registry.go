@@ -26,6 +26,9 @@ type Registry struct {
 	clock          Clock
 
 	closed atomic.Bool // written under mu
+	// epoch counts Release calls; a chain records it when it starts and
+	// includes only entries active by then.
+	epoch atomic.Uint64
 
 	mu     sync.Mutex
 	nextID ID
@@ -109,6 +112,38 @@ func NewRegistry(cfg Config) (*Registry, error) {
 // Register may be called from inside a handler. It does not change the
 // order of chains already running.
 func (r *Registry) Register(codes []pmix.Status, info []pmix.Info, h Handler) (ID, error) {
+	return r.register(codes, info, h, false)
+}
+
+// RegisterHeld is Register for a registration that takes no part in chains
+// until Release: its place in the order is fixed now, and its errors are
+// Register's, but chains skip it — even chains still running after the
+// Release, since they started before it — and Wants ignores it. Replay
+// reaches it. An agent uses the window to replay cached events to the new
+// registration alone, before any live event, with no event both replayed
+// and delivered live.
+func (r *Registry) RegisterHeld(codes []pmix.Status, info []pmix.Info, h Handler) (ID, error) {
+	return r.register(codes, info, h, true)
+}
+
+// Release lets a held registration take part in chains that start from now
+// on. Releasing a registration that is not held does nothing.
+//
+// It returns an *pmix.Error with pmix.ErrNotFound for an unknown id.
+func (r *Registry) Release(id ID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byID[id]
+	if !ok {
+		return pmix.Errorf(pmix.ErrNotFound, "bus: no registration with id %d", id)
+	}
+	if e.activeFrom.Load() == heldEpoch {
+		e.activeFrom.Store(r.epoch.Add(1))
+	}
+	return nil
+}
+
+func (r *Registry) register(codes []pmix.Status, info []pmix.Info, h Handler, held bool) (ID, error) {
 	if h == nil {
 		return 0, pmix.Errorf(pmix.ErrBadParam, "bus: nil handler")
 	}
@@ -117,6 +152,9 @@ func (r *Registry) Register(codes []pmix.Status, info []pmix.Info, h Handler) (I
 		return 0, err
 	}
 	e := &entry{name: name, h: h}
+	if held {
+		e.activeFrom.Store(heldEpoch)
+	}
 	e.codes = normalizeCodes(codes)
 	e.cat = categoryOf(e.codes)
 	// The attributes are parsed before taking the lock; the duplicate-name
@@ -441,8 +479,9 @@ func (r *Registry) Wants(ev Event) bool {
 		return false
 	}
 	v := newEventView(&ev)
+	epoch := r.epoch.Load()
 	for _, e := range p {
-		if !e.removed.Load() && v.passes(e.cat, &e.filter, &r.self) {
+		if e.activeIn(epoch) && v.passes(e.cat, &e.filter, &r.self) {
 			return true
 		}
 	}

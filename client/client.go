@@ -45,9 +45,12 @@ type Client struct {
 	seq      uint64
 	waiting  map[uint64]chan *proto.Frame
 	handlers map[uint64]registered // by the agent's registration id
-	toAgent  map[bus.ID]uint64     // local id → agent id
-	lost     error                 // set when the connection ended
-	final    bool
+	// registering: registrations whose reply has not arrived, by request
+	// sequence; the read loop installs them when it does.
+	registering map[uint64]registered
+	toAgent     map[bus.ID]uint64 // local id → agent id
+	lost        error             // set when the connection ended
+	final       bool
 
 	wg      sync.WaitGroup
 	stopped chan struct{}
@@ -56,6 +59,11 @@ type Client struct {
 type registered struct {
 	local bus.ID
 	h     bus.Handler
+	// returned is closed once RegisterEventHandler has returned: the agent
+	// may invoke a handler (replaying cached events) right behind the
+	// reply, and RFC semantics (openpmix#1189) want the call to return
+	// first.
+	returned chan struct{}
 }
 
 type options struct {
@@ -124,13 +132,14 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "attaching to the agent at %s: %w", o.env(EnvAgent), err)
 	}
 	c := &Client{
-		proc:     pmix.Proc{Nspace: o.env(EnvNspace), Rank: rank},
-		log:      o.logger,
-		conn:     conn,
-		waiting:  make(map[uint64]chan *proto.Frame),
-		handlers: make(map[uint64]registered),
-		toAgent:  make(map[bus.ID]uint64),
-		stopped:  make(chan struct{}),
+		proc:        pmix.Proc{Nspace: o.env(EnvNspace), Rank: rank},
+		log:         o.logger,
+		conn:        conn,
+		waiting:     make(map[uint64]chan *proto.Frame),
+		handlers:    make(map[uint64]registered),
+		registering: make(map[uint64]registered),
+		toAgent:     make(map[bus.ID]uint64),
+		stopped:     make(chan struct{}),
 	}
 	c.r, c.w = proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
 	if err := c.hello(ctx, o.env(EnvCredential)); err != nil {
@@ -222,6 +231,12 @@ func (c *Client) Finalize(ctx context.Context) error {
 
 // request sends a frame and waits for the reply with the same sequence.
 func (c *Client) request(ctx context.Context, f *proto.Frame) (*proto.Frame, error) {
+	return c.requestRegistering(ctx, f, nil)
+}
+
+// requestRegistering is request for a register frame: reg is installed by
+// the read loop as soon as the agent's reply arrives.
+func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *registered) (*proto.Frame, error) {
 	ch := make(chan *proto.Frame, 1)
 	c.mu.Lock()
 	if c.lost != nil {
@@ -232,6 +247,9 @@ func (c *Client) request(ctx context.Context, f *proto.Frame) (*proto.Frame, err
 	c.seq++
 	f.Seq = c.seq
 	c.waiting[f.Seq] = ch
+	if reg != nil {
+		c.registering[f.Seq] = *reg
+	}
 	c.mu.Unlock()
 	if err := c.write(f); err != nil {
 		c.forget(f.Seq)
@@ -252,6 +270,7 @@ func (c *Client) request(ctx context.Context, f *proto.Frame) (*proto.Frame, err
 func (c *Client) forget(seq uint64) {
 	c.mu.Lock()
 	delete(c.waiting, seq)
+	delete(c.registering, seq)
 	c.mu.Unlock()
 }
 
@@ -283,6 +302,13 @@ func (c *Client) readLoop() {
 			c.mu.Lock()
 			ch := c.waiting[f.Seq]
 			delete(c.waiting, f.Seq)
+			if reg, ok := c.registering[f.Seq]; ok {
+				delete(c.registering, f.Seq)
+				if f.Status == pmix.Success {
+					c.handlers[f.ID] = reg
+					c.toAgent[reg.local] = f.ID
+				}
+			}
 			c.mu.Unlock()
 			if ch != nil {
 				ch <- f

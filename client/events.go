@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -30,15 +31,18 @@ func (c *Client) RegisterEventHandler(ctx context.Context, codes []pmix.Status, 
 	if err != nil {
 		return 0, err
 	}
-	r, err := c.request(ctx, &proto.Frame{Type: proto.TypeRegister, Codes: nonNil(codes), Info: info})
+	reg := registered{local: id, h: h, returned: make(chan struct{})}
+	defer close(reg.returned)
+	r, err := c.requestRegistering(ctx, &proto.Frame{Type: proto.TypeRegister, Codes: nonNil(codes), Info: info}, &reg)
 	if err != nil {
 		_ = c.local.Deregister(id)
+		if r == nil && !errors.Is(err, pmix.ErrLostConnection) {
+			// Gave up waiting: the agent may still register it; drop it
+			// there too once its reply comes.
+			c.abandon(reg)
+		}
 		return 0, err
 	}
-	c.mu.Lock()
-	c.handlers[r.ID] = registered{local: id, h: h}
-	c.toAgent[id] = r.ID
-	c.mu.Unlock()
 	return id, nil
 }
 
@@ -113,6 +117,22 @@ func (c *Client) NotifyEventCB(code pmix.Status, rng pmix.Range, info []pmix.Inf
 	c.async(func(ctx context.Context) { cb(c.NotifyEvent(ctx, code, rng, info)) })
 }
 
+// abandon removes a registration whose call gave up before the agent
+// answered: if the agent's reply installed it meanwhile, it is deregistered
+// at the agent too.
+func (c *Client) abandon(reg registered) {
+	c.mu.Lock()
+	aid, ok := c.toAgent[reg.local]
+	delete(c.toAgent, reg.local)
+	if ok {
+		delete(c.handlers, aid)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.async(func(ctx context.Context) { _, _ = c.request(ctx, &proto.Frame{Type: proto.TypeDeregister, ID: aid}) })
+	}
+}
+
 func (c *Client) async(f func(context.Context)) {
 	c.wg.Add(1)
 	go func() {
@@ -135,6 +155,7 @@ func (c *Client) invoke(f *proto.Frame) {
 		answer(pmix.EventNoActionTaken, nil, nil)
 		return
 	}
+	<-reg.returned // a replayed event waits for the registration call to return
 	call := &bus.Call{ID: reg.local, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results}
 	if call.Results == nil {
 		call.Results = []pmix.Info{}

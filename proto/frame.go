@@ -35,12 +35,19 @@ const (
 	TypeInvoke     Type = 7 // a→c: run handler ID; Name, Code, Source, Info, Results
 	TypeInvokeDone Type = 8 // c→a: the handler completed; Status, Results, Prior
 	TypeError      Type = 9 // a→c: unsolicited; Status, Message; the agent closes after it
+
+	// Publish/lookup (docs/protocol.md). Replies carry Status and Message;
+	// a lookup's reply carries Data, also with PMIX_ERR_PARTIAL_SUCCESS
+	// and PMIX_ERR_TIMEOUT.
+	TypePublish   Type = 10 // c→a: Info, data and directives mixed as PMIx_Publish takes them
+	TypeLookup    Type = 11 // c→a: Keys, Info (directives); reply: Data
+	TypeUnpublish Type = 12 // c→a: Keys (none: all of the caller's), Info (directives)
 )
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
-	TypeError: "error",
+	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 }
 
 func (t Type) String() string {
@@ -75,6 +82,18 @@ type Frame struct {
 	// HasPrior distinguishes "no edits" (false) from "every prior result
 	// removed" (true, Prior empty).
 	HasPrior bool
+
+	Keys []string // in lookup and unpublish: the keys
+	Data []PData  // in a lookup's reply: the values found
+}
+
+// PData is one value a lookup found (pmix_pdata_t): the publisher, its
+// nspace "cluster:nspace" when it runs in another cluster, the key and the
+// value. On the wire: [proc: Proc, key: str, value: Value].
+type PData struct {
+	Proc  pmix.Proc
+	Key   string
+	Value pmix.Value
 }
 
 // Keys of the frame map. They are short because every event crosses the
@@ -84,6 +103,7 @@ const (
 	kVersion, kNspace, kRank, kCredential      = "v", "ns", "rk", "cr"
 	kID, kName, kCodes, kCode, kRange, kSource = "id", "nm", "cs", "c", "r", "src"
 	kInfo, kResults, kPrior                    = "in", "res", "pr"
+	kKeys, kData                               = "ks", "pd"
 )
 
 // Err returns the frame's status and message as an error: nil for success.
@@ -116,6 +136,8 @@ const (
 	bInfo
 	bResults
 	bPrior
+	bKeys
+	bData
 	bEnd
 )
 
@@ -143,6 +165,8 @@ func (f *Frame) present() uint32 {
 	set(len(f.Info) > 0, bInfo)
 	set(len(f.Results) > 0, bResults)
 	set(f.HasPrior || f.Prior != nil, bPrior)
+	set(len(f.Keys) > 0, bKeys)
+	set(len(f.Data) > 0, bData)
 	return m
 }
 
@@ -249,6 +273,20 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 	case bPrior:
 		if err = key(kPrior); err == nil {
 			err = pmix.EncodeInfos(enc, f.Prior)
+		}
+	case bKeys:
+		if err = key(kKeys); err == nil {
+			err = enc.EncodeArrayLen(len(f.Keys))
+		}
+		for _, k := range f.Keys {
+			if err != nil {
+				break
+			}
+			err = enc.EncodeString(k)
+		}
+	case bData:
+		if err = key(kData); err == nil {
+			err = encodePData(enc, f.Data)
 		}
 	}
 	return err
@@ -372,10 +410,76 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
 		if f.Prior == nil {
 			f.Prior = []pmix.Info{}
 		}
+	case kKeys:
+		var cnt int
+		if cnt, err = dec.DecodeArrayLen(); err != nil {
+			return bad("frame field "+key, err)
+		}
+		for range cnt {
+			k, err := str()
+			if err != nil {
+				return err
+			}
+			f.Keys = append(f.Keys, k)
+		}
+	case kData:
+		f.Data, err = decodePData(dec)
 	default:
 		return skipScalar(dec, key)
 	}
 	return err
+}
+
+func encodePData(enc *msgpack.Encoder, data []PData) error {
+	if err := enc.EncodeArrayLen(len(data)); err != nil {
+		return err
+	}
+	for _, d := range data {
+		if err := enc.EncodeArrayLen(3); err != nil {
+			return err
+		}
+		if err := d.Proc.EncodeMsgpack(enc); err != nil {
+			return err
+		}
+		if err := enc.EncodeString(d.Key); err != nil {
+			return err
+		}
+		if err := d.Value.EncodeMsgpack(enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodePData reads what encodePData wrote; an empty list decodes as nil,
+// the same as an absent one.
+func decodePData(dec *msgpack.Decoder) ([]PData, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, bad("frame field "+kData, err)
+	}
+	var out []PData
+	for range n {
+		m, err := dec.DecodeArrayLen()
+		if err != nil {
+			return nil, bad("frame field "+kData, err)
+		}
+		if m != 3 {
+			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: want [proc, key, value], got %d elements", kData, m)
+		}
+		var d PData
+		if err := d.Proc.DecodeMsgpack(dec); err != nil {
+			return nil, err
+		}
+		if d.Key, err = dec.DecodeString(); err != nil {
+			return nil, bad("frame field "+kData, err)
+		}
+		if err := d.Value.DecodeMsgpack(dec); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // skipScalar skips an unknown key's value if it is a scalar. Nested values

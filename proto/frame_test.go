@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -29,6 +30,11 @@ func sampleFrames() map[string]*Frame {
 		"invoke-done":             {Type: TypeInvokeDone, Seq: 17, Status: pmix.EventActionComplete, Results: infos, Prior: infos, HasPrior: true},
 		"invoke-done all removed": {Type: TypeInvokeDone, Seq: 18, Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true},
 		"error":                   {Type: TypeError, Status: pmix.ErrUnpackFailure, Message: "bad frame"},
+		"publish":                 {Type: TypePublish, Seq: 19, Info: append(infos, pmix.NewInfo(pmix.KeyRange, pmix.RangeValue(pmix.RangeGlobal)))},
+		"lookup":                  {Type: TypeLookup, Seq: 20, Keys: []string{"a", "pmix.b", ""}, Info: infos},
+		"lookup reply":            {Type: TypeReply, Seq: 20, Status: pmix.ErrPartialSuccess, Message: "1 of 2", Data: []PData{{Proc: pmix.Proc{Nspace: "B:job", Rank: 3}, Key: "a", Value: pmix.String("A:job1")}, {Key: "b", Value: pmix.Infos(infos)}}},
+		"unpublish":               {Type: TypeUnpublish, Seq: 21, Keys: []string{"a"}},
+		"unpublish all":           {Type: TypeUnpublish, Seq: 22, Info: infos},
 	}
 }
 
@@ -63,7 +69,17 @@ func framesEqual(a, b *Frame) bool {
 			return false
 		}
 	}
+	if !slices.Equal(ca.Keys, cb.Keys) || len(ca.Data) != len(cb.Data) {
+		return false
+	}
+	for i := range ca.Data {
+		da, db := ca.Data[i], cb.Data[i]
+		if da.Proc != db.Proc || da.Key != db.Key || !da.Value.Equal(db.Value) {
+			return false
+		}
+	}
 	ca.Info, cb.Info, ca.Results, cb.Results, ca.Prior, cb.Prior, ca.Codes, cb.Codes = nil, nil, nil, nil, nil, nil, nil, nil
+	ca.Keys, cb.Keys, ca.Data, cb.Data = nil, nil, nil, nil
 	return reflect.DeepEqual(ca, cb)
 }
 
@@ -95,6 +111,10 @@ func TestUnmarshalRejects(t *testing.T) {
 		"bad infos":      enc(map[string]any{"t": 1, "in": "x"}),
 		"status too big": enc(map[string]any{"t": 2, "st": int64(1) << 40}),
 		"trailing":       append(enc(map[string]any{"t": 1}), 0xc0),
+		"keys not strs":  enc(map[string]any{"t": 11, "ks": []int{1}}),
+		"data not array": enc(map[string]any{"t": 2, "pd": "x"}),
+		"data short":     enc(map[string]any{"t": 2, "pd": []any{[]any{[]any{"ns", 1}, "k"}}}),
+		"data bad proc":  enc(map[string]any{"t": 2, "pd": []any{[]any{"ns", "k", []any{3, "v"}}}}),
 		"empty":          {},
 	}
 	for name, b := range cases {

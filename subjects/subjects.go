@@ -281,3 +281,59 @@ func Parse(subject string) (Parsed, error) {
 	}
 	return bad("unknown scope kind " + strconv.Quote(string(kind)))
 }
+
+// JobCachePrefix begins the subjects of the copies of job events that the
+// job-events stream keeps: "pmix.jobevt." and the rest of the event's
+// subject. A publisher sends a cacheable job event to both; the copy has no
+// live subscribers.
+const JobCachePrefix = "pmix.jobevt"
+
+// JobCacheSubject returns the job-events copy of an event subject (or
+// pattern).
+func JobCacheSubject(subject string) string {
+	return JobCachePrefix + strings.TrimPrefix(subject, Prefix)
+}
+
+// EventSubject reverses JobCacheSubject; other subjects come back as they
+// are.
+func EventSubject(subject string) string {
+	if rest, ok := strings.CutPrefix(subject, JobCachePrefix+"."); ok {
+		return Prefix + "." + rest
+	}
+	return subject
+}
+
+// CacheSubjects returns what a cluster's event cache captures: all, the
+// cached subjects of every scope of the cluster (node, nspace, session,
+// agent, environment) and the global one, for the events stream; jobs, the
+// job-event copies (JobCacheSubject) of the job scopes, for the job-events
+// stream. The two never overlap, as JetStream requires within a domain.
+// RM-range and transient (PMIX_EVENT_DO_NOT_CACHE) events are not captured.
+func CacheSubjects(cluster string) (all, jobs []string) {
+	c := Prefix + "." + ClusterToken(cluster) + "."
+	jobScopes := []string{
+		c + string(KindNode) + ".*.*",
+		c + string(KindNamespace) + ".*.*",
+		c + string(KindSession) + ".*.*",
+		c + string(KindAgent) + ".*.*",
+		Global().CachedWildcard(),
+	}
+	for _, s := range jobScopes {
+		jobs = append(jobs, JobCacheSubject(s))
+	}
+	all = append(jobScopes, Environment(cluster).CachedWildcard())
+	return all, jobs
+}
+
+// CachedPatterns returns the filters that select a registration's cached
+// events in scope s: each code's subject, or the cached wildcard.
+func (s Scope) CachedPatterns(codes []pmix.Status) []string {
+	if len(codes) == 0 {
+		return []string{s.CachedWildcard()}
+	}
+	out := make([]string, 0, len(codes))
+	for _, c := range codes {
+		out = append(out, s.Subject(c))
+	}
+	return out
+}

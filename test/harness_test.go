@@ -57,12 +57,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, agents: map[string]*agent.Agent{}, clients: map[string]*tclient{}}
 	w.mc = clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
-	dir, err := os.MkdirTemp("", "pxb") // short: Unix socket paths are limited to 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	w.sockDir = dir
+	w.sockDir = shortDir(t)
 	for _, node := range []string{"a1", "a2", "b1", "b2"} {
 		w.startAgent(node)
 	}
@@ -84,6 +79,18 @@ func newWorld(t *testing.T) *world {
 		}
 	}
 	return w
+}
+
+// shortDir is a temporary directory with a short path: Unix socket paths
+// are limited to 108 bytes, which t.TempDir can exceed.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pxb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func clusterOf(node string) string { return strings.ToUpper(node[:1]) }

@@ -14,6 +14,7 @@ import (
 type command struct {
 	name    string
 	summary string // one line, for the top-level usage
+	hidden  bool   // left out of the top-level usage: run by pmixbus itself
 
 	// run runs the command with the arguments that follow its name and
 	// returns the exit code. It stops when ctx ends.

@@ -8,8 +8,13 @@
 //
 // Commands:
 //
+//	agent     run the pmixbus agent of one node
+//	bench     measure pmixbus against raw NATS (events, ...)
+//	demo      run two clusters, agents and client processes; trace events at every range
+//	notify    send one event as the host RM, straight on NATS
 //	server    run an embedded NATS server with JetStream for one cluster
 //	version   print the versions of pmixbus, nats-server and nats.go
+//	watch     print the events (and chain outcomes) passing on NATS
 //
 // Every command takes -h (or --help) and then prints its usage and exits 0.
 // A bad flag, argument or command exits 2 with a message on stderr; a command
@@ -22,6 +27,24 @@
 //	pmixbus server --cluster B --port 4223 --leaf-remote nats-leaf://127.0.0.1:7422
 //
 // A client of B then reaches A's JetStream as domain "A".
+//
+// An agent on that server, a job of three procs over two nodes and the
+// environment to launch rank 0 with; an event sent as the RM, and a watch
+// of what passes:
+//
+//	pmixbus agent --cluster A --node n1 --nats nats://127.0.0.1:4222 \
+//		--job sim:s1:0-1=n1,2=n2 --client sim.0
+//	pmixbus notify --nats nats://127.0.0.1:4222 --cluster A \
+//		--code EVENT_NODE_DOWN --range namespace --nspace sim
+//	pmixbus watch --nats nats://127.0.0.1:4222 --outcomes
+//
+// "pmixbus demo" shows everything at once, and checks what it shows.
+//
+// # Sub-benchmarks
+//
+// "pmixbus bench <benchmark>" runs one of the benchmarks registered with
+// registerBench (a command, like the top-level ones, named after the
+// benchmark), each in its own file; "pmixbus bench -h" lists them.
 //
 // # Adding a command
 //

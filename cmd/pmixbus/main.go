@@ -71,6 +71,9 @@ pmixbus carries PMIx events, publish/lookup and I/O across clusters over NATS.
 Commands:
 `)
 	for _, c := range sortedCommands() {
+		if c.hidden {
+			continue
+		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'pmixbus <command> -h' for a command's flags.\n")

@@ -1,0 +1,332 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// The event cache (docs/cache.md). Cacheable events are captured by the
+// cluster's streams as they are published. A new registration is held out
+// of live chains while the cached events it matches are replayed to it, in
+// the order they were received; live events that arrive meanwhile queue for
+// it, and when the replay is done the dispatch goroutine replays those it
+// has not seen and releases the registration, all in one step, so no event
+// reaches it twice and none is lost between cache and live delivery.
+//
+// A job's events are also kept, past the count limit, until every local
+// client of the job has received them: an event counts as received by a
+// client that was attached when it arrived (it went to the client's chain),
+// or that has since had it replayed to a registration that accepted it. A
+// client that never registers for it keeps it until the job ends.
+
+// retainAckWait is how long the stream waits for a retained message's ack
+// before delivering it again; redeliveries are recognised by sequence.
+const retainAckWait = 30 * time.Second
+
+func (a *Agent) openCache(ctx context.Context) error {
+	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
+	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
+		Cluster:     string(a.cfg.Cluster),
+		Subjects:    all,
+		JobSubjects: jobs,
+		MaxMsgs:     int64(a.cfg.CacheSize),
+		MaxAge:      a.cfg.CacheMaxAge,
+		MaxBytes:    a.cfg.CacheMaxBytes,
+		Memory:      a.cfg.CacheMemory,
+	})
+	if err != nil {
+		return err
+	}
+	a.cache = c
+	a.goFunc(a.watchEvictions)
+	return nil
+}
+
+// CacheStats reports the cluster's event cache: events held, evictions so
+// far, job events retained.
+func (a *Agent) CacheStats(ctx context.Context) (jetstream.CacheStats, error) {
+	return a.cache.Stats(ctx)
+}
+
+// Evictions returns the evictions the agent has seen in its last check
+// (a metric; see CacheStats for a fresh reading).
+func (a *Agent) Evictions() uint64 { return a.evicted.Load() }
+
+// watchEvictions counts and logs what the cache discards for its limits.
+func (a *Agent) watchEvictions() {
+	every := a.cfg.CacheStatsInterval
+	if every == 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		s, err := a.cache.Stats(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if prev := a.evicted.Swap(s.Evicted); s.Evicted > prev {
+			a.log.Warn("event cache full: evicted oldest events", "evicted", s.Evicted-prev, "total_evicted", s.Evicted, "cached", s.Msgs, "limit", a.cfg.CacheSize)
+		}
+	}
+}
+
+// retention is the retainer of one job on this agent and the events it
+// holds for clients that have not received them.
+type retention struct {
+	r       *jetstream.Retainer
+	pending map[uint64]*retained // by stream sequence
+}
+
+type retained struct {
+	m    *jetstream.RetainedMsg
+	owed map[pmix.Rank]bool
+}
+
+func retainerName(cluster, node, nspace string) string {
+	sum := sha256.Sum256([]byte(cluster + "\x00" + node + "\x00" + nspace))
+	return "pmixbus_job_" + hex.EncodeToString(sum[:12])
+}
+
+// retainJob starts keeping job j's events for its clients on this node, if
+// it has any here. Called with a.mu held.
+func (a *Agent) retainJobLocked(j *job) {
+	if _, ok := a.retained[j.nspace]; ok || !j.hasNode(a.cfg.Node) {
+		return
+	}
+	var filters []string
+	for _, sc := range a.jobScopesOf(j) {
+		filters = append(filters, subjects.JobCacheSubject(sc.CachedWildcard()))
+	}
+	ret := &retention{pending: map[uint64]*retained{}}
+	a.retained[j.nspace] = ret
+	nspace := j.nspace
+	// Creating the consumer talks to JetStream: not under a.mu.
+	a.goFunc(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := a.cache.Retain(ctx, retainerName(string(a.cfg.Cluster), a.cfg.Node, nspace), filters, retainAckWait,
+			func(m *jetstream.RetainedMsg) { a.retainedArrived(nspace, m) })
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if err != nil {
+			a.log.Error("cannot retain job events; late clients may miss events past the cache limit", "nspace", nspace, "err", err)
+			return
+		}
+		if a.retained[nspace] != ret || a.closed {
+			r.Stop() // the job went away meanwhile
+			return
+		}
+		ret.r = r
+	})
+}
+
+// retainedArrived decides whether a job event is owed to clients that have
+// not received it.
+func (a *Agent) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ret, ok := a.retained[nspace]
+	j := a.jobs[nspace]
+	if !ok || j == nil {
+		return
+	}
+	if _, dup := ret.pending[m.Seq]; dup {
+		return // redelivered while we still hold it
+	}
+	owed := map[pmix.Rank]bool{}
+	for r, node := range j.procs {
+		if node != a.cfg.Node {
+			continue
+		}
+		if e := a.expected[pmix.Proc{Nspace: nspace, Rank: r}]; e == nil || e.conn == nil {
+			owed[r] = true
+		}
+	}
+	if len(owed) == 0 {
+		_ = m.Ack()
+		return
+	}
+	ret.pending[m.Seq] = &retained{m: m, owed: owed}
+}
+
+// receivedLocked records that client p has received the retained events
+// with the given ids (replayed to a registration that accepted them), or
+// all of them for nil ids (the client is gone). Called with a.mu held.
+func (a *Agent) receivedLocked(p pmix.Proc, ids map[string]bool) {
+	ret, ok := a.retained[p.Nspace]
+	if !ok {
+		return
+	}
+	for seq, h := range ret.pending {
+		if ids != nil && !ids[h.m.ID] {
+			continue
+		}
+		delete(h.owed, p.Rank)
+		if len(h.owed) == 0 {
+			_ = h.m.Ack()
+			delete(ret.pending, seq)
+		}
+	}
+}
+
+// stopRetainingLocked ends a job's retention (the job was deregistered).
+func (a *Agent) stopRetainingLocked(nspace string) {
+	ret, ok := a.retained[nspace]
+	if !ok {
+		return
+	}
+	delete(a.retained, nspace)
+	if ret.r != nil {
+		r := ret.r
+		a.goFunc(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.Delete(ctx); err != nil {
+				a.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
+			}
+		})
+	}
+}
+
+// hold is a registration being replayed to: the live events it would have
+// received meanwhile, in order.
+type hold struct {
+	cc    *clientConn
+	id    bus.ID
+	reg   bus.Registration
+	queue []heldEvent
+}
+
+type heldEvent struct {
+	m  *Message
+	ev bus.Event
+	sc subjects.Scope
+}
+
+// readCache reads the cached events a new registration matches, oldest
+// first. A cache that cannot be read leaves the registration with live
+// events only, which is logged.
+func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
+	var filters, jobFilters []string
+	if g.WantsJob() {
+		for _, sc := range a.jobScopes(e) {
+			for _, p := range sc.CachedPatterns(g.Codes) {
+				filters = append(filters, p)
+				jobFilters = append(jobFilters, subjects.JobCacheSubject(p))
+			}
+		}
+	}
+	env := subjects.Environment(string(a.cfg.Cluster))
+	if g.Category == bus.CategoryDefault {
+		if g.WantsEnvironment(0) {
+			filters = append(filters, env.CachedWildcard())
+		}
+	} else {
+		for _, c := range g.Codes {
+			if g.WantsEnvironment(c) {
+				filters = append(filters, env.Subject(c))
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	msgs, err := a.cache.Read(ctx, filters, jobFilters)
+	cancel()
+	if err != nil {
+		a.log.Warn("reading the event cache for a new registration; it gets live events only", "client", e.proc.String(), "err", err)
+	}
+	out := make([]cachedEvent, 0, len(msgs))
+	for _, cm := range msgs {
+		p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
+		if err != nil {
+			continue
+		}
+		m, err := UnmarshalMessage(cm.Data)
+		if err != nil {
+			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
+			continue
+		}
+		out = append(out, cachedEvent{sc: p.Scope, m: m})
+	}
+	return out
+}
+
+type cachedEvent struct {
+	sc subjects.Scope
+	m  *Message
+}
+
+// finishHold runs on the dispatch goroutine once the client has its reply:
+// it replays the cached events to the held registration, then the live
+// events that queued for it meanwhile and were not among them, and releases
+// it — all before the next event is dispatched, so every later event reaches
+// it live and none twice.
+func (a *Agent) finishHold(h *hold, cached []cachedEvent) {
+	a.router.dropHold(h)
+	a.router.mu.Lock()
+	queue := h.queue
+	a.router.mu.Unlock()
+	e, reg, ok := h.cc.attached()
+	if !ok {
+		return
+	}
+	replayed := make(map[string]bool, len(cached))
+	accepted := map[string]bool{}
+	for _, c := range cached {
+		replayed[c.m.ID] = true
+		if a.replayTo(e, reg, h, c.sc, c.m) {
+			accepted[c.m.ID] = true
+		}
+	}
+	for _, q := range queue {
+		if !replayed[q.m.ID] {
+			replayed[q.m.ID] = true
+			a.replayTo(e, reg, h, q.sc, q.m)
+		}
+	}
+	_ = reg.Release(h.id)
+	if len(accepted) > 0 {
+		a.mu.Lock()
+		a.receivedLocked(e.proc, accepted)
+		a.mu.Unlock()
+	}
+}
+
+// replayTo runs one event through the held registration h of client e, if
+// the event is for e and the registration accepts it, and reports whether
+// it did.
+func (a *Agent) replayTo(e *clientEntry, reg *bus.Registry, h *hold, sc subjects.Scope, m *Message) bool {
+	if !a.inScope(sc, m, e) {
+		return false
+	}
+	ev := a.busEvent(m)
+	if !h.reg.Accepts(ev, a.origin(e)) {
+		return false
+	}
+	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { a.reportOutcome(m, ev.Source.Proc, e.proc, o) })
+	return true
+}
+
+// (j *job) hasNode reports whether the job has a proc on node.
+func (j *job) hasNode(node string) bool {
+	for _, n := range j.procs {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}

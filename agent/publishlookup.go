@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/publishlookup"
+)
+
+// publishLookup serves the publish, lookup and unpublish frames of the
+// agent's clients (package publishlookup does the work), and tells the
+// service when persistence ends: a client that detaches (PROC), a job
+// deregistered (APP), the last job of a session deregistered (SESSION).
+//
+// Requests run on goroutines of their own, so a lookup that waits blocks
+// neither its client's other requests nor the socket. Each runs in the
+// context of its connection, cancelled when the client detaches or the
+// agent shuts down.
+type publishLookup struct {
+	svc           *publishlookup.Service
+	local, global *jetstream.NATSKV // the same handle when there is no hub
+	ctx           context.Context   // ends at Shutdown
+	stop          context.CancelFunc
+
+	mu    sync.Mutex
+	conns map[*clientConn]*plConn
+}
+
+// plConn is a connection's requests in flight and the goroutines that run
+// them.
+type plConn struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	who    publishlookup.Identity
+	work   chan func()    // unbuffered: a send succeeds when a worker is idle
+	wg     sync.WaitGroup // the workers
+}
+
+// run runs f on an idle worker of the connection, or on a new one. Workers
+// stay until the connection goes, so that a client's next request runs on
+// a goroutine whose stack has grown already rather than on a fresh one.
+func (pc *plConn) run(a *Agent, f func()) {
+	select {
+	case pc.work <- f:
+		return
+	default:
+	}
+	pc.wg.Add(1)
+	a.goFunc(func() {
+		defer pc.wg.Done()
+		for {
+			f()
+			select {
+			case f = <-pc.work:
+			case <-pc.ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// cleanupTimeout bounds the removal of data whose persistence ended.
+const cleanupTimeout = 5 * time.Second
+
+// startPublishLookup makes the service on the agent's connection. It does
+// no I/O: the buckets are provisioned by the first request that needs them,
+// so an unreachable hub does not keep the agent from starting.
+func (a *Agent) startPublishLookup() error {
+	kv := func(domain string, replicas int) (*jetstream.NATSKV, error) {
+		return jetstream.NewKV(jetstream.KVConfig{
+			Conn: a.nc, Domain: domain, Bucket: a.cfg.PublishBucket, Replicas: replicas,
+			Description: "pmixbus PMIx_Publish data (publishlookup)",
+		})
+	}
+	local, err := kv(a.cfg.Cluster.Domain(), a.cfg.PublishReplicas)
+	if err != nil {
+		return err
+	}
+	global := local
+	if d := a.globalDomain(); d != a.cfg.Cluster.Domain() {
+		if global, err = kv(d, 1); err != nil {
+			return err
+		}
+	}
+	svc, err := publishlookup.New(publishlookup.Config{
+		Cluster: a.cfg.Cluster, Local: local, Global: global,
+		Logger: a.log.With("component", "publishlookup"),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	a.pl = &publishLookup{svc: svc, local: local, global: global, ctx: ctx, stop: stop, conns: make(map[*clientConn]*plConn)}
+	return nil
+}
+
+// globalDomain is where GLOBAL data lives: Config.GlobalDomain, or the
+// cluster's own domain when none is set or the agent runs an embedded
+// server (a single cluster, without a hub).
+func (a *Agent) globalDomain() string {
+	if a.cfg.GlobalDomain == "" || a.server != nil {
+		return a.cfg.Cluster.Domain()
+	}
+	return a.cfg.GlobalDomain
+}
+
+// closePublishLookup cancels the requests in flight, waits (until ctx
+// ends) for the watches of finished lookups to stop, and releases the
+// buckets' subscriptions. The connections are closed first, so no request
+// starts after it.
+func (a *Agent) closePublishLookup(ctx context.Context) {
+	p := a.pl
+	if p == nil {
+		return
+	}
+	p.stop()
+	if err := p.svc.Close(ctx); err != nil {
+		a.log.Warn("stopping publish/lookup watches", "err", err)
+	}
+	_ = p.local.Close()
+	if p.global != p.local {
+		_ = p.global.Close()
+	}
+}
+
+// publishLookup serves a publish, lookup or unpublish frame: it answers
+// from a worker of the connection, with the identity the agent
+// authenticated.
+func (cc *clientConn) publishLookup(f *proto.Frame) {
+	p := cc.a.pl
+	pc, err := p.conn(cc)
+	if err != nil {
+		cc.reply(f, err, nil)
+		return
+	}
+	pc.run(cc.a, func() {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		var err error
+		switch f.Type {
+		case proto.TypePublish:
+			err = p.svc.Publish(pc.ctx, pc.who, f.Info)
+		case proto.TypeLookup:
+			var found []publishlookup.Datum
+			found, err = p.svc.Lookup(pc.ctx, pc.who, f.Keys, f.Info)
+			for _, d := range found {
+				r.Data = append(r.Data, proto.PData{Proc: d.Proc, Key: d.Key, Value: d.Value})
+			}
+		case proto.TypeUnpublish:
+			err = p.svc.Unpublish(pc.ctx, pc.who, f.Keys, f.Info)
+		}
+		if err != nil {
+			r.Status, r.Message = pmix.StatusOf(err), pmix.MessageOf(err)
+		}
+		// Not cc.reply: a failed write means the connection is closing,
+		// and its reader sees to that; closing it from here would wait on
+		// the detach that waits on this goroutine.
+		_ = cc.write(r)
+	})
+}
+
+// conn returns the requests state of an attached connection, making it on
+// the first request.
+func (p *publishLookup) conn(cc *clientConn) (*plConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc := p.conns[cc]; pc != nil {
+		return pc, nil
+	}
+	// Checked under p.mu: a connection that closes after this is seen by
+	// publishLookupDetached, which takes p.mu after close marked it.
+	e, _, ok := cc.attached()
+	if !ok {
+		return nil, pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
+	}
+	uid, gid := peerIDs(cc.c)
+	ctx, cancel := context.WithCancel(p.ctx)
+	pc := &plConn{ctx: ctx, cancel: cancel, work: make(chan func()), who: publishlookup.Identity{
+		Cluster: cc.a.cfg.Cluster, Node: cc.a.cfg.Node, Session: e.job.session, Proc: e.proc, UID: uid, GID: gid,
+	}}
+	p.conns[cc] = pc
+	return pc, nil
+}
+
+// publishLookupDetached ends a client's requests in flight and removes what
+// it published with PMIX_PERSIST_PROC: it finalized, died or was dropped.
+// Called by detach, once per connection.
+func (a *Agent) publishLookupDetached(cc *clientConn, e *clientEntry) {
+	p := a.pl
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	pc := p.conns[cc]
+	delete(p.conns, cc)
+	p.mu.Unlock()
+	if pc != nil {
+		pc.cancel()
+		pc.wg.Wait()
+	}
+	a.publishLookupProcEnded(e.proc)
+}
+
+// publishLookupProcEnded removes proc's PMIX_PERSIST_PROC data.
+func (a *Agent) publishLookupProcEnded(proc pmix.Proc) {
+	if a.pl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := a.pl.svc.ProcEnded(ctx, proc); err != nil {
+		a.log.Warn("removing PMIX_PERSIST_PROC data", "proc", proc.String(), "err", err)
+	}
+}
+
+// publishLookupJobEnded removes the PMIX_PERSIST_APP data of a deregistered
+// job's procs, and the PMIX_PERSIST_SESSION data of sessions the agent has
+// no job of any more.
+func (a *Agent) publishLookupJobEnded(nspace string) {
+	if a.pl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := a.pl.svc.JobEnded(ctx, nspace); err != nil {
+		a.log.Warn("removing PMIX_PERSIST_APP data", "nspace", nspace, "err", err)
+	}
+	live := map[string]bool{}
+	a.mu.Lock()
+	for _, j := range a.jobs {
+		live[j.session] = true
+	}
+	a.mu.Unlock()
+	if err := a.pl.svc.SessionsEnded(ctx, live); err != nil {
+		a.log.Warn("removing PMIX_PERSIST_SESSION data", "err", err)
+	}
+}

@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/publishlookup"
+)
+
+// LookupConfig sizes the publish/lookup benchmark.
+type LookupConfig struct {
+	Rounds     int // serial lookups, and serial publishes (default 2000)
+	WaitRounds int // serial PMIX_WAIT wake-ups (default 200)
+}
+
+func (c *LookupConfig) defaults() {
+	if c.Rounds <= 0 {
+		c.Rounds = 2000
+	}
+	if c.WaitRounds <= 0 {
+		c.WaitRounds = 200
+	}
+}
+
+// lookupDomain is the JetStream domain of the benchmark's single cluster,
+// where its agents keep every scope, GLOBAL included (no hub).
+const lookupDomain = "bench"
+
+// lookupSetup is one NATS server with two agents and one client on each:
+// a publisher and a looker, so that every operation crosses agents.
+type lookupSetup struct {
+	srv       *cluster.Server
+	agents    []*agent.Agent
+	publisher *client.Client
+	looker    *client.Client
+	dir       string
+}
+
+func newLookupSetup(ctx context.Context) (*lookupSetup, error) {
+	dir, err := os.MkdirTemp("", "pxbench")
+	if err != nil {
+		return nil, err
+	}
+	s := &lookupSetup{dir: dir}
+	fail := func(err error) (*lookupSetup, error) { s.close(); return nil, err }
+	srv, err := cluster.StartServer(ctx, cluster.DefaultConfig(lookupDomain, filepath.Join(dir, "nats")))
+	if err != nil {
+		return fail(err)
+	}
+	s.srv = srv
+	procs := map[pmix.Rank]string{0: "n0", 1: "n1"}
+	var clients []*client.Client
+	for i := range 2 {
+		node := fmt.Sprintf("n%d", i)
+		cfg := agent.DefaultConfig(lookupDomain, node)
+		cfg.URL = srv.ClientURL()
+		cfg.Listen = "unix:" + filepath.Join(dir, node+".sock")
+		cfg.GlobalDomain = "" // one cluster: GLOBAL data in its own domain
+		a, err := agent.New(cfg)
+		if err == nil {
+			err = a.Start(ctx)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		s.agents = append(s.agents, a)
+		if err := a.RegisterJob(agent.Job{Nspace: "bench", Session: "s", Procs: procs}); err != nil {
+			return fail(err)
+		}
+		env, err := a.RegisterClient(pmix.Proc{Nspace: "bench", Rank: pmix.Rank(i)})
+		if err != nil {
+			return fail(err)
+		}
+		c, err := client.Init(ctx, client.WithEnv(env))
+		if err != nil {
+			return fail(err)
+		}
+		clients = append(clients, c)
+	}
+	s.publisher, s.looker = clients[0], clients[1]
+	return s, nil
+}
+
+func (s *lookupSetup) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []*client.Client{s.publisher, s.looker} {
+		if c != nil {
+			_ = c.Finalize(ctx)
+		}
+	}
+	for _, a := range s.agents {
+		_ = a.Shutdown(ctx)
+	}
+	if s.srv != nil {
+		_ = s.srv.Shutdown(ctx)
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// rawKV is the publish/lookup bucket opened with nats.go alone, on a
+// connection of its own: the baseline.
+type rawKV struct {
+	nc, watchNC *nats.Conn
+	kv, watchKV natsjs.KeyValue
+	stream      natsjs.Stream
+}
+
+func openRawKV(ctx context.Context, url string) (*rawKV, error) {
+	r := &rawKV{}
+	var err error
+	open := func() (*nats.Conn, natsjs.KeyValue, natsjs.JetStream, error) {
+		nc, err := nats.Connect(url, nats.Name("pmixbus bench lookup"))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		js, err := natsjs.NewWithDomain(nc, lookupDomain)
+		if err != nil {
+			nc.Close()
+			return nil, nil, nil, err
+		}
+		kv, err := js.KeyValue(ctx, publishlookup.DefaultBucket)
+		if err != nil {
+			nc.Close()
+			return nil, nil, nil, err
+		}
+		return nc, kv, js, nil
+	}
+	var js natsjs.JetStream
+	if r.nc, r.kv, js, err = open(); err != nil {
+		return nil, err
+	}
+	if r.stream, err = js.Stream(ctx, "KV_"+publishlookup.DefaultBucket); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.watchNC, r.watchKV, _, err = open(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rawKV) close() {
+	for _, nc := range []*nats.Conn{r.nc, r.watchNC} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}
+
+// measure is one timed operation: it returns how long the part measured
+// took.
+type measure func(i int) (time.Duration, error)
+
+// whole measures all of f.
+func whole(f func(i int) error) measure {
+	return func(i int) (time.Duration, error) {
+		start := time.Now()
+		err := f(i)
+		return time.Since(start), err
+	}
+}
+
+// paired runs raw and ours rounds times each, after a tenth as many to
+// warm up, interleaved — raw first in even rounds, ours first in odd ones —
+// so that both see the same conditions (GC, the other tenants of a shared
+// machine).
+func paired(rounds int, raw, ours measure) (rawDs, oursDs []time.Duration, err error) {
+	rawDs, oursDs = make([]time.Duration, 0, rounds), make([]time.Duration, 0, rounds)
+	run := func(f measure, i int, out *[]time.Duration) error {
+		d, err := f(i)
+		if err == nil && i >= rounds/10 {
+			*out = append(*out, d)
+		}
+		return err
+	}
+	for i := range rounds + rounds/10 {
+		first, second := func() error { return run(raw, i, &rawDs) }, func() error { return run(ours, i, &oursDs) }
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(); err != nil {
+			return nil, nil, err
+		}
+		if err := second(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rawDs, oursDs, nil
+}
+
+// valueOfSize returns a string value that makes a published record about
+// as large as the raw values it is compared with.
+func valueOfSize(n int) string { return strings.Repeat("v", n) }
+
+const rawValueSize = 160 // bytes: about what a published record of a short key and value holds
+
+// Lookup runs the publish/lookup benchmark: a lookup that finds its key
+// against a raw KV Get, a publish against a raw KV Create, and the wake-up
+// of a PMIX_WAIT lookup against the delivery of a raw KV watch, all on the
+// same server and bucket in the same run.
+func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
+	cfg.defaults()
+	s, err := newLookupSetup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r := &Report{}
+	r.addf("lookup: one embedded NATS server, 2 agents, a publisher and a looker on different agents")
+
+	// Publishing once provisions the bucket the raw side opens.
+	if err := s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo("hit", pmix.String("v"))}); err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	raw, err := openRawKV(ctx, s.srv.ClientURL())
+	if err != nil {
+		return nil, fmt.Errorf("raw KV: %w", err)
+	}
+	defer raw.close()
+	rawValue := []byte(valueOfSize(rawValueSize))
+	if _, err := raw.kv.Create(ctx, "raw.hit", rawValue); err != nil {
+		return nil, fmt.Errorf("raw KV create: %w", err)
+	}
+
+	// Lookups that find their key, against KV Gets.
+	rawGet, hit, err := paired(cfg.Rounds,
+		whole(func(int) error { _, err := raw.kv.Get(ctx, "raw.hit"); return err }),
+		whole(func(int) error { _, err := s.looker.Lookup(ctx, []string{"hit"}, nil); return err }))
+	if err != nil {
+		return nil, fmt.Errorf("lookup against KV get: %w", err)
+	}
+
+	// Publishes of fresh keys, against KV Creates.
+	value := pmix.String(valueOfSize(8))
+	indef := pmix.NewInfo(pmix.KeyPersistence, pmix.PersistValue(pmix.PersistIndef))
+	rawCreate, publish, err := paired(cfg.Rounds,
+		whole(func(i int) error { _, err := raw.kv.Create(ctx, fmt.Sprintf("raw.c%d", i), rawValue); return err }),
+		whole(func(i int) error {
+			return s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(fmt.Sprintf("p%d", i), value), indef})
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("publish against KV create: %w", err)
+	}
+
+	rawWake, wake, err := paired(cfg.WaitRounds,
+		func(i int) (time.Duration, error) { return rawWatchWake(ctx, raw, rawValue, i) },
+		func(i int) (time.Duration, error) { return s.waitWake(ctx, raw, i) })
+	if err != nil {
+		return nil, fmt.Errorf("wait wake-up against KV watch: %w", err)
+	}
+
+	line := func(what string, ds []time.Duration) {
+		r.addf("%-34s p50 %8v  p99 %8v  (%d rounds)", what, percentile(ds, 50), percentile(ds, 99), len(ds))
+	}
+	line("raw KV Get", rawGet)
+	line("lookup, found (client->agent->KV)", hit)
+	line("raw KV Create", rawCreate)
+	line("publish (client->agent->KV)", publish)
+	line("raw KV watch delivery", rawWake)
+	line("PMIX_WAIT wake-up, publish->return", wake)
+	r.Targets = append(r.Targets,
+		Target{Name: "lookup_hit_vs_kv_get", Measured: ratio(percentile(hit, 50), percentile(rawGet, 50)), Op: "<=", Goal: 1.5},
+		Target{Name: "publish_vs_kv_create", Measured: ratio(percentile(publish, 50), percentile(rawCreate, 50)), Op: "<=", Goal: 1.5},
+		Target{Name: "wait_wake_vs_kv_watch", Measured: ratio(percentile(wake, 50), percentile(rawWake, 50)), Op: "<=", Goal: 2.0},
+	)
+	return r, nil
+}
+
+// rawWatchWake measures from a KV Create on one connection to its delivery
+// to a watch of that key on another, made beforehand.
+func rawWatchWake(ctx context.Context, raw *rawKV, value []byte, i int) (time.Duration, error) {
+	key := fmt.Sprintf("raw.w%d", i)
+	w, err := raw.watchKV.Watch(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	if err := nextEntry(ctx, w); err != nil { // the end of the (empty) initial values
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := raw.kv.Create(ctx, key, value); err != nil {
+		return 0, err
+	}
+	if err := nextEntry(ctx, w); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func nextEntry(ctx context.Context, w natsjs.KeyWatcher) error {
+	select {
+	case _, ok := <-w.Updates():
+		if !ok {
+			return fmt.Errorf("watch closed")
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("no watch delivery in 10 s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitWake measures from the start of a publish to the return of a
+// PMIX_WAIT lookup of that key, started beforehand on another agent. It
+// publishes only once the lookup's watch exists — a consumer of the bucket
+// filtered on the key — so what it measures is the wake-up, not the
+// lookup's first read.
+func (s *lookupSetup) waitWake(ctx context.Context, raw *rawKV, i int) (time.Duration, error) {
+	wait := []pmix.Info{pmix.NewInfo(pmix.KeyWait, pmix.Int32(0)), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(30))}
+	key := fmt.Sprintf("w%d", i)
+	done := make(chan error, 1)
+	var woke time.Time
+	s.looker.LookupCB([]string{key}, wait, func(_ []client.PData, err error) {
+		woke = time.Now()
+		done <- err
+	})
+	if err := watching(ctx, raw.stream, "."+key, true); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(key, pmix.String("v"))}); err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, err
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	// The agent stops the watch once it has answered; the round ends when
+	// it has, as a raw round ends with its watch stopped.
+	if err := watching(ctx, raw.stream, "."+key, false); err != nil {
+		return 0, err
+	}
+	return woke.Sub(start), nil
+}
+
+// watching waits until a consumer of stream filters on a subject ending in
+// suffix (want), or until none does (!want).
+func watching(ctx context.Context, stream natsjs.Stream, suffix string, want bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		lister := stream.ListConsumers(ctx)
+		found := false
+		for info := range lister.Info() {
+			subjects := append(slices.Clone(info.Config.FilterSubjects), info.Config.FilterSubject)
+			found = found || slices.ContainsFunc(subjects, func(s string) bool { return strings.HasSuffix(s, suffix) })
+		}
+		if err := lister.Err(); err != nil {
+			return err
+		}
+		if found == want {
+			return nil
+		}
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("watch on %s: still not %v after 10 s", suffix, want)
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func init() {
+	register(&command{
+		name:    "agent",
+		summary: "run the pmixbus agent of one node",
+		run:     runAgent,
+	})
+}
+
+const agentDescription = `
+Run the agent of one node until SIGINT or SIGTERM: local processes attach to
+it over a socket, it runs their event-handler chains and routes their events
+over NATS. With no --nats URL it starts an embedded NATS server with
+JetStream (domain = the cluster) on a free port, or on --port; with
+--leaf-remote that server joins other clusters through a hub's leaf port
+(see "pmixbus server -h").
+
+Each flag may also come from the environment variable named after it; a flag
+on the command line wins.
+
+When ready it prints, on stdout:
+
+    pmixbus agent <node> of cluster <cluster> ready
+    listen: <where clients attach>
+    NATS URL: <url>
+
+A host RM registers jobs and clients with the agent before launching them.
+For manual testing, --job and --client do that at startup:
+
+    --job nspace:session:rank=node,rank=node,...
+        registers a job (repeatable): the node of every rank, ranges allowed
+        ("0-3=n1,4=n2"); the session may be empty ("job1::0=n1") or left out
+        ("job1:0=n1"). Give every agent hosting the job the same map.
+    --client nspace.rank
+        registers a client of a --job on this node (repeatable) and prints the
+        environment to launch it with, as shell "export" lines after a
+        "# client nspace.rank" comment.
+
+For example:
+
+    pmixbus agent --cluster A --node n1 --listen tcp:127.0.0.1:0 \
+        --job sim:s1:0-1=n1,2=n2 --client sim.0 --client sim.1`
+
+// agentEnv names the environment variables of the agent's flags.
+var agentEnv = envBindings{
+	"cluster":          "PMIXBUS_CLUSTER",
+	"node":             "PMIXBUS_NODE",
+	"nats":             "PMIXBUS_NATS",
+	"port":             "PMIXBUS_PORT",
+	"store":            "PMIXBUS_STORE",
+	"listen":           "PMIXBUS_LISTEN",
+	"handler-timeout":  "PMIXBUS_HANDLER_TIMEOUT",
+	"log-level":        "PMIXBUS_LOG_LEVEL",
+	"event-cache-size": "PMIXBUS_EVENT_CACHE_SIZE",
+	"cache-max-age":    "PMIXBUS_CACHE_MAX_AGE",
+	"cache-max-bytes":  "PMIXBUS_CACHE_MAX_BYTES",
+	"cache-memory":     "PMIXBUS_CACHE_MEMORY",
+}
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("agent", "[flags]", agentDescription)
+	var (
+		clusterName    = fs.String("cluster", "local", "cluster `name`; also the JetStream domain (PMIXBUS_CLUSTER)")
+		node           = fs.String("node", hostname(), "`node` this agent serves (PMIXBUS_NODE)")
+		natsURL        = fs.String("nats", "", "NATS `URL` to connect to; empty starts an embedded server (PMIXBUS_NATS)")
+		port           = fs.Int("port", -1, "client `port` of the embedded NATS server; -1 for a free one (PMIXBUS_PORT)")
+		store          = fs.String("store", "", "JetStream storage `dir` of the embedded server (default <temp dir>/pmixbus/<cluster>/<node>) (PMIXBUS_STORE)")
+		listen         = fs.String("listen", "", "where clients attach: unix:`path` or tcp:127.0.0.1:port, port 0 for a free one (default unix:<temp dir>/pmixbus-<cluster>-<node>.sock) (PMIXBUS_LISTEN)")
+		handlerTimeout = fs.Duration("handler-timeout", 30*time.Second, "how long a handler may take before its chain moves on, for handlers that set no PMIX_EVENT_ACTION_TIMEOUT; 0 waits forever (PMIXBUS_HANDLER_TIMEOUT)")
+		logLevel       = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace (PMIXBUS_LOG_LEVEL)")
+		cacheSize      = fs.Int("event-cache-size", jetstream.DefaultEventCacheSize, "events the cluster's JetStream event cache keeps, oldest discarded first; shared by the cluster's agents (PMIXBUS_EVENT_CACHE_SIZE)")
+		cacheMaxAge    = fs.Duration("cache-max-age", 0, "discard cached events older than this; 0 keeps them until the count limit (PMIXBUS_CACHE_MAX_AGE)")
+		cacheMaxBytes  = fs.Int64("cache-max-bytes", 0, "byte limit of the event cache; 0 is none (PMIXBUS_CACHE_MAX_BYTES)")
+		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
+		jobs, clients  stringList
+		leafRemotes    stringList
+	)
+	fs.Var(&leafRemotes, "leaf-remote", "the embedded server joins the hub at `URL` (nats-leaf://host:port) as a leaf node (repeatable)")
+	fs.Var(&jobs, "job", "register a job: `nspace:session:rank=node,...` (repeatable; see above)")
+	fs.Var(&clients, "client", "register a client `nspace.rank` of a --job on this node and print its environment (repeatable)")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if code, done := noArgs(fs, stderr); done {
+		return code
+	}
+	if err := agentEnv.apply(fs); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	id, err := cluster.ParseID(*clusterName)
+	if err != nil {
+		return usageError(fs, stderr, "--cluster: %v", err)
+	}
+	level, ok := parseLogLevel(*logLevel)
+	if !ok {
+		return usageError(fs, stderr, "--log-level: unknown level %q; want off, error, warn, info, debug or trace", *logLevel)
+	}
+	if *natsURL != "" && (given(fs, "port") || given(fs, "store") || len(leafRemotes) > 0) {
+		return usageError(fs, stderr, "--port, --store and --leaf-remote are for the embedded NATS server; with --nats there is none")
+	}
+	var specs []agent.Job
+	for _, j := range jobs {
+		job, err := parseJob(j)
+		if err != nil {
+			return usageError(fs, stderr, "--job: %v", err)
+		}
+		specs = append(specs, job)
+	}
+	var procs []pmix.Proc
+	for _, c := range clients {
+		p, err := clientOf(c, specs, *node)
+		if err != nil {
+			return usageError(fs, stderr, "--client: %v", err)
+		}
+		procs = append(procs, p)
+	}
+
+	cfg := agent.DefaultConfig(id, *node)
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	cfg.HandlerTimeout = *handlerTimeout
+	cfg.CacheSize = *cacheSize
+	cfg.CacheMaxAge = *cacheMaxAge
+	cfg.CacheMaxBytes = *cacheMaxBytes
+	cfg.CacheMemory = *cacheMemory
+	cfg.URL = *natsURL
+	var log *slog.Logger
+	if level != nil {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
+		cfg.Logger = log
+	}
+	check := cfg
+	if check.URL == "" {
+		check.URL = "nats://embedded" // started below, by the command
+	}
+	if err := check.Validate(); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	srvCfg := cluster.DefaultConfig(id, *store)
+	if srvCfg.StoreDir == "" {
+		srvCfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), *node)
+	}
+	srvCfg.Port = *port
+	srvCfg.LeafRemotes = leafRemotes
+	srvCfg.Logger = log
+	if cfg.URL == "" {
+		if err := srvCfg.Validate(); err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
+	}
+
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pmixbus agent: "+format+"\n", a...)
+		return exitFail
+	}
+	// The command runs the embedded server rather than the agent, so that
+	// its port can be chosen (agent.Config has no field for it).
+	var srv *cluster.Server
+	if cfg.URL == "" {
+		srv, err = cluster.StartServer(ctx, srvCfg)
+		if err != nil {
+			return fail("embedded NATS: %v", err)
+		}
+		cfg.URL = srv.ClientURL()
+	}
+	code := serveAgent(ctx, cfg, specs, procs, stdout, fail)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && code == exitOK {
+			code = fail("embedded NATS shutdown: %v", err)
+		}
+	}
+	return code
+}
+
+// serveAgent runs the agent until ctx ends.
+func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, stdout io.Writer, fail func(string, ...any) int) int {
+	a, err := agent.New(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := a.Start(ctx); err != nil {
+		return fail("%v", err)
+	}
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		return a.Shutdown(sctx)
+	}
+	for _, j := range jobs {
+		if err := a.RegisterJob(j); err != nil {
+			_ = shutdown()
+			return fail("registering job %s: %v", j.Nspace, err)
+		}
+	}
+	envs := make([]map[string]string, len(clients))
+	for i, p := range clients {
+		if envs[i], err = a.RegisterClient(p); err != nil {
+			_ = shutdown()
+			return fail("registering client %v: %v", p, err)
+		}
+	}
+	fmt.Fprintf(stdout, "pmixbus agent %s of cluster %s ready\n", cfg.Node, cfg.Cluster)
+	fmt.Fprintf(stdout, "listen: %s\n", a.Addr())
+	fmt.Fprintf(stdout, "NATS URL: %s\n", a.NATS().ConnectedUrl())
+	for i, p := range clients {
+		fmt.Fprintf(stdout, "# client %v\n", p)
+		for _, k := range slices.Sorted(maps.Keys(envs[i])) {
+			fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(envs[i][k]))
+		}
+	}
+	<-ctx.Done()
+	if err := shutdown(); err != nil {
+		return fail("shutdown: %v", err)
+	}
+	return exitOK
+}
+
+// parseJob parses a --job value: nspace[:session]:rank=node,rank=node,...
+// where a rank may be a range "lo-hi".
+func parseJob(s string) (agent.Job, error) {
+	parts := strings.Split(s, ":")
+	var j agent.Job
+	switch len(parts) {
+	case 2:
+		j.Nspace = parts[0]
+	case 3:
+		j.Nspace, j.Session = parts[0], parts[1]
+	default:
+		return j, fmt.Errorf("%q: want nspace:session:rank=node,... (an nspace of this cluster has no ':')", s)
+	}
+	if j.Nspace == "" {
+		return j, fmt.Errorf("%q: empty nspace", s)
+	}
+	j.Procs = map[pmix.Rank]string{}
+	for _, item := range strings.Split(parts[len(parts)-1], ",") {
+		ranks, node, ok := strings.Cut(item, "=")
+		if !ok || node == "" {
+			return j, fmt.Errorf("%q: %q is not rank=node", s, item)
+		}
+		lo, hi, err := parseRankRange(ranks)
+		if err != nil {
+			return j, fmt.Errorf("%q: %v", s, err)
+		}
+		for r := lo; r <= hi; r++ {
+			if prev, dup := j.Procs[pmix.Rank(r)]; dup {
+				return j, fmt.Errorf("%q: rank %d is given twice (on %s and %s)", s, r, prev, node)
+			}
+			j.Procs[pmix.Rank(r)] = node
+		}
+	}
+	return j, nil
+}
+
+func parseRankRange(s string) (lo, hi uint64, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	lo, err = strconv.ParseUint(a, 10, 32)
+	if err != nil || !pmix.Rank(lo).Valid() {
+		return 0, 0, fmt.Errorf("rank %q: want a number or lo-hi", s)
+	}
+	if !isRange {
+		return lo, lo, nil
+	}
+	hi, err = strconv.ParseUint(b, 10, 32)
+	if err != nil || !pmix.Rank(hi).Valid() || hi < lo || hi-lo >= 1<<16 {
+		return 0, 0, fmt.Errorf("rank range %q: want lo-hi with lo <= hi, at most 65536 ranks", s)
+	}
+	return lo, hi, nil
+}
+
+// clientOf parses a --client value and checks it is a proc of a --job on
+// this node.
+func clientOf(s string, jobs []agent.Job, node string) (pmix.Proc, error) {
+	p, err := pmix.ParseProc(s)
+	if err != nil {
+		return p, err
+	}
+	if !p.Rank.Valid() {
+		return p, fmt.Errorf("%q: a client has a real rank", s)
+	}
+	for _, j := range jobs {
+		if j.Nspace != p.Nspace {
+			continue
+		}
+		n, ok := j.Procs[p.Rank]
+		switch {
+		case !ok:
+			return p, fmt.Errorf("%v: job %s has no rank %v", p, j.Nspace, p.Rank)
+		case n != node:
+			return p, fmt.Errorf("%v runs on node %s per --job, not on this agent's node %s", p, n, node)
+		}
+		return p, nil
+	}
+	return p, fmt.Errorf("%v: no --job %s", p, p.Nspace)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func init() {
+	register(&command{
+		name:    "notify",
+		summary: "send one event as the host RM, straight on NATS",
+		run:     runNotify,
+	})
+}
+
+const notifyDescription = `
+Send one event as the host RM of --cluster (no source proc, as RFC0002 has
+it), published straight on NATS: no agent is needed. Where it goes depends
+on the range, as for an event an agent's host notifies:
+
+    rm         the cluster's RM:                 pmix.evt.<cluster>.rm.<code>
+    local      the node given by --info pmix.hname=<node>, else --node
+    namespace  --nspace, or the nspace of the --affected procs
+               (a cluster:nspace name goes to that cluster)
+    session    --session
+    custom     the --target procs: each target's nspace scope, where the
+               agents filter by the target list
+    global     every cluster:                    pmix.evt.global.<code>
+
+With --env the event is an environment event, published to the cluster's
+environment scope whatever the range (the range defaults to local).
+proc_local events never leave their process and cannot be sent.
+
+--nats, --cluster and --node may also come from PMIXBUS_NATS,
+PMIXBUS_CLUSTER and PMIXBUS_NODE. It prints each subject it published to.
+` + infoSyntax + `
+
+For example:
+
+    pmixbus notify --nats nats://127.0.0.1:4222 --cluster A \
+        --code EVENT_PROC_TERMINATED --range namespace --nspace job1 \
+        --affected job1.3 --info pmix.evtext="rank 3 died"`
+
+var notifyEnv = envBindings{"nats": "PMIXBUS_NATS", "cluster": "PMIXBUS_CLUSTER", "node": "PMIXBUS_NODE"}
+
+func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("notify", "--nats URL --code CODE --range RANGE [flags]", notifyDescription)
+	var (
+		natsURL     = fs.String("nats", "", "NATS `URL` (required)")
+		clusterName = fs.String("cluster", "local", "the cluster whose RM sends the event")
+		node        = fs.String("node", hostname(), "the RM's `node`: the event's source node, and the target of a local event")
+		codeArg     = fs.String("code", "", "event `code`: a PMIx name (EVENT_NODE_DOWN, PMIX_EVENT_JOB_END) or a number (required)")
+		rangeArg    = fs.String("range", "", "data `range`: rm, local, namespace, session, custom or global (required unless --env)")
+		env         = fs.Bool("env", false, "an environment event (one that targets no job)")
+		nspace      = fs.String("nspace", "", "the `nspace` of a namespace-range event (pmix.nspace)")
+		session     = fs.String("session", "", "the `session` of a session-range event (pmix.session.id)")
+		nonDefault  = fs.Bool("non-default", false, "skip default handlers (PMIX_EVENT_NON_DEFAULT)")
+		noCache     = fs.Bool("no-cache", false, "do not cache the event (PMIX_EVENT_DO_NOT_CACHE)")
+		timeout     = fs.Duration("timeout", 10*time.Second, "give up connecting and publishing after this `duration`")
+		targets     stringList
+		affected    stringList
+		infos       stringList
+	)
+	fs.Var(&targets, "target", "a target `nspace.rank` of a custom-range event, rank '*' for all (repeatable)")
+	fs.Var(&affected, "affected", "an affected `nspace.rank` (PMIX_EVENT_AFFECTED_PROC(S); repeatable)")
+	fs.Var(&infos, "info", "an info for the handlers: `key[:type]=value` (repeatable; see above)")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if code, done := noArgs(fs, stderr); done {
+		return code
+	}
+	if err := notifyEnv.apply(fs); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+
+	if *natsURL == "" {
+		return usageError(fs, stderr, "--nats: a NATS URL is required")
+	}
+	id, err := cluster.ParseID(*clusterName)
+	if err != nil {
+		return usageError(fs, stderr, "--cluster: %v", err)
+	}
+	if *node == "" {
+		return usageError(fs, stderr, "--node: must not be empty")
+	}
+	if *codeArg == "" {
+		return usageError(fs, stderr, "--code: an event code is required")
+	}
+	code, err := pmix.ParseStatus(*codeArg)
+	if err != nil {
+		return usageError(fs, stderr, "--code: %v", pmix.MessageOf(err))
+	}
+	rng := pmix.RangeLocal
+	switch {
+	case *rangeArg != "":
+		if rng, err = pmix.ParseRange(*rangeArg); err != nil {
+			return usageError(fs, stderr, "--range: %v", pmix.MessageOf(err))
+		}
+	case !*env:
+		return usageError(fs, stderr, "--range: a data range is required (rm, local, namespace, session, custom or global)")
+	}
+
+	var info []pmix.Info
+	for _, s := range infos {
+		in, err := parseInfo(s)
+		if err != nil {
+			return usageError(fs, stderr, "--info: %v", err)
+		}
+		info = append(info, in)
+	}
+	if *nspace != "" {
+		info = append(info, pmix.NewInfo(pmix.KeyNspace, pmix.String(*nspace)))
+	}
+	if *session != "" {
+		info = append(info, pmix.NewInfo(pmix.KeySessionID, pmix.String(*session)))
+	}
+	tprocs, err := parseProcs(targets)
+	if err != nil {
+		return usageError(fs, stderr, "--target: %v", pmix.MessageOf(err))
+	}
+	if len(tprocs) > 0 {
+		if rng != pmix.RangeCustom {
+			return usageError(fs, stderr, "--target: only a custom-range event has targets")
+		}
+		info = append(info, pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(tprocs)))
+	}
+	aprocs, err := parseProcs(affected)
+	if err != nil {
+		return usageError(fs, stderr, "--affected: %v", pmix.MessageOf(err))
+	}
+	switch len(aprocs) {
+	case 0:
+	case 1:
+		info = append(info, pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(aprocs[0])))
+	default:
+		info = append(info, pmix.NewInfo(pmix.KeyEventAffectedProcs, pmix.Procs(aprocs)))
+	}
+	if *nonDefault {
+		info = append(info, pmix.NewInfo(pmix.KeyEventNonDefault, pmix.Bool(true)))
+	}
+	if *noCache {
+		info = append(info, pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))
+	}
+
+	m := &agent.Message{
+		ID:          "notify." + nuid.Next(),
+		Code:        code,
+		Range:       rng,
+		Environment: *env,
+		Source:      bus.Origin{Cluster: string(id), Node: *node},
+		Info:        info,
+		Time:        time.Now(),
+	}
+	if msg := missingTarget(m); msg != "" {
+		return usageError(fs, stderr, "%s", msg)
+	}
+	scopes, err := agent.RMScopes(id, *node, m)
+	if err != nil {
+		return usageError(fs, stderr, "%v", pmix.MessageOf(err))
+	}
+
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pmixbus notify: "+format+"\n", a...)
+		return exitFail
+	}
+	subjs := make([]string, len(scopes))
+	for i, sc := range scopes {
+		subjs[i] = sc.Subject(code)
+		if pmix.Flag(info, pmix.KeyEventDoNotCache) {
+			subjs[i] = sc.TransientSubject(code)
+		}
+	}
+	nc, err := nats.Connect(*natsURL, nats.Name("pmixbus notify"), nats.Timeout(*timeout))
+	if err != nil {
+		return fail("connecting to %s: %v", *natsURL, err)
+	}
+	defer nc.Close()
+	// As an agent publishes: the event id in a header, the transient
+	// subject for an event not to be cached, a copy of a job event for the
+	// job-events cache.
+	if err := agent.Publish(nc, m, scopes); err != nil {
+		return fail("%v", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		return fail("flushing: %v", err)
+	}
+	what := shortRange(rng)
+	if *env {
+		what = "environment"
+	}
+	for _, subj := range subjs {
+		fmt.Fprintf(stdout, "sent %s %s event %s to %s\n", codeName(code), what, m.ID, subj)
+	}
+	return exitOK
+}
+
+// missingTarget says, in terms of the command's flags, what a range needs
+// that m lacks; agent.RMScopes applies the same rules.
+func missingTarget(m *agent.Message) string {
+	has := func(k string) bool { _, ok := pmix.LookupValue(m.Info, k); return ok }
+	if m.Environment {
+		return ""
+	}
+	switch m.Range {
+	case pmix.RangeProcLocal:
+		return "proc_local events never leave their process; they cannot be sent"
+	case pmix.RangeNamespace:
+		if !has(pmix.KeyNspace) && !has(pmix.KeyEventAffectedProc) && !has(pmix.KeyEventAffectedProcs) {
+			return "a namespace-range event needs --nspace, or --affected procs of one nspace"
+		}
+	case pmix.RangeSession:
+		if !has(pmix.KeySessionID) {
+			return "a session-range event needs --session"
+		}
+	case pmix.RangeCustom:
+		if !has(pmix.KeyEventCustomRange) {
+			return "a custom-range event needs at least one --target"
+		}
+	}
+	return ""
+}

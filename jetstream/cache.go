@@ -1,0 +1,345 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// The event cache replaces RFC0002's ring buffer with two streams in a
+// cluster's own JetStream domain, capturing events as they are published:
+//
+//   - the events stream (Subjects) keeps every cacheable event up to a count
+//     limit (512 by default), plus optional age and byte limits, discarding
+//     the oldest first; what it discards is counted as evicted;
+//   - the job-events stream (JobSubjects) keeps a copy of every job event,
+//     which publishers send to a subject of their own (JetStream lets no two
+//     streams of a domain capture one subject, and a stream that sources
+//     another does not hold its messages back), with interest retention:
+//     each agent holds a durable consumer per local job and acknowledges an
+//     event once every local client of that job has received it, so a job's
+//     events outlive the count limit until then. Deleting the consumer (the
+//     job ended) ends its retention.
+//
+// Messages carry their event id in the Nats-Msg-Id header, which also lets
+// JetStream drop a duplicate publish.
+
+// MsgIDHeader carries an event's id.
+const MsgIDHeader = nats.MsgIdHdr
+
+// EventCacheConfig configures a cluster's event cache.
+type EventCacheConfig struct {
+	// Cluster names the streams; letters, digits, '-' and '_'.
+	Cluster string
+	// Subjects the events stream captures; JobSubjects the job-events
+	// stream captures. The caller derives them from its subject layout;
+	// they must not overlap.
+	Subjects, JobSubjects []string
+	// MaxMsgs is the events stream's count limit (RFC0002's 512).
+	MaxMsgs int64
+	// MaxAge and MaxBytes are optional limits of the events stream; zero
+	// is none.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// JobMaxMsgs bounds the job-events stream whatever its consumers say,
+	// so a job that never finishes cannot fill the disk; zero is 1 000 000.
+	JobMaxMsgs int64
+	// Memory keeps both streams in memory instead of files. Files survive a
+	// server restart; memory does not.
+	Memory bool
+	// Replicas for a clustered JetStream; zero is 1.
+	Replicas int
+}
+
+// DefaultEventCacheSize is RFC0002's default cache size.
+const DefaultEventCacheSize = 512
+
+// ErrInvalidCacheConfig: EventCacheConfig.Validate found a problem.
+var ErrInvalidCacheConfig = pmix.NewError(pmix.ErrBadParam, "jetstream: invalid event cache config")
+
+var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Validate reports every problem with c.
+func (c EventCacheConfig) Validate() error {
+	var errs []error
+	if !streamNameRE.MatchString(c.Cluster) {
+		errs = append(errs, fmt.Errorf("cluster %q: want 1-64 letters, digits, '-' or '_'", c.Cluster))
+	}
+	if len(c.Subjects) == 0 || len(c.JobSubjects) == 0 {
+		errs = append(errs, errors.New("subjects: both streams need subjects"))
+	}
+	if c.MaxMsgs <= 0 {
+		errs = append(errs, fmt.Errorf("max msgs %d: must be positive", c.MaxMsgs))
+	}
+	if c.MaxAge < 0 || c.MaxBytes < 0 || c.JobMaxMsgs < 0 || c.Replicas < 0 {
+		errs = append(errs, errors.New("limits must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidCacheConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// EventStreamName and JobStreamName name a cluster's streams.
+func EventStreamName(cluster string) string { return "PMIXBUS_EVENTS_" + cluster }
+
+// JobStreamName names a cluster's job-events stream.
+func JobStreamName(cluster string) string { return "PMIXBUS_JOBEVENTS_" + cluster }
+
+// EventCache is a handle on a cluster's event cache. Safe for concurrent use.
+type EventCache struct {
+	cfg    EventCacheConfig
+	js     natsjs.JetStream
+	events natsjs.Stream
+	jobs   natsjs.Stream
+}
+
+// OpenEventCache creates the streams, or updates their limits to cfg's, in
+// the JetStream domain nc's server belongs to. Every agent of a cluster
+// opens the same streams; the last one to start sets the limits.
+//
+// Errors: ErrInvalidCacheConfig; ErrUnreachable when JetStream does not
+// answer.
+func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*EventCache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return nil, kvError(err, "event cache")
+	}
+	storage := natsjs.FileStorage
+	if cfg.Memory {
+		storage = natsjs.MemoryStorage
+	}
+	replicas := max(cfg.Replicas, 1)
+	jobMax := cfg.JobMaxMsgs
+	if jobMax == 0 {
+		jobMax = 1_000_000
+	}
+	jobs, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+		Name:        JobStreamName(cfg.Cluster),
+		Description: "pmixbus job events of cluster " + cfg.Cluster + ", kept until local clients received them",
+		Subjects:    cfg.JobSubjects,
+		Retention:   natsjs.InterestPolicy,
+		Discard:     natsjs.DiscardOld,
+		MaxMsgs:     jobMax,
+		Storage:     storage,
+		Replicas:    replicas,
+		Duplicates:  time.Minute,
+	})
+	if err != nil {
+		return nil, kvError(err, "job events stream")
+	}
+	events, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+		Name:        EventStreamName(cfg.Cluster),
+		Description: "pmixbus event cache of cluster " + cfg.Cluster,
+		Subjects:    cfg.Subjects,
+		Retention:   natsjs.LimitsPolicy,
+		Discard:     natsjs.DiscardOld,
+		MaxMsgs:     cfg.MaxMsgs,
+		MaxAge:      cfg.MaxAge,
+		MaxBytes:    orNoLimit(cfg.MaxBytes),
+		Storage:     storage,
+		Replicas:    replicas,
+		Duplicates:  time.Minute,
+	})
+	if err != nil {
+		return nil, kvError(err, "event cache stream")
+	}
+	return &EventCache{cfg: cfg, js: js, events: events, jobs: jobs}, nil
+}
+
+func orNoLimit(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// CacheStats describes the cache.
+type CacheStats struct {
+	Msgs    uint64 // events in the events stream
+	Bytes   uint64
+	Evicted uint64 // events the events stream discarded for its limits, since it was created
+	JobMsgs uint64 // job events retained for clients that have not received them
+}
+
+// Stats reads the streams' state.
+func (c *EventCache) Stats(ctx context.Context) (CacheStats, error) {
+	ei, err := c.events.Info(ctx)
+	if err != nil {
+		return CacheStats{}, kvError(err, "event cache info")
+	}
+	ji, err := c.jobs.Info(ctx)
+	if err != nil {
+		return CacheStats{}, kvError(err, "job events info")
+	}
+	s := CacheStats{Msgs: ei.State.Msgs, Bytes: ei.State.Bytes, JobMsgs: ji.State.Msgs}
+	// Nothing deletes from the events stream but its limits, so everything
+	// below the first sequence was evicted.
+	if ei.State.Msgs == 0 {
+		s.Evicted = ei.State.LastSeq
+	} else if ei.State.FirstSeq > 0 {
+		s.Evicted = ei.State.FirstSeq - 1
+	}
+	return s, nil
+}
+
+// CachedMsg is one event read back from the cache.
+type CachedMsg struct {
+	ID      string // the Nats-Msg-Id header
+	Subject string
+	Data    []byte
+	Time    time.Time // when the stream stored it
+}
+
+// Read returns the cached events on the given subjects (filters for the
+// events stream, jobFilters for the job-events stream; filters within one
+// list must not overlap), each once, in the order they were received: job
+// events the events stream has already evicted come first, since they are
+// older than all it still holds, then the events stream's, oldest first.
+func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
+	var ev, jobs []CachedMsg
+	var evErr, jobErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { ev, evErr = readAll(ctx, c.events, filters) })
+	wg.Go(func() { jobs, jobErr = readAll(ctx, c.jobs, jobFilters) })
+	wg.Wait()
+	if err := errors.Join(evErr, jobErr); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(ev))
+	for _, m := range ev {
+		seen[m.ID] = true
+	}
+	var out []CachedMsg
+	for _, m := range jobs {
+		// Evicted from the events stream: older than everything in it.
+		if !seen[m.ID] && (len(ev) == 0 || m.Time.Before(ev[0].Time)) {
+			seen[m.ID] = true
+			out = append(out, m)
+		}
+	}
+	out = append(out, ev...)
+	// Job events newer than the events stream's last one (stored in the
+	// job stream a moment earlier) go last, in their order.
+	for _, m := range jobs {
+		if !seen[m.ID] {
+			seen[m.ID] = true
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// readAll reads every message currently on the filters, oldest first.
+func readAll(ctx context.Context, s natsjs.Stream, filters []string) ([]CachedMsg, error) {
+	if len(filters) == 0 {
+		return nil, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: natsjs.DeliverAllPolicy})
+	if err != nil {
+		return nil, kvError(err, "cache read")
+	}
+	info := cons.CachedInfo()
+	pending := int(info.NumPending)
+	out := make([]CachedMsg, 0, pending)
+	for pending > 0 {
+		batch, err := cons.Fetch(min(pending, 1024), natsjs.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, kvError(err, "cache read")
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, kvError(err, "cache read")
+			}
+			out = append(out, CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp})
+			pending = int(meta.NumPending)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
+			return nil, kvError(err, "cache read")
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// RetainedMsg is a job event a retainer holds: Ack releases it.
+type RetainedMsg struct {
+	CachedMsg
+	Seq uint64 // stream sequence: a redelivery has the same
+	msg natsjs.Msg
+}
+
+// Ack tells the stream this consumer no longer needs the message.
+func (m *RetainedMsg) Ack() error { return m.msg.Ack() }
+
+// Retainer is a durable consumer on the job-events stream whose unacked
+// messages the stream keeps. Stop it to stop receiving (the retention
+// stays); Delete it to end the retention.
+type Retainer struct {
+	c    *EventCache
+	name string
+	cc   natsjs.ConsumeContext
+}
+
+// Retain creates (or resumes) the durable consumer name on the job-events
+// stream with the given filters and calls f for every message, from one
+// goroutine, in stream order. A message not acked within ackWait is
+// delivered again (after a restart, say); f sees the same Seq then.
+func (c *EventCache) Retain(ctx context.Context, name string, filters []string, ackWait time.Duration, f func(*RetainedMsg)) (*Retainer, error) {
+	cons, err := c.jobs.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
+		Durable:        name,
+		Description:    "pmixbus job event retention",
+		FilterSubjects: filters,
+		AckPolicy:      natsjs.AckExplicitPolicy,
+		AckWait:        ackWait,
+		MaxAckPending:  -1,
+		DeliverPolicy:  natsjs.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, kvError(err, "job event consumer")
+	}
+	cc, err := cons.Consume(func(m natsjs.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		f(&RetainedMsg{
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp},
+			Seq:       meta.Sequence.Stream, msg: m,
+		})
+	})
+	if err != nil {
+		return nil, kvError(err, "job event consumer")
+	}
+	return &Retainer{c: c, name: name, cc: cc}, nil
+}
+
+// Stop stops delivering messages; the consumer and its retention remain.
+func (r *Retainer) Stop() { r.cc.Stop() }
+
+// Delete stops the retainer and deletes its consumer: the stream keeps
+// nothing for it any more.
+func (r *Retainer) Delete(ctx context.Context) error {
+	r.cc.Stop()
+	if err := r.c.jobs.DeleteConsumer(ctx, r.name); err != nil && !errors.Is(err, natsjs.ErrConsumerNotFound) {
+		return kvError(err, "deleting job event consumer")
+	}
+	return nil
+}

@@ -1,0 +1,378 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/cluster"
+)
+
+// KV is a key-value bucket as pmixbus uses it: atomic create, a read of many
+// keys in one round trip, a delete conditional on the revision read, and
+// watches. NATSKV keeps it in a JetStream domain; MemKV in memory, for
+// tests of the logic above it.
+//
+// Keys use the alphabet of JetStream KV keys: letters, digits, '-', '_',
+// '=', '/', and '.' between non-empty tokens. Escape arbitrary names with
+// subjects.EscapeToken first.
+type KV interface {
+	// Create stores value under key if the key is absent or deleted, and
+	// returns the new revision. It is atomic: of concurrent creators of one
+	// key, exactly one succeeds.
+	//
+	// Errors: ErrKeyExists; ErrInvalidKey; ErrUnreachable.
+	Create(ctx context.Context, key string, value []byte) (revision uint64, err error)
+
+	// GetMany returns the current entry of each key that exists, keyed by
+	// key; absent and deleted keys are left out. It costs one round trip
+	// whatever the number of keys.
+	//
+	// Errors: ErrInvalidKey; ErrUnreachable.
+	GetMany(ctx context.Context, keys []string) (map[string]KVEntry, error)
+
+	// Delete deletes key if its current revision is revision.
+	//
+	// Errors: ErrRevisionMismatch when the key is at another revision or
+	// already deleted; ErrInvalidKey; ErrUnreachable.
+	Delete(ctx context.Context, key string, revision uint64) error
+
+	// Watch delivers the current entry of each of keys that exists, then
+	// every later put to them, until Stop or until ctx ends. Deletes are
+	// not delivered.
+	// Anything stored after Watch returned is delivered, so a caller that
+	// reads after starting a watch misses nothing.
+	//
+	// Errors: ErrInvalidKey; ErrUnreachable.
+	Watch(ctx context.Context, keys []string) (KVWatcher, error)
+
+	// Name identifies the bucket in messages: "bucket@domain".
+	Name() string
+}
+
+// KVEntry is one stored value.
+type KVEntry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// KVWatcher is a running watch.
+type KVWatcher interface {
+	// Next returns the next entry. It blocks until there is one, or ctx
+	// ends (ctx.Err()), or the watch ends: ErrWatchEnded after Stop, or
+	// when the watch broke (its connection closed) — watch again then.
+	// Call it from one goroutine at a time.
+	Next(ctx context.Context) (KVEntry, error)
+	// Stop ends the watch; safe to call twice and concurrently with Next.
+	Stop() error
+}
+
+// KVConfig configures a NATSKV.
+type KVConfig struct {
+	// Conn is the NATS connection, owned by the caller. Required.
+	Conn *nats.Conn
+	// Domain is the JetStream domain holding the bucket. Required.
+	Domain string
+	// Bucket is the bucket name: letters, digits, '-' and '_'. Required.
+	Bucket string
+	// Description is stored with the bucket when this handle creates it.
+	Description string
+	// Replicas of the bucket when this handle creates it: 1 (the default)
+	// to 5, at most the number of servers in the domain.
+	Replicas int
+	// Storage of the bucket when this handle creates it; the default is
+	// file storage.
+	Storage natsjs.StorageType
+	// Timeout bounds each operation whose context has no deadline. Zero
+	// means DefaultKVTimeout.
+	Timeout time.Duration
+}
+
+// DefaultKVTimeout bounds an operation whose context has no deadline.
+const DefaultKVTimeout = 5 * time.Second
+
+// Validate reports every problem with c at once, in an error wrapping
+// ErrInvalidKVConfig.
+func (c KVConfig) Validate() error {
+	var errs []error
+	if c.Conn == nil {
+		errs = append(errs, errors.New("conn: nil"))
+	}
+	if err := cluster.ID(c.Domain).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("domain: %w", err))
+	}
+	if !bucketValid(c.Bucket) {
+		errs = append(errs, fmt.Errorf("bucket %q: want 1 or more letters, digits, '-' and '_'", c.Bucket))
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5 (0 means 1)", c.Replicas))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %v: negative", c.Timeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidKVConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// NATSKV is a KV bucket in a JetStream domain, reached through any server
+// of any cluster linked to that domain. It provisions the bucket on first
+// use — creating it if missing, with the configured replicas and storage —
+// and retries provisioning on the next operation after a failure, so a
+// handle made while the domain is unreachable starts working when it comes
+// back. Safe for concurrent use.
+type NATSKV struct {
+	cfg    KVConfig
+	js     natsjs.JetStream
+	getter *multiGetter
+
+	mu     sync.Mutex // serializes provisioning
+	kv     natsjs.KeyValue
+	closed bool
+}
+
+// NewKV returns a handle on the bucket cfg names. It does no I/O: the
+// bucket is provisioned by the first operation.
+//
+// Errors: an error wrapping ErrInvalidKVConfig.
+func NewKV(cfg KVConfig) (*NATSKV, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultKVTimeout
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	js, err := natsjs.NewWithDomain(cfg.Conn, cfg.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidKVConfig, err)
+	}
+	return &NATSKV{
+		cfg:    cfg,
+		js:     js,
+		getter: newMultiGetter(cfg.Conn, fmt.Sprintf("$JS.%s.API.DIRECT.GET.KV_%s", cfg.Domain, cfg.Bucket), kvSubjectPrefix(cfg.Bucket)),
+	}, nil
+}
+
+// Name returns "bucket@domain".
+func (k *NATSKV) Name() string { return k.cfg.Bucket + "@" + k.cfg.Domain }
+
+// Domain returns the bucket's JetStream domain.
+func (k *NATSKV) Domain() string { return k.cfg.Domain }
+
+// Bucket returns the bucket's name.
+func (k *NATSKV) Bucket() string { return k.cfg.Bucket }
+
+// Close releases the handle's subscription. Operations after Close return
+// ErrKVClosed; watches already running keep running until stopped. Safe to
+// call twice.
+func (k *NATSKV) Close() error {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	return k.getter.close()
+}
+
+// Provision creates the bucket if it does not exist, or opens it; the other
+// methods call it. It is exported so that an agent can provision eagerly.
+//
+// Errors: ErrUnreachable; ErrKVClosed; another error if JetStream refused
+// the bucket (for instance more replicas than servers).
+func (k *NATSKV) Provision(ctx context.Context) error {
+	_, err := k.bucket(ctx)
+	return err
+}
+
+func (k *NATSKV) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil, ErrKVClosed
+	}
+	if k.kv != nil {
+		return k.kv, nil
+	}
+	ctx, cancel := k.bound(ctx)
+	defer cancel()
+	kv, err := k.js.CreateKeyValue(ctx, natsjs.KeyValueConfig{
+		Bucket:      k.cfg.Bucket,
+		Description: k.cfg.Description,
+		History:     1,
+		Replicas:    k.cfg.Replicas,
+		Storage:     k.cfg.Storage,
+	})
+	if errors.Is(err, natsjs.ErrBucketExists) {
+		// Made by someone else with another configuration: use it as it is.
+		kv, err = k.js.KeyValue(ctx, k.cfg.Bucket)
+	}
+	if err != nil {
+		return nil, kvError(err, "provisioning "+k.Name())
+	}
+	k.kv = kv
+	return kv, nil
+}
+
+// bound gives ctx the handle's timeout unless it has a deadline.
+func (k *NATSKV) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, k.cfg.Timeout)
+}
+
+// Create implements KV.
+func (k *NATSKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	if !KeyValid(key) {
+		return 0, keyError(key)
+	}
+	kv, err := k.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := k.bound(ctx)
+	defer cancel()
+	rev, err := kv.Create(ctx, key, value)
+	return rev, kvError(err, "create "+key+" in "+k.Name())
+}
+
+// GetMany implements KV with one direct-get request for the last message of
+// every key's subject (JetStream's multi_last batch get).
+func (k *NATSKV) GetMany(ctx context.Context, keys []string) (map[string]KVEntry, error) {
+	for _, key := range keys {
+		if !KeyValid(key) {
+			return nil, keyError(key)
+		}
+	}
+	if len(keys) == 0 {
+		return map[string]KVEntry{}, nil
+	}
+	if _, err := k.bucket(ctx); err != nil {
+		return nil, err
+	}
+	ctx, cancel := k.bound(ctx)
+	defer cancel()
+	got, err := k.getter.getMany(ctx, keys)
+	if err != nil {
+		return nil, kvError(err, "get from "+k.Name())
+	}
+	return got, nil
+}
+
+// Delete implements KV.
+func (k *NATSKV) Delete(ctx context.Context, key string, revision uint64) error {
+	if !KeyValid(key) {
+		return keyError(key)
+	}
+	if revision == 0 {
+		return fmt.Errorf("%w: delete %s without a revision", ErrRevisionMismatch, key)
+	}
+	kv, err := k.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := k.bound(ctx)
+	defer cancel()
+	return kvError(kv.Delete(ctx, key, natsjs.LastRevision(revision)), "delete "+key+" from "+k.Name())
+}
+
+// Watch implements KV with an ordered consumer on the keys' subjects.
+func (k *NATSKV) Watch(ctx context.Context, keys []string) (KVWatcher, error) {
+	for _, key := range keys {
+		if !KeyValid(key) {
+			return nil, keyError(key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: watch of no keys", ErrInvalidKey)
+	}
+	kv, err := k.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// nats.go ends the watch when the context given to WatchFiltered ends,
+	// so it gets one that Stop cancels.
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := kv.WatchFiltered(wctx, append([]string(nil), keys...), natsjs.IgnoreDeletes())
+	if err != nil {
+		cancel()
+		return nil, kvError(err, "watch "+k.Name())
+	}
+	return &natsWatcher{w: w, cancel: cancel}, nil
+}
+
+// natsWatcher adapts a nats.go KeyWatcher: it drops the end-of-initial-
+// values marker and hands out KVEntry values.
+type natsWatcher struct {
+	w      natsjs.KeyWatcher
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (nw *natsWatcher) Next(ctx context.Context) (KVEntry, error) {
+	for {
+		select {
+		case e, ok := <-nw.w.Updates():
+			if !ok {
+				return KVEntry{}, ErrWatchEnded
+			}
+			if e == nil || e.Operation() != natsjs.KeyValuePut {
+				continue
+			}
+			return KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()}, nil
+		case <-ctx.Done():
+			return KVEntry{}, ctx.Err()
+		}
+	}
+}
+
+func (nw *natsWatcher) Stop() error {
+	var err error
+	nw.once.Do(func() {
+		err = nw.w.Stop()
+		nw.cancel()
+	})
+	return err
+}
+
+// KeyValid reports whether key is a valid KV key (see KV).
+func KeyValid(key string) bool {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-', c == '_', c == '=', c == '/', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func bucketValid(b string) bool {
+	if b == "" {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// kvSubjectPrefix is the prefix of a bucket's subjects: "$KV.<bucket>.".
+func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }

@@ -1,0 +1,188 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MemKV is a KV in memory with the semantics of NATSKV: one revision
+// counter for the bucket, atomic Create, conditional Delete, watches that
+// deliver current entries then puts. It lets the logic above a bucket be
+// tested without a server, and SetUnreachable injects the failure of a
+// domain that cannot be reached. Safe for concurrent use.
+type MemKV struct {
+	name string
+
+	mu          sync.Mutex
+	rev         uint64
+	entries     map[string]KVEntry
+	watchers    map[*memWatcher]struct{}
+	unreachable bool
+}
+
+// NewMemKV returns an empty bucket called name.
+func NewMemKV(name string) *MemKV {
+	return &MemKV{name: name, entries: make(map[string]KVEntry), watchers: make(map[*memWatcher]struct{})}
+}
+
+// Name implements KV.
+func (m *MemKV) Name() string { return m.name }
+
+// SetUnreachable makes every later operation fail with ErrUnreachable (true)
+// or work again (false). Watches running when it is set are broken: Next
+// returns ErrWatchEnded, as for a watch over a lost link.
+func (m *MemKV) SetUnreachable(down bool) {
+	m.mu.Lock()
+	m.unreachable = down
+	var broken []*memWatcher
+	if down {
+		for w := range m.watchers {
+			broken = append(broken, w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range broken {
+		_ = w.Stop()
+	}
+}
+
+// Len returns the number of live keys.
+func (m *MemKV) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
+
+func (m *MemKV) check(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		if !KeyValid(k) {
+			return keyError(k)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return kvError(err, m.name)
+	}
+	if m.unreachable {
+		return fmt.Errorf("%w: %s", ErrUnreachable, m.name)
+	}
+	return nil
+}
+
+// Create implements KV.
+func (m *MemKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, key); err != nil {
+		return 0, err
+	}
+	if _, ok := m.entries[key]; ok {
+		return 0, fmt.Errorf("%w: %s in %s", ErrKeyExists, key, m.name)
+	}
+	m.rev++
+	e := KVEntry{Key: key, Value: bytes.Clone(value), Revision: m.rev}
+	m.entries[key] = e
+	for w := range m.watchers {
+		w.offer(e)
+	}
+	return e.Revision, nil
+}
+
+// GetMany implements KV.
+func (m *MemKV) GetMany(ctx context.Context, keys []string) (map[string]KVEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, keys...); err != nil {
+		return nil, err
+	}
+	got := make(map[string]KVEntry, len(keys))
+	for _, k := range keys {
+		if e, ok := m.entries[k]; ok {
+			got[k] = e
+		}
+	}
+	return got, nil
+}
+
+// Delete implements KV.
+func (m *MemKV) Delete(ctx context.Context, key string, revision uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, key); err != nil {
+		return err
+	}
+	e, ok := m.entries[key]
+	if !ok || e.Revision != revision {
+		return fmt.Errorf("%w: %s in %s", ErrRevisionMismatch, key, m.name)
+	}
+	m.rev++
+	delete(m.entries, key)
+	return nil
+}
+
+// Watch implements KV.
+func (m *MemKV) Watch(ctx context.Context, keys []string) (KVWatcher, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx, keys...); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: watch of no keys", ErrInvalidKey)
+	}
+	w := &memWatcher{m: m, keys: slices.Clone(keys), updates: make(chan KVEntry, 1024)}
+	for _, k := range keys {
+		if e, ok := m.entries[k]; ok {
+			w.offer(e)
+		}
+	}
+	m.watchers[w] = struct{}{}
+	return w, nil
+}
+
+type memWatcher struct {
+	m       *MemKV
+	keys    []string
+	updates chan KVEntry // closed by Stop, under m.mu
+	stopped bool
+}
+
+// offer delivers e if the watcher wants it; called with m.mu held. A
+// watcher whose buffer is full is broken, as a slow consumer would be.
+func (w *memWatcher) offer(e KVEntry) {
+	if w.stopped || !slices.Contains(w.keys, e.Key) {
+		return
+	}
+	select {
+	case w.updates <- e:
+	default:
+		w.stopped = true
+		delete(w.m.watchers, w)
+		close(w.updates)
+	}
+}
+
+func (w *memWatcher) Next(ctx context.Context) (KVEntry, error) {
+	select {
+	case e, ok := <-w.updates:
+		if !ok {
+			return KVEntry{}, ErrWatchEnded
+		}
+		return e, nil
+	case <-ctx.Done():
+		return KVEntry{}, ctx.Err()
+	}
+}
+
+func (w *memWatcher) Stop() error {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		delete(w.m.watchers, w)
+		close(w.updates)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package publishlookup
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func sampleRecords() []record {
+	return []record{
+		{Key: "k", Value: pmix.String("A:job1"), Publisher: a0, Range: pmix.RangeGlobal, Persistence: pmix.PersistApp, Time: time.Unix(1, 2).UTC()},
+		{
+			Key: "pmix.port", Value: pmix.Infos([]pmix.Info{pmix.NewInfo("x", pmix.Int8(-1))}),
+			Publisher: Identity{Cluster: "B", Node: "n.1", Session: "", Proc: pmix.Proc{Nspace: "j:1", Rank: 7}, UID: -1, GID: -1},
+			Range:     pmix.RangeCustom, Persistence: pmix.PersistFirstRead,
+			AccessUIDs: []uint32{0, 4294967295}, AccessGIDs: []uint32{5},
+			Custom: []pmix.Proc{{Nspace: "A:x", Rank: pmix.RankWildcard}}, Time: time.Unix(0, 0).UTC(),
+		},
+	}
+}
+
+func recordsEqual(a, b *record) bool {
+	return a.Key == b.Key && a.Value.Equal(b.Value) && a.Publisher == b.Publisher && a.Range == b.Range &&
+		a.Persistence == b.Persistence && slices.Equal(a.AccessUIDs, b.AccessUIDs) && slices.Equal(a.AccessGIDs, b.AccessGIDs) &&
+		slices.Equal(a.Custom, b.Custom) && a.Time.Equal(b.Time)
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, r := range sampleRecords() {
+		b, err := r.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := unmarshalRecord(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !recordsEqual(&r, back) {
+			t.Fatalf("round trip:\n in %+v\nout %+v", r, back)
+		}
+		for _, cut := range []int{0, 1, len(b) / 2, len(b) - 1} {
+			if _, err := unmarshalRecord(b[:cut]); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
+				t.Fatalf("truncated at %d: %v", cut, err)
+			}
+		}
+		if _, err := unmarshalRecord(append(b, 0xc0)); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
+			t.Fatalf("trailing bytes: %v", err)
+		}
+	}
+}
+
+func FuzzUnmarshalRecord(f *testing.F) {
+	for _, r := range sampleRecords() {
+		b, err := r.marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := unmarshalRecord(b)
+		if err != nil {
+			if pmix.StatusOf(err) != pmix.ErrUnpackFailure && pmix.StatusOf(err) != pmix.ErrUnknownDataType {
+				t.Fatalf("error without an unpack status: %v", err)
+			}
+			return
+		}
+		again, err := r.marshal()
+		if err != nil {
+			t.Fatalf("decoded record does not encode: %v", err)
+		}
+		back, err := unmarshalRecord(again)
+		if err != nil || !recordsEqual(r, back) {
+			t.Fatalf("not the identity: %+v %+v %v", r, back, err)
+		}
+	})
+}
