@@ -85,10 +85,19 @@ func (a *Agent) watchEvictions() {
 	}
 }
 
-// retention is the retainer of one job on this agent and the events it
-// holds for clients that have not received them.
+// retention is one job's retention on this agent: its durable consumer on
+// the job-events stream, while one is needed, and the events it holds for
+// clients that have not received them.
+//
+// The consumer exists only while some local client of the job is not
+// attached or is still owed an event: with every client attached, each job
+// event would be acknowledged on arrival, so the agent spares the stream the
+// deliveries and acknowledgements. Events published while a consumer is
+// being created again (a client went away) are not retained; the events
+// stream still caches them.
 type retention struct {
 	r       *jetstream.Retainer
+	busy    bool                 // creating or deleting the consumer
 	pending map[uint64]*retained // by stream sequence
 }
 
@@ -102,37 +111,79 @@ func retainerName(cluster, node, nspace string) string {
 	return "pmixbus_job_" + hex.EncodeToString(sum[:12])
 }
 
-// retainJob starts keeping job j's events for its clients on this node, if
-// it has any here. Called with a.mu held.
+// unattachedLocked reports whether a local client of job j is not attached.
+func (a *Agent) unattachedLocked(j *job) bool {
+	for r, node := range j.procs {
+		if node != a.cfg.Node {
+			continue
+		}
+		if e := a.expected[pmix.Proc{Nspace: j.nspace, Rank: r}]; e == nil || e.conn == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureRetention creates or deletes the job's consumer as its clients'
+// state requires. It talks to JetStream, so it is called without a.mu;
+// concurrent calls leave the work to the one already at it, which checks
+// again when done.
+func (a *Agent) ensureRetention(nspace string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for range 4 {
+		j := a.jobs[nspace]
+		ret := a.retained[nspace]
+		if j == nil || ret == nil || ret.busy || a.closed {
+			return
+		}
+		want := len(ret.pending) > 0 || a.unattachedLocked(j)
+		switch {
+		case want && ret.r == nil:
+			var filters []string
+			for _, sc := range a.jobScopesOf(j) {
+				filters = append(filters, subjects.JobCacheSubject(sc.CachedWildcard()))
+			}
+			ret.busy = true
+			a.mu.Unlock()
+			r, err := a.cache.Retain(ctx, retainerName(string(a.cfg.Cluster), a.cfg.Node, nspace), filters, retainAckWait,
+				func(m *jetstream.RetainedMsg) { a.retainedArrived(nspace, m) })
+			a.mu.Lock()
+			ret.busy = false
+			if err != nil {
+				a.log.Error("cannot retain job events; clients not attached yet may miss events past the cache limit", "nspace", nspace, "err", err)
+				return
+			}
+			if a.retained[nspace] != ret || a.closed {
+				r.Stop() // the job went away, or the agent stops: keep its state for a successor
+				return
+			}
+			ret.r = r
+		case !want && ret.r != nil:
+			r := ret.r
+			ret.r, ret.busy = nil, true
+			a.mu.Unlock()
+			err := r.Delete(ctx)
+			a.mu.Lock()
+			ret.busy = false
+			if err != nil {
+				a.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// retainJobLocked starts tracking retention for job j, if it has procs on
+// this node; the caller then calls ensureRetention.
 func (a *Agent) retainJobLocked(j *job) {
 	if _, ok := a.retained[j.nspace]; ok || !j.hasNode(a.cfg.Node) {
 		return
 	}
-	var filters []string
-	for _, sc := range a.jobScopesOf(j) {
-		filters = append(filters, subjects.JobCacheSubject(sc.CachedWildcard()))
-	}
-	ret := &retention{pending: map[uint64]*retained{}}
-	a.retained[j.nspace] = ret
-	nspace := j.nspace
-	// Creating the consumer talks to JetStream: not under a.mu.
-	a.goFunc(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		r, err := a.cache.Retain(ctx, retainerName(string(a.cfg.Cluster), a.cfg.Node, nspace), filters, retainAckWait,
-			func(m *jetstream.RetainedMsg) { a.retainedArrived(nspace, m) })
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if err != nil {
-			a.log.Error("cannot retain job events; late clients may miss events past the cache limit", "nspace", nspace, "err", err)
-			return
-		}
-		if a.retained[nspace] != ret || a.closed {
-			r.Stop() // the job went away meanwhile
-			return
-		}
-		ret.r = r
-	})
+	a.retained[j.nspace] = &retention{pending: map[uint64]*retained{}}
 }
 
 // retainedArrived decides whether a job event is owed to clients that have
@@ -159,6 +210,7 @@ func (a *Agent) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 	}
 	if len(owed) == 0 {
 		_ = m.Ack()
+		a.goFunc(func() { a.ensureRetention(nspace) }) // everyone is attached: maybe no consumer needed
 		return
 	}
 	ret.pending[m.Seq] = &retained{m: m, owed: owed}
@@ -182,6 +234,9 @@ func (a *Agent) receivedLocked(p pmix.Proc, ids map[string]bool) {
 			delete(ret.pending, seq)
 		}
 	}
+	if len(ret.pending) == 0 {
+		a.goFunc(func() { a.ensureRetention(p.Nspace) })
+	}
 }
 
 // stopRetainingLocked ends a job's retention (the job was deregistered).
@@ -193,6 +248,7 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 	delete(a.retained, nspace)
 	if ret.r != nil {
 		r := ret.r
+		ret.r = nil
 		a.goFunc(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

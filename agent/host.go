@@ -62,6 +62,9 @@ func (a *Agent) RegisterJob(j Job) error {
 	}
 	a.jobs[j.Nspace] = nj
 	a.retainJobLocked(nj)
+	a.mu.Unlock()
+	a.ensureRetention(j.Nspace) // before returning, so the job's events are kept from now on
+	a.mu.Lock()
 	return nil
 }
 
@@ -134,6 +137,11 @@ func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string
 		o(e)
 	}
 	a.expected[proc] = e
+	// A client not attached yet: the job's events must be kept for it from
+	// now on, before the host launches it.
+	a.mu.Unlock()
+	a.ensureRetention(proc.Nspace)
+	a.mu.Lock()
 	return map[string]string{
 		EnvNspace:     proc.Nspace,
 		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
@@ -186,6 +194,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 		return nil, pmix.Errorf(pmix.ErrInvalidOperation, "client %v is already attached", proc)
 	}
 	e.conn = cc
+	a.goFunc(func() { a.ensureRetention(proc.Nspace) })
 	return e, nil
 }
 
@@ -196,6 +205,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		e.conn = nil
 	}
 	a.mu.Unlock()
+	a.ensureRetention(e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 }
 

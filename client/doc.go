@@ -19,7 +19,11 @@
 // client's internal events (PMIX_ERR_LOST_CONNECTION when the agent goes
 // away) run the client's own copy of the chain and never leave the process.
 //
-// Handlers run on goroutines of their own, never on the goroutine reading
-// the agent's socket, so a handler may call back into the client. A Client
+// Handlers run one at a time, in the order the agent sent the events, on a
+// goroutine of the client's own (a PMIx progress thread), never on the
+// goroutine reading the agent's socket, so a handler may call back into the
+// client. A handler must not block: one that waits holds up every later
+// invocation of its process until its PMIX_EVENT_ACTION_TIMEOUT passes it
+// over. Do the work on another goroutine and call done from there. A Client
 // is safe for concurrent use.
 package client
