@@ -28,8 +28,10 @@ type Agent struct {
 	nc     *nats.Conn
 	ownNC  bool
 	server *cluster.Server // embedded, when no URL or Conn was given
-	ln     net.Listener
-	addr   string // what clients dial, "unix:/…" or "tcp:…"
+	// embeddedLeaf: the embedded server links to a hub as a leaf node.
+	embeddedLeaf bool
+	ln           net.Listener
+	addr         string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
@@ -100,7 +102,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	default:
 		url := a.cfg.URL
 		if url == "" {
-			srv, err := cluster.StartServer(ctx, cluster.DefaultConfig(a.cfg.Cluster, a.cfg.StoreDir))
+			scfg := cluster.DefaultConfig(a.cfg.Cluster, a.cfg.StoreDir)
+			if a.cfg.Embedded != nil {
+				a.cfg.Embedded(&scfg)
+			}
+			a.embeddedLeaf = len(scfg.LeafRemotes) > 0
+			srv, err := cluster.StartServer(ctx, scfg)
 			if err != nil {
 				return fmt.Errorf("embedded NATS: %w", err)
 			}

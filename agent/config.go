@@ -33,6 +33,9 @@ type Config struct {
 	Conn     *nats.Conn
 	URL      string
 	StoreDir string
+	// Embedded, if set, adjusts the embedded server's configuration before
+	// it starts (its port, leaf remotes to a hub, logger, …).
+	Embedded func(*cluster.Config)
 
 	// Listen is where local clients attach: "unix:/path/to.sock" (the
 	// default, under the system temp dir) or "tcp:127.0.0.1:port" (port 0

@@ -100,9 +100,9 @@ func (a *Agent) startPublishLookup() error {
 
 // globalDomain is where GLOBAL data lives: Config.GlobalDomain, or the
 // cluster's own domain when none is set or the agent runs an embedded
-// server (a single cluster, without a hub).
+// server linked to no hub (a single cluster).
 func (a *Agent) globalDomain() string {
-	if a.cfg.GlobalDomain == "" || a.server != nil {
+	if a.cfg.GlobalDomain == "" || (a.server != nil && !a.embeddedLeaf) {
 		return a.cfg.Cluster.Domain()
 	}
 	return a.cfg.GlobalDomain

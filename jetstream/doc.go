@@ -17,6 +17,7 @@
 //	err = kv.Delete(ctx, "g.a", got["g.a"].Revision)        // ErrRevisionMismatch if it changed
 //	w, err := kv.Watch(ctx, []string{"g.c"})                // current value, then puts
 //	defer w.Stop()
+//	e, err := w.Next(ctx)                                   // blocks until g.c is created
 //
 // The KV interface is the seam: MemKV implements it in memory, with fault
 // injection (SetUnreachable), so code above a bucket is tested without a
@@ -29,6 +30,7 @@
 //
 // # Concurrency
 //
-// NATSKV, MemKV and watchers are safe for concurrent use. Every watcher owns
-// at most one goroutine, which Stop ends and waits for.
+// NATSKV and MemKV are safe for concurrent use; a watcher's Next is called
+// from one goroutine at a time, its Stop from any. This package starts no
+// goroutine of its own (nats.go runs one per NATSKV watch until Stop).
 package jetstream

@@ -2,6 +2,7 @@ package publishlookup
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,7 +47,6 @@ func isDirective(key string) bool {
 // own user and group as the only ones allowed to read.
 func parsePublish(infos []pmix.Info) (*publishRequest, error) {
 	req := &publishRequest{rng: pmix.RangeSession, persistence: pmix.PersistApp}
-	seen := map[string]bool{}
 	for _, in := range infos {
 		var err error
 		switch in.Key {
@@ -84,10 +84,9 @@ func parsePublish(infos []pmix.Info) (*publishRequest, error) {
 			if err := checkKey(in.Key); err != nil {
 				return nil, err
 			}
-			if seen[in.Key] {
+			if slices.ContainsFunc(req.data, func(d pmix.Info) bool { return d.Key == in.Key }) {
 				return nil, pmix.Errorf(pmix.ErrDuplicateKey, "key %q given twice in one publish", in.Key)
 			}
-			seen[in.Key] = true
 			req.data = append(req.data, in)
 		}
 		if err != nil {

@@ -38,6 +38,9 @@
 //
 // # Concurrency
 //
-// A Service is safe for concurrent use. Lookup with PMIX_WAIT runs one
-// goroutine per bucket it watches, and ends them before it returns.
+// A Service is safe for concurrent use. Lookup with PMIX_WAIT follows one
+// bucket on the caller's goroutine, two on a goroutine each, and ends them
+// before it returns; it stops its watches on a goroutine of the service
+// (stopping deletes a consumer, a round trip the answer need not wait for),
+// which Close waits for.
 package publishlookup

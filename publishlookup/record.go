@@ -62,8 +62,10 @@ type record struct {
 const recordFields = 16
 
 func (r *record) marshal() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	e.buf.Reset()
+	enc := e.enc
 	p := r.Publisher
 	steps := []func() error{
 		func() error { return enc.EncodeArrayLen(recordFields) },
@@ -89,7 +91,19 @@ func (r *record) marshal() ([]byte, error) {
 			return nil, err
 		}
 	}
-	return buf.Bytes(), nil
+	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+// encoders pools msgpack encoders: every publish encodes a record per key.
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	return e
+}}
+
+type encoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
 }
 
 func encodeIDs(enc *msgpack.Encoder, ids []uint32) error {

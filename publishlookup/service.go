@@ -116,14 +116,6 @@ func (s *Service) forget(p pmix.Proc, drop func(publication) bool) []publication
 	return gone
 }
 
-// Owned returns how many publications of p the service remembers, for
-// tests and diagnostics.
-func (s *Service) Owned(p pmix.Proc) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.owned[p])
-}
-
 // bound returns ctx bounded by the request's PMIX_TIMEOUT, if it gave
 // one. Without, each bucket operation is bounded by the bucket's own
 // timeout (jetstream.KVConfig.Timeout).

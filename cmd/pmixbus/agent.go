@@ -75,6 +75,7 @@ var agentEnv = envBindings{
 	"cache-max-age":    "PMIXBUS_CACHE_MAX_AGE",
 	"cache-max-bytes":  "PMIXBUS_CACHE_MAX_BYTES",
 	"cache-memory":     "PMIXBUS_CACHE_MEMORY",
+	"global-domain":    "PMIXBUS_GLOBAL_DOMAIN",
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -91,6 +92,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cacheSize      = fs.Int("event-cache-size", jetstream.DefaultEventCacheSize, "events the cluster's JetStream event cache keeps, oldest discarded first; shared by the cluster's agents (PMIXBUS_EVENT_CACHE_SIZE)")
 		cacheMaxAge    = fs.Duration("cache-max-age", 0, "discard cached events older than this; 0 keeps them until the count limit (PMIXBUS_CACHE_MAX_AGE)")
 		cacheMaxBytes  = fs.Int64("cache-max-bytes", 0, "byte limit of the event cache; 0 is none (PMIXBUS_CACHE_MAX_BYTES)")
+		globalDomain   = fs.String("global-domain", "", "JetStream `domain` of the publish/lookup bucket every cluster shares (GLOBAL range); default: the hub's (\"hub\") with --nats or --leaf-remote, else this cluster's own (PMIXBUS_GLOBAL_DOMAIN)")
 		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
 		jobs, clients  stringList
 		leafRemotes    stringList
@@ -145,6 +147,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.CacheMaxBytes = *cacheMaxBytes
 	cfg.CacheMemory = *cacheMemory
 	cfg.URL = *natsURL
+	switch {
+	case given(fs, "global-domain") || os.Getenv("PMIXBUS_GLOBAL_DOMAIN") != "":
+		cfg.GlobalDomain = *globalDomain
+	case *natsURL == "" && len(leafRemotes) == 0:
+		cfg.GlobalDomain = "" // a lone cluster: GLOBAL data stays in its own domain
+	}
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))

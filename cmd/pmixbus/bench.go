@@ -14,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure pmixbus against raw NATS (events, ...)",
+		summary: "measure pmixbus against raw NATS (events, cache, lookup)",
 		run:     runBench,
 	})
 	registerBench(&command{

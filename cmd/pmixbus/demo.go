@@ -189,7 +189,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.printf("\nOK: the trace matches the declarations: %d events, %d chains in %d processes, %d handler calls (%v in all)\n",
 		len(demoEvents), chains, len(demoClients), calls, time.Since(d.start).Round(time.Millisecond))
-	return nil
+	return d.rendezvous(ctx)
 }
 
 func (d *demo) startClusters(ctx context.Context) error {

@@ -9,10 +9,13 @@
 // Commands:
 //
 //	agent     run the pmixbus agent of one node
-//	bench     measure pmixbus against raw NATS (events, ...)
+//	bench     measure pmixbus against raw NATS (events, cache, lookup)
 //	demo      run two clusters, agents and client processes; trace events at every range
+//	lookup    look published data up as a PMIx client (PMIx_Lookup)
 //	notify    send one event as the host RM, straight on NATS
+//	publish   publish data as a PMIx client (PMIx_Publish)
 //	server    run an embedded NATS server with JetStream for one cluster
+//	unpublish remove data this client published (PMIx_Unpublish)
 //	version   print the versions of pmixbus, nats-server and nats.go
 //	watch     print the events (and chain outcomes) passing on NATS
 //
