@@ -30,6 +30,9 @@ import (
 // before delivering it again; redeliveries are recognised by sequence.
 const retainAckWait = 30 * time.Second
 
+// cacheReadTimeout bounds reading the cache for a new registration.
+const cacheReadTimeout = 5 * time.Second
+
 func (a *Agent) openCache(ctx context.Context) error {
 	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
 	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
@@ -299,7 +302,9 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The client's other frames wait meanwhile (handler completions among
+	// them): give up on an unreachable cache soon.
+	ctx, cancel := context.WithTimeout(context.Background(), cacheReadTimeout)
 	msgs, err := a.cache.Read(ctx, filters, jobFilters)
 	cancel()
 	if err != nil {
