@@ -46,8 +46,11 @@ type Client struct {
 	waiting  map[uint64]chan *proto.Frame
 	handlers map[uint64]registered // by the agent's registration id
 	// registering: registrations whose reply has not arrived, by request
-	// sequence; the read loop installs them when it does.
+	// sequence; the read loop installs them when it does. abandoned: those
+	// whose call gave up first; the read loop deregisters them at the
+	// agent if their reply says they were registered after all.
 	registering map[uint64]registered
+	abandoned   map[uint64]bool
 	toAgent     map[bus.ID]uint64 // local id → agent id
 	lost        error             // set when the connection ended
 	final       bool
@@ -138,6 +141,7 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 		waiting:     make(map[uint64]chan *proto.Frame),
 		handlers:    make(map[uint64]registered),
 		registering: make(map[uint64]registered),
+		abandoned:   make(map[uint64]bool),
 		toAgent:     make(map[bus.ID]uint64),
 		stopped:     make(chan struct{}),
 	}
@@ -270,7 +274,10 @@ func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *re
 func (c *Client) forget(seq uint64) {
 	c.mu.Lock()
 	delete(c.waiting, seq)
-	delete(c.registering, seq)
+	if _, ok := c.registering[seq]; ok {
+		delete(c.registering, seq)
+		c.abandoned[seq] = true
+	}
 	c.mu.Unlock()
 }
 
@@ -309,7 +316,13 @@ func (c *Client) readLoop() {
 					c.toAgent[reg.local] = f.ID
 				}
 			}
+			abandoned := c.abandoned[f.Seq]
+			delete(c.abandoned, f.Seq)
 			c.mu.Unlock()
+			if abandoned && f.Status == pmix.Success {
+				id := f.ID
+				c.async(func(ctx context.Context) { _, _ = c.request(ctx, &proto.Frame{Type: proto.TypeDeregister, ID: id}) })
+			}
 			if ch != nil {
 				ch <- f
 			}

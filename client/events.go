@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 
@@ -33,14 +32,12 @@ func (c *Client) RegisterEventHandler(ctx context.Context, codes []pmix.Status, 
 	}
 	reg := registered{local: id, h: h, returned: make(chan struct{})}
 	defer close(reg.returned)
-	r, err := c.requestRegistering(ctx, &proto.Frame{Type: proto.TypeRegister, Codes: nonNil(codes), Info: info}, &reg)
-	if err != nil {
+	if _, err := c.requestRegistering(ctx, &proto.Frame{Type: proto.TypeRegister, Codes: nonNil(codes), Info: info}, &reg); err != nil {
 		_ = c.local.Deregister(id)
-		if r == nil && !errors.Is(err, pmix.ErrLostConnection) {
-			// Gave up waiting: the agent may still register it; drop it
-			// there too once its reply comes.
-			c.abandon(reg)
-		}
+		// If the call gave up waiting after the reply installed the
+		// handler, drop it at the agent too (a reply still to come is
+		// handled by the read loop).
+		c.abandon(reg)
 		return 0, err
 	}
 	return id, nil
