@@ -205,21 +205,14 @@ type lookupRequest struct {
 // (seconds) and, for a CUSTOM range, the proc list.
 func parseLookup(keys []string, directives []pmix.Info) (*lookupRequest, error) {
 	req := &lookupRequest{}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, err
-		}
-		if !seen[k] {
-			seen[k] = true
-			req.keys = append(req.keys, k)
-		}
+	var err error
+	if req.keys, err = uniqueKeys(keys); err != nil {
+		return nil, err
 	}
 	if len(req.keys) == 0 {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "lookup of no keys")
 	}
 	for _, in := range directives {
-		var err error
 		switch in.Key {
 		case pmix.KeyRange:
 			req.rng, err = rangeOf(in.Value)
@@ -268,18 +261,11 @@ type unpublishRequest struct {
 
 func parseUnpublish(keys []string, directives []pmix.Info) (*unpublishRequest, error) {
 	req := &unpublishRequest{}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, err
-		}
-		if !seen[k] {
-			seen[k] = true
-			req.keys = append(req.keys, k)
-		}
+	var err error
+	if req.keys, err = uniqueKeys(keys); err != nil {
+		return nil, err
 	}
 	for _, in := range directives {
-		var err error
 		switch in.Key {
 		case pmix.KeyRange:
 			req.rng, err = rangeOf(in.Value)
@@ -291,4 +277,20 @@ func parseUnpublish(keys []string, directives []pmix.Info) (*unpublishRequest, e
 		}
 	}
 	return req, nil
+}
+
+// uniqueKeys checks each key and drops repeats, keeping the first order.
+func uniqueKeys(keys []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
