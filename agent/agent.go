@@ -54,6 +54,10 @@ type Agent struct {
 	wg   sync.WaitGroup
 	done chan struct{}
 	once sync.Once
+	// ctx is cancelled when Shutdown begins: work the agent started on its
+	// own (JetStream calls) stops then rather than holding Shutdown up.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type job struct {
@@ -89,6 +93,7 @@ func New(cfg Config) (*Agent, error) {
 		done:     make(chan struct{}),
 		idPrefix: nuid.Next() + ".",
 	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.router = newRouter(a)
 	return a, nil
 }
@@ -190,6 +195,7 @@ func (a *Agent) acceptLoop() {
 // It returns ctx.Err() if the goroutines did not finish in time.
 func (a *Agent) Shutdown(ctx context.Context) error {
 	a.once.Do(func() {
+		a.cancel()
 		close(a.done)
 		a.mu.Lock()
 		a.closed = true

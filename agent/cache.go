@@ -76,7 +76,7 @@ func (a *Agent) watchEvictions() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(a.ctx, every)
 		s, err := a.cache.Stats(ctx)
 		cancel()
 		if err != nil {
@@ -132,7 +132,7 @@ func (a *Agent) unattachedLocked(j *job) bool {
 // concurrent calls leave the work to the one already at it, which checks
 // again when done.
 func (a *Agent) ensureRetention(nspace string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	defer cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -253,7 +253,7 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 		r := ret.r
 		ret.r = nil
 		a.goFunc(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 			defer cancel()
 			if err := r.Delete(ctx); err != nil {
 				a.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
@@ -304,7 +304,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 	}
 	// The client's other frames wait meanwhile (handler completions among
 	// them): give up on an unreachable cache soon.
-	ctx, cancel := context.WithTimeout(context.Background(), cacheReadTimeout)
+	ctx, cancel := context.WithTimeout(a.ctx, cacheReadTimeout)
 	msgs, err := a.cache.Read(ctx, filters, jobFilters)
 	cancel()
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"slices"
 
 	"sync"
 	"time"
@@ -129,7 +131,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	jobs, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
 		Name:        JobStreamName(cfg.Cluster),
 		Description: "pmixbus job events of cluster " + cfg.Cluster + ", kept until local clients received them",
-		Subjects:    cfg.JobSubjects,
+		Subjects:    append(slices.Clone(cfg.JobSubjects), barrierSubject(cfg.Cluster, "jobs")),
 		Retention:   natsjs.InterestPolicy,
 		Discard:     natsjs.DiscardOld,
 		MaxMsgs:     jobMax,
@@ -143,7 +145,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	events, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
 		Name:        EventStreamName(cfg.Cluster),
 		Description: "pmixbus event cache of cluster " + cfg.Cluster,
-		Subjects:    cfg.Subjects,
+		Subjects:    append(slices.Clone(cfg.Subjects), barrierSubject(cfg.Cluster, "events")),
 		Retention:   natsjs.LimitsPolicy,
 		Discard:     natsjs.DiscardOld,
 		MaxMsgs:     cfg.MaxMsgs,
@@ -203,12 +205,51 @@ type CachedMsg struct {
 	Time    time.Time // when the stream stored it
 }
 
+// barrierSubject is a subject a cache stream captures only for Sync: nothing
+// is ever stored on it.
+func barrierSubject(cluster, stream string) string {
+	return "pmixbus.cachebarrier." + cluster + "." + stream
+}
+
+// Sync returns once both streams have stored every message that reached
+// the server before the call: JetStream stores a stream's messages from a
+// queue, after it has already delivered them to subscribers, so a reader
+// that has just subscribed could otherwise miss an event that was neither
+// delivered to it nor stored yet. Sync publishes to each stream a message
+// it is certain to refuse (it expects a last sequence the stream cannot
+// have); the refusal comes back only once the queue ahead of it is stored,
+// and nothing is stored for it.
+func (c *EventCache) Sync(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, stream := range []string{"events", "jobs"} {
+		wg.Go(func() {
+			_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(math.MaxUint64))
+			var apiErr *natsjs.APIError
+			switch {
+			case err == nil:
+				errs[i] = fmt.Errorf("cache barrier on %s was stored", stream) // cannot happen
+			case errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant):
+			default:
+				errs[i] = kvError(err, "cache barrier")
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Read returns the cached events on the given subjects (filters for the
 // events stream, jobFilters for the job-events stream; filters within one
 // list must not overlap), each once, in the order they were received: job
 // events the events stream has already evicted come first, since they are
 // older than all it still holds, then the events stream's, oldest first.
+//
+// It calls Sync first, so everything published before the call is included.
 func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
+	if err := c.Sync(ctx); err != nil {
+		return nil, err
+	}
 	var ev, jobs []CachedMsg
 	var evErr, jobErr error
 	var wg sync.WaitGroup
@@ -242,7 +283,10 @@ func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]
 	return out, nil
 }
 
-// readAll reads every message currently on the filters, oldest first.
+// readAll reads every message currently on the filters, oldest first: until
+// a message says none is pending after it. A short or empty fetch (an
+// ordered consumer resetting under load, say) is retried until ctx ends,
+// never taken for the end.
 func readAll(ctx context.Context, s natsjs.Stream, filters []string) ([]CachedMsg, error) {
 	if len(filters) == 0 {
 		return nil, nil
@@ -251,32 +295,34 @@ func readAll(ctx context.Context, s natsjs.Stream, filters []string) ([]CachedMs
 	if err != nil {
 		return nil, kvError(err, "cache read")
 	}
-	info := cons.CachedInfo()
-	pending := int(info.NumPending)
+	pending := cons.CachedInfo().NumPending
+	if pending == 0 {
+		return nil, nil
+	}
 	out := make([]CachedMsg, 0, pending)
-	for pending > 0 {
-		batch, err := cons.Fetch(min(pending, 1024), natsjs.FetchMaxWait(5*time.Second))
+	for {
+		batch, err := cons.Fetch(int(min(pending, 1024)), natsjs.FetchMaxWait(time.Second))
 		if err != nil {
 			return nil, kvError(err, "cache read")
 		}
-		n := 0
 		for m := range batch.Messages() {
-			n++
 			meta, err := m.Metadata()
 			if err != nil {
 				return nil, kvError(err, "cache read")
 			}
 			out = append(out, CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp})
-			pending = int(meta.NumPending)
+			pending = meta.NumPending
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
+		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
 			return nil, kvError(err, "cache read")
 		}
-		if n == 0 {
-			break
+		if pending == 0 {
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, kvError(err, "cache read")
 		}
 	}
-	return out, nil
 }
 
 // RetainedMsg is a job event a retainer holds: Ack releases it.

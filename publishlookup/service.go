@@ -76,7 +76,15 @@ func (s *Service) Close(ctx context.Context) error {
 // stopLater stops w on a goroutine of its own: stopping a watch deletes its
 // consumer, a round trip a lookup need not wait for before it answers.
 func (s *Service) stopLater(w jetstream.KVWatcher) {
+	s.mu.Lock()
+	if s.closed {
+		// Close may be waiting on stops already: no Add after that.
+		s.mu.Unlock()
+		_ = w.Stop()
+		return
+	}
 	s.stops.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.stops.Done()
 		_ = w.Stop()
