@@ -156,7 +156,9 @@ func (a *Agent) ensureRetention(nspace string) {
 			a.mu.Lock()
 			ret.busy = false
 			if err != nil {
-				a.log.Error("cannot retain job events; clients not attached yet may miss events past the cache limit", "nspace", nspace, "err", err)
+				if a.ctx.Err() == nil { // not merely the agent stopping
+					a.log.Error("cannot retain job events; clients not attached yet may miss events past the cache limit", "nspace", nspace, "err", err)
+				}
 				return
 			}
 			if a.retained[nspace] != ret || a.closed {
@@ -171,7 +173,7 @@ func (a *Agent) ensureRetention(nspace string) {
 			err := r.Delete(ctx)
 			a.mu.Lock()
 			ret.busy = false
-			if err != nil {
+			if err != nil && a.ctx.Err() == nil {
 				a.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
 			}
 		default:
@@ -255,7 +257,7 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 		a.goFunc(func() {
 			ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 			defer cancel()
-			if err := r.Delete(ctx); err != nil {
+			if err := r.Delete(ctx); err != nil && a.ctx.Err() == nil {
 				a.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
 			}
 		})
@@ -307,7 +309,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 	ctx, cancel := context.WithTimeout(a.ctx, cacheReadTimeout)
 	msgs, err := a.cache.Read(ctx, filters, jobFilters)
 	cancel()
-	if err != nil {
+	if err != nil && a.ctx.Err() == nil {
 		a.log.Warn("reading the event cache for a new registration; it gets live events only", "client", e.proc.String(), "err", err)
 	}
 	out := make([]cachedEvent, 0, len(msgs))
