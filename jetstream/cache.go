@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -220,43 +219,42 @@ func barrierSubject(cluster, stream string) string {
 // have); the refusal comes back only once the queue ahead of it is stored,
 // and nothing is stored for it.
 func (c *EventCache) Sync(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, stream := range []string{"events", "jobs"} {
-		wg.Go(func() {
-			_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(math.MaxUint64))
-			var apiErr *natsjs.APIError
-			switch {
-			case err == nil:
-				errs[i] = fmt.Errorf("cache barrier on %s was stored", stream) // cannot happen
-			case errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant):
-			default:
-				errs[i] = kvError(err, "cache barrier")
-			}
-		})
+	return errors.Join(c.sync(ctx, "events"), c.sync(ctx, "jobs"))
+}
+
+func (c *EventCache) sync(ctx context.Context, stream string) error {
+	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(math.MaxUint64))
+	var apiErr *natsjs.APIError
+	switch {
+	case err == nil:
+		return fmt.Errorf("cache barrier on %s was stored", stream) // cannot happen
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant):
+		return nil
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return kvError(err, "cache barrier")
 }
 
 // Read returns the cached events on the given subjects (filters for the
 // events stream, jobFilters for the job-events stream; filters within one
 // list must not overlap), each once, in the order they were received: job
-// events the events stream has already evicted come first, since they are
-// older than all it still holds, then the events stream's, oldest first.
+// events the events stream has already evicted first, since they are older
+// than all it still holds, then the events stream's, oldest first.
+// Everything published before the call is included.
 //
-// It calls Sync first, so everything published before the call is included.
+// The job-events stream is read first, then the events stream after Sync:
+// a publisher sends a job event to the events stream before its copy, so a
+// copy read from the job-events stream whose event is not in the events
+// stream read after it was evicted, not yet to come.
 func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
-	if err := c.Sync(ctx); err != nil {
+	jobs, err := readAll(ctx, c.jobs, jobFilters)
+	if err != nil {
 		return nil, err
 	}
-	var ev, jobs []CachedMsg
-	var evErr, jobErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { ev, evErr = readAll(ctx, c.events, filters) })
-	wg.Go(func() { jobs, jobErr = readAll(ctx, c.jobs, jobFilters) })
-	wg.Wait()
-	if err := errors.Join(evErr, jobErr); err != nil {
+	if err := c.sync(ctx, "events"); err != nil {
+		return nil, err
+	}
+	ev, err := readAll(ctx, c.events, filters)
+	if err != nil {
 		return nil, err
 	}
 	seen := make(map[string]bool, len(ev))
@@ -265,22 +263,12 @@ func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]
 	}
 	var out []CachedMsg
 	for _, m := range jobs {
-		// Evicted from the events stream: older than everything in it.
-		if !seen[m.ID] && (len(ev) == 0 || m.Time.Before(ev[0].Time)) {
-			seen[m.ID] = true
-			out = append(out, m)
-		}
-	}
-	out = append(out, ev...)
-	// Job events newer than the events stream's last one (stored in the
-	// job stream a moment earlier) go last, in their order.
-	for _, m := range jobs {
 		if !seen[m.ID] {
 			seen[m.ID] = true
 			out = append(out, m)
 		}
 	}
-	return out, nil
+	return append(out, ev...), nil
 }
 
 // readAll reads every message currently on the filters, oldest first: until
