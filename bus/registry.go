@@ -280,15 +280,22 @@ func (e *entry) describe() string {
 	return strconv.Quote(e.name) + ", id " + strconv.FormatUint(uint64(e.id), 10)
 }
 
+// codeIndex is the by-code index of a category's list entries; nil for the
+// default category, whose entries match every code.
+func (r *Registry) codeIndex(cat Category) map[pmix.Status]map[*entry]struct{} {
+	switch cat {
+	case CategorySingle:
+		return r.single
+	case CategoryMulti:
+		return r.multi
+	}
+	return nil
+}
+
 // indexLocked records a list entry under its codes.
 func (r *Registry) indexLocked(e *entry) {
-	var idx map[pmix.Status]map[*entry]struct{}
-	switch e.cat {
-	case CategorySingle:
-		idx = r.single
-	case CategoryMulti:
-		idx = r.multi
-	default:
+	idx := r.codeIndex(e.cat)
+	if idx == nil {
 		return
 	}
 	for _, c := range e.codes {
@@ -302,13 +309,8 @@ func (r *Registry) indexLocked(e *entry) {
 }
 
 func (r *Registry) unindexLocked(e *entry) {
-	var idx map[pmix.Status]map[*entry]struct{}
-	switch e.cat {
-	case CategorySingle:
-		idx = r.single
-	case CategoryMulti:
-		idx = r.multi
-	default:
+	idx := r.codeIndex(e.cat)
+	if idx == nil {
 		return
 	}
 	for _, c := range e.codes {
