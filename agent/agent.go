@@ -36,8 +36,9 @@ type Agent struct {
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
 
-	cache   *jetstream.EventCache
-	evicted atomic.Uint64
+	outcomes outcomeQueue // reports waiting to be published
+	cache    *jetstream.EventCache
+	evicted  atomic.Uint64
 
 	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
 
@@ -94,6 +95,7 @@ func New(cfg Config) (*Agent, error) {
 		idPrefix: nuid.Next() + ".",
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.outcomes.ready = make(chan struct{}, 1)
 	a.router = newRouter(a)
 	return a, nil
 }
@@ -150,6 +152,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.ln = ln
 	a.addr = network + ":" + ln.Addr().String()
 	a.goFunc(a.router.dispatch)
+	a.goFunc(a.publishOutcomes)
 	a.goFunc(a.acceptLoop)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil

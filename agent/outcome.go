@@ -2,6 +2,9 @@ package agent
 
 import (
 	"bytes"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -11,9 +14,10 @@ import (
 )
 
 // OutcomeReport is what an agent reports when a local client's handler
-// chain ends: for the host RM (OnOutcome) and on NATS at
-// OutcomeSubject(cluster, node), msgpack-encoded (a map with the field
-// names below).
+// chain ends: for the host RM (OnOutcome, at once) and on NATS at
+// OutcomeSubject(cluster, node), where reports go in batches: each message
+// is a msgpack array of reports (maps with the field names below), the
+// reports of at most outcomeFlush (2 ms) or outcomeBatch (256) chains.
 type OutcomeReport struct {
 	EventID string      `msgpack:"event_id"`
 	Cluster string      `msgpack:"cluster"`
@@ -30,15 +34,28 @@ func OutcomeSubject(cluster, node string) string {
 	return "pmix.outcome." + subjects.ClusterToken(cluster) + "." + subjects.EscapeToken(node)
 }
 
-// Marshal encodes the report. It writes by hand what msgpack's reflection
-// would write for the struct (UnmarshalOutcome reads it back with
-// reflection), because an agent encodes one report per chain and reflection
-// cost a sixth of the event path's CPU.
-func (r *OutcomeReport) Marshal() ([]byte, error) {
+// MarshalOutcomes encodes a batch of reports as a msgpack array. It writes
+// by hand what msgpack's reflection would write for the structs
+// (UnmarshalOutcomes reads them back with reflection), because an agent
+// encodes one report per chain and reflection cost a sixth of the event
+// path's CPU.
+func MarshalOutcomes(rs []OutcomeReport) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
+	if err := enc.EncodeArrayLen(len(rs)); err != nil {
+		return nil, err
+	}
+	for i := range rs {
+		if err := rs[i].encode(enc); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func (r *OutcomeReport) encode(enc *msgpack.Encoder) error {
 	w := &mapWriter{enc: enc}
 	w.header(6)
 	w.str("event_id", r.EventID)
@@ -48,7 +65,7 @@ func (r *OutcomeReport) Marshal() ([]byte, error) {
 	w.proc("source", r.Source)
 	w.key("outcome")
 	w.outcome(&r.Outcome)
-	return buf.Bytes(), w.err
+	return w.err
 }
 
 // mapWriter writes msgpack maps field by field, keeping the first error.
@@ -86,7 +103,11 @@ func (w *mapWriter) outcome(o *bus.Outcome) {
 	w.int("Code", int64(o.Code))
 	w.int("Status", int64(o.Status))
 	w.key("Results")
-	w.do(func() error { return pmix.EncodeInfos(w.enc, o.Results) })
+	if o.Results == nil { // as reflection writes a nil slice
+		w.do(w.enc.EncodeNil)
+	} else {
+		w.do(func() error { return pmix.EncodeInfos(w.enc, o.Results) })
+	}
 	w.bool("Completed", o.Completed)
 	w.bool("Resolved", o.Resolved)
 	w.key("Termination")
@@ -96,7 +117,11 @@ func (w *mapWriter) outcome(o *bus.Outcome) {
 	w.int("By", int64(o.Termination.By))
 	w.str("ByName", o.Termination.ByName)
 	w.key("Ran")
-	w.do(func() error { return w.enc.EncodeArrayLen(len(o.Ran)) })
+	if o.Ran == nil {
+		w.do(w.enc.EncodeNil)
+	} else {
+		w.do(func() error { return w.enc.EncodeArrayLen(len(o.Ran)) })
+	}
 	for _, ran := range o.Ran {
 		w.header(4)
 		w.int("ID", int64(ran.ID))
@@ -112,11 +137,98 @@ func (w *mapWriter) outcome(o *bus.Outcome) {
 	w.outcome(o.Abort)
 }
 
-// UnmarshalOutcome decodes a report.
-func UnmarshalOutcome(b []byte) (*OutcomeReport, error) {
-	var r OutcomeReport
-	if err := msgpack.Unmarshal(b, &r); err != nil {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "outcome report: %v", err)
+// UnmarshalOutcomes decodes a batch of reports.
+func UnmarshalOutcomes(b []byte) ([]OutcomeReport, error) {
+	var rs []OutcomeReport
+	if err := msgpack.Unmarshal(b, &rs); err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "outcome reports: %v", err)
 	}
-	return &r, nil
+	return rs, nil
+}
+
+// Outcome batching: a report waits at most outcomeFlush for others to share
+// its NATS message, and a message holds at most outcomeBatch reports. Under
+// load this turns one message per chain into one per batch; the host's
+// OnOutcome callbacks are not delayed.
+const (
+	outcomeFlush   = 2 * time.Millisecond
+	outcomeBatch   = 256
+	outcomeBacklog = 1 << 16 // reports waiting beyond this are dropped, and logged
+)
+
+// outcomeQueue holds reports until the publishing goroutine sends them.
+type outcomeQueue struct {
+	mu      sync.Mutex
+	reports []OutcomeReport
+	dropped int
+	ready   chan struct{}
+}
+
+func (q *outcomeQueue) add(r OutcomeReport) {
+	q.mu.Lock()
+	if len(q.reports) >= outcomeBacklog {
+		q.dropped++
+	} else {
+		q.reports = append(q.reports, r)
+	}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *outcomeQueue) take(n int) ([]OutcomeReport, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := min(n, len(q.reports))
+	out := slices.Clone(q.reports[:k])
+	q.reports = slices.Delete(q.reports, 0, k)
+	d := q.dropped
+	q.dropped = 0
+	return out, d
+}
+
+// publishOutcomes sends queued reports in batches until the agent stops,
+// then sends what is left.
+func (a *Agent) publishOutcomes() {
+	q := &a.outcomes
+	subject := OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
+	send := func() {
+		for {
+			batch, dropped := q.take(outcomeBatch)
+			if dropped > 0 {
+				a.log.Warn("outcome reports dropped: NATS is not keeping up", "dropped", dropped)
+			}
+			if len(batch) == 0 {
+				return
+			}
+			b, err := MarshalOutcomes(batch)
+			if err != nil {
+				a.log.Warn("encoding outcome reports", "err", err)
+				continue
+			}
+			if err := a.nc.Publish(subject, b); err != nil {
+				a.log.Debug("publishing outcome reports", "err", err)
+			}
+		}
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-q.ready:
+			timer.Reset(outcomeFlush)
+			select {
+			case <-timer.C:
+			case <-a.done:
+				send()
+				return
+			}
+			send()
+		case <-a.done:
+			send()
+			return
+		}
+	}
 }

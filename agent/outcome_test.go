@@ -21,26 +21,33 @@ func TestOutcomeReportRoundTrip(t *testing.T) {
 	abort := o
 	abort.Abort = nil
 	o.Abort = &abort
-	in := OutcomeReport{EventID: "x.1", Cluster: "A", Node: "n1", Client: pmix.Proc{Nspace: "j", Rank: 1}, Outcome: o}
-	b, err := in.Marshal()
+	in := []OutcomeReport{
+		{EventID: "x.1", Cluster: "A", Node: "n1", Client: pmix.Proc{Nspace: "j", Rank: 1}, Outcome: o},
+		{EventID: "x.2", Cluster: "A", Node: "n1"},
+	}
+	b, err := MarshalOutcomes(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := UnmarshalOutcome(b)
+	outs, err := UnmarshalOutcomes(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refl, err := msgpack.Marshal(&in)
+	refl, err := msgpack.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	viaRefl, err := UnmarshalOutcome(refl)
+	viaRefl, err := UnmarshalOutcomes(refl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(out, viaRefl) {
-		t.Fatalf("hand-written and reflected encodings differ:\n%+v\n%+v", out, viaRefl)
+	if !reflect.DeepEqual(outs, viaRefl) {
+		t.Fatalf("hand-written and reflected encodings differ:\n%+v\n%+v", outs, viaRefl)
 	}
+	if len(outs) != 2 || outs[1].EventID != "x.2" {
+		t.Fatalf("got %+v", outs)
+	}
+	out := outs[0]
 	if out.Outcome.Abort == nil || out.Outcome.Termination.ByName != "h" || len(out.Outcome.Ran) != 2 || !out.Outcome.Ran[1].TimedOut {
 		t.Fatalf("got %+v", out)
 	}

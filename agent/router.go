@@ -414,14 +414,7 @@ func (a *Agent) reportOutcome(m *Message, source, client pmix.Proc, o bus.Outcom
 	for _, f := range fs {
 		f(rep)
 	}
-	b, err := rep.Marshal()
-	if err != nil {
-		a.log.Warn("encoding outcome", "err", err)
-		return
-	}
-	if err := a.nc.Publish(OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node), b); err != nil {
-		a.log.Debug("publishing outcome", "err", err)
-	}
+	a.outcomes.add(rep)
 }
 
 // publish sends an event to the subjects of its range. from is the local

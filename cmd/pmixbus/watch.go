@@ -128,29 +128,35 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitOK
 		case msg := <-msgs:
 			var err error
-			shown := false
+			shown := 0
 			if strings.HasPrefix(msg.Subject, "pmix.outcome.") {
-				var r *agent.OutcomeReport
-				if r, err = agent.UnmarshalOutcome(msg.Data); err == nil {
-					err = p.outcome(msg.Subject, r)
-					shown = true
+				// A message carries a batch of reports.
+				var rs []agent.OutcomeReport
+				if rs, err = agent.UnmarshalOutcomes(msg.Data); err == nil {
+					for i := range rs {
+						if *count > 0 && printed+shown >= *count {
+							break
+						}
+						if err = p.outcome(msg.Subject, &rs[i]); err != nil {
+							break
+						}
+						shown++
+					}
 				}
 			} else {
 				var m *agent.Message
 				if m, err = agent.UnmarshalMessage(msg.Data); err == nil && keep(m) {
 					err = p.event(msg.Subject, m)
-					shown = true
+					shown = 1
 				}
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "pmixbus watch: %s: %v\n", msg.Subject, err)
 				continue
 			}
-			if shown {
-				printed++
-				if *count > 0 && printed >= *count {
-					return exitOK
-				}
+			printed += shown
+			if *count > 0 && printed >= *count {
+				return exitOK
 			}
 		}
 	}
