@@ -15,7 +15,7 @@
 //	err = a.RegisterJob(agent.Job{Nspace: "job1", Session: "s1", Procs: map[pmix.Rank]string{0: "node07"}})
 //	env, err := a.RegisterClient(pmix.Proc{Nspace: "job1", Rank: 0}) // launch the process with env
 //	a.OnOutcome(func(r agent.OutcomeReport) { /* termination decisions, abort requests */ })
-//	err = a.Notify(ctx, pmix.EventNodeDown, pmix.RangeSession, true, info) // as the RM: no source proc
+//	id, err := a.Notify(ctx, pmix.EventNodeDown, pmix.RangeSession, true, info) // as the RM: no source proc; outcomes carry id
 //
 // Events reach an agent only through subscriptions its clients'
 // registrations need; all subscriptions feed one dispatch goroutine, so

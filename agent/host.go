@@ -217,18 +217,21 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // Environment events (environment true) go to the cluster's environment
 // subject whatever the range.
 //
+// It returns the event's id, which the outcome reports of the chains it
+// causes carry (OutcomeReport.EventID).
+//
 // Errors: ErrBadParam for a missing target or PROC_LOCAL; ErrUnreach if
 // NATS refused the publish.
-func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) error {
+func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
 	m := &Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
 		Source: bus.Origin{Cluster: string(a.cfg.Cluster), Node: a.cfg.Node},
 		Info:   info, Time: time.Now(),
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
-	return a.router.publish(m, nil)
+	return m.ID, a.router.publish(m, nil)
 }
 
 // OnRMEvent calls f for every PMIX_RANGE_RM event in the agent's cluster,

@@ -123,7 +123,7 @@ func (s *setup) cachedNotify(ctx context.Context, n int) (float64, error) {
 	base := before.Msgs + before.Evicted
 	start := time.Now()
 	for i := range n {
-		if err := a.Notify(ctx, pmix.EventNodeDown, pmix.RangeLocal, true, []pmix.Info{pmix.NewInfo("bench.seq", pmix.Int64(int64(i)))}); err != nil {
+		if _, err := a.Notify(ctx, pmix.EventNodeDown, pmix.RangeLocal, true, []pmix.Info{pmix.NewInfo("bench.seq", pmix.Int64(int64(i)))}); err != nil {
 			return 0, err
 		}
 	}

@@ -209,7 +209,7 @@ func (s *setup) fanout(ctx context.Context, n int) (float64, error) {
 	}
 	start := time.Now()
 	for range n {
-		if err := s.agents[0].Notify(ctx, code, pmix.RangeGlobal, false, nil); err != nil {
+		if _, err := s.agents[0].Notify(ctx, code, pmix.RangeGlobal, false, nil); err != nil {
 			return 0, err
 		}
 	}

@@ -62,16 +62,16 @@ func TestLateRegistrationGetsCachedEvents(t *testing.T) {
 	const code = pmix.EventNodeDown
 	rm := w.agents["a2"]
 	for i := range 5 {
-		if err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(i)); err != nil {
+		if _, err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Not cached.
-	if err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, append(seqInfo(99), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))); err != nil {
+	if _, err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, append(seqInfo(99), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))); err != nil {
 		t.Fatal(err)
 	}
 	// A job event for jobA, cached too.
-	if err := rm.Notify(t.Context(), pmix.EventProcTerminated, pmix.RangeNamespace, false, append(seqInfo(5), pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA")))); err != nil {
+	if _, err := rm.Notify(t.Context(), pmix.EventProcTerminated, pmix.RangeNamespace, false, append(seqInfo(5), pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA")))); err != nil {
 		t.Fatal(err)
 	}
 	waitCached(t, w.agents["a1"], 6)
@@ -102,7 +102,7 @@ func TestLateRegistrationGetsCachedEvents(t *testing.T) {
 		t.Fatal("a replayed event was invoked before the registration call returned")
 	}
 	// Live events after the replay arrive once, after it.
-	if err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(6)); err != nil {
+	if _, err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(6)); err != nil {
 		t.Fatal(err)
 	}
 	rec.waitCount(t, code, 6)
@@ -152,7 +152,7 @@ func TestEventDuringReplayOnce(t *testing.T) {
 			if i == total/4 {
 				close(started)
 			}
-			if err := rm.Notify(context.Background(), code, pmix.RangeNamespace, false, append(seqInfo(i), pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA")))); err != nil {
+			if _, err := rm.Notify(context.Background(), code, pmix.RangeNamespace, false, append(seqInfo(i), pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA")))); err != nil {
 				t.Error(err)
 				return
 			}
@@ -183,11 +183,11 @@ func TestCacheFlood(t *testing.T) {
 	const flood = 10 * 512
 	for i := range flood {
 		if i == flood/2 {
-			if err := rm.Notify(t.Context(), jobCode, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("late")), pmix.NewInfo("test.seq", pmix.Int64(-1))}); err != nil {
+			if _, err := rm.Notify(t.Context(), jobCode, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("late")), pmix.NewInfo("test.seq", pmix.Int64(-1))}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := rm.Notify(t.Context(), env, pmix.RangeLocal, true, seqInfo(i)); err != nil {
+		if _, err := rm.Notify(t.Context(), env, pmix.RangeLocal, true, seqInfo(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +247,7 @@ func TestCacheSurvivesServerRestart(t *testing.T) {
 	const code = pmix.EventNodeOffline
 	rm := w.agents["b1"]
 	for i := range 3 {
-		if err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(i)); err != nil {
+		if _, err := rm.Notify(t.Context(), code, pmix.RangeLocal, true, seqInfo(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -304,7 +304,7 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 6 {
-		if err := a.Notify(t.Context(), pmix.EventNodeDown, pmix.RangeLocal, true, seqInfo(i)); err != nil {
+		if _, err := a.Notify(t.Context(), pmix.EventNodeDown, pmix.RangeLocal, true, seqInfo(i)); err != nil {
 			t.Fatal(err)
 		}
 	}

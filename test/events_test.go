@@ -225,16 +225,16 @@ func TestJobAndEnvironmentEvents(t *testing.T) {
 	}
 
 	// An environment event from the RM, then a job event, then a fence.
-	if err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeSession, true, nil); err != nil {
+	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeSession, true, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA"))}); err != nil {
+	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA"))}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*tclient{jobOnly, envOnly, named, dflt} {
 		c.register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
 	}
-	if err := w.agents["a1"].Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
+	if _, err := w.agents["a1"].Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*tclient{jobOnly, envOnly, named, dflt} {

@@ -98,7 +98,8 @@ func TestClientDiesMidChain(t *testing.T) {
 	outcomes := make(chan agent.OutcomeReport, 8)
 	a.OnOutcome(func(o agent.OutcomeReport) { outcomes <- o })
 
-	if err := w.agents["a1"].Notify(t.Context(), pmix.EventNodeDown, pmix.RangeGlobal, false, nil); err != nil {
+	id, err := w.agents["a1"].Notify(t.Context(), pmix.EventNodeDown, pmix.RangeGlobal, false, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if f := r.recv(); f.Type != proto.TypeInvoke {
@@ -112,6 +113,9 @@ func TestClientDiesMidChain(t *testing.T) {
 		case o := <-outcomes:
 			if o.Client.Nspace != "doomed" {
 				continue
+			}
+			if o.EventID != id {
+				t.Fatalf("outcome of event %q, want %q", o.EventID, id)
 			}
 			if len(o.Outcome.Ran) != 1 || o.Outcome.Ran[0].Status != pmix.ErrLostConnectionToClient {
 				t.Fatalf("outcome %+v", o.Outcome)

@@ -449,12 +449,12 @@ func (d *demo) send(ctx context.Context, ev demoEvent, want []expectedChain) (de
 		}
 	default:
 		a := d.agents[ev.fromRM]
-		if err := a.Notify(ctx, ev.code, ev.rng, ev.env, ev.info); err != nil {
+		if _, err := a.Notify(ctx, ev.code, ev.rng, ev.env, ev.info); err != nil {
 			return demoResult{}, fmt.Errorf("notify: %w", err)
 		}
 		d.fences++
 		fence = d.fences
-		if err := a.Notify(ctx, codeFence, pmix.RangeGlobal, false, fenceInfo(fence)); err != nil {
+		if _, err := a.Notify(ctx, codeFence, pmix.RangeGlobal, false, fenceInfo(fence)); err != nil {
 			return demoResult{}, fmt.Errorf("fence: %w", err)
 		}
 	}
