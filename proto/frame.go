@@ -318,45 +318,130 @@ func (f *Frame) decode(dec *msgpack.Decoder) error {
 	if err != nil || n < 0 {
 		return bad("frame is not a map", err)
 	}
-	seen := make(map[string]bool, min(n, 32))
+	// Keys are read into a buffer and compared without allocating: a frame
+	// is decoded for every handler invocation.
+	var kbuf [32]byte
+	var seenKnown uint32
+	var seenOther map[string]bool
 	for range n {
-		key, err := dec.DecodeString()
-		if err != nil {
+		kn, err := dec.DecodeBytesLen()
+		if err != nil || kn < 0 {
 			return bad("frame key", err)
 		}
-		if seen[key] {
-			return pmix.Errorf(pmix.ErrUnpackFailure, "frame: key %q given twice", key)
+		var kb []byte
+		if kn <= len(kbuf) {
+			kb = kbuf[:kn]
+		} else {
+			kb = make([]byte, 0, min(kn, 1<<10))
+			for len(kb) < kn { // grow as bytes arrive, like pmix's decoder
+				c := min(kn-len(kb), 1<<10)
+				kb = append(kb, make([]byte, c)...)
+				if err := dec.ReadFull(kb[len(kb)-c:]); err != nil {
+					return bad("frame key", err)
+				}
+			}
 		}
-		seen[key] = true
-		if err := f.decodeField(dec, key); err != nil {
+		if kn <= len(kbuf) {
+			if err := dec.ReadFull(kb); err != nil {
+				return bad("frame key", err)
+			}
+		}
+		if bit := keyBit(kb); bit != 0 {
+			if seenKnown&bit != 0 {
+				return pmix.Errorf(pmix.ErrUnpackFailure, "frame: key %q given twice", kb)
+			}
+			seenKnown |= bit
+		} else {
+			if seenOther == nil {
+				seenOther = map[string]bool{}
+			}
+			if seenOther[string(kb)] {
+				return pmix.Errorf(pmix.ErrUnpackFailure, "frame: key %q given twice", kb)
+			}
+			seenOther[string(kb)] = true
+		}
+		if err := f.decodeField(dec, kb); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
-	u := func(max uint64) (uint64, error) { return pmix.DecodeUint(dec, max, "frame field "+key) }
+// keyBit is the field bit of a known key, 0 for others.
+func keyBit(kb []byte) uint32 {
+	switch string(kb) {
+	case kType:
+		return bType
+	case kSeq:
+		return bSeq
+	case kStatus:
+		return bStatus
+	case kMessage:
+		return bMessage
+	case kVersion:
+		return bVersion
+	case kNspace:
+		return bNspace
+	case kRank:
+		return bRank
+	case kCredential:
+		return bCredential
+	case kID:
+		return bID
+	case kName:
+		return bName
+	case kCodes:
+		return bCodes
+	case kCode:
+		return bCode
+	case kRange:
+		return bRange
+	case kSource:
+		return bSource
+	case kInfo:
+		return bInfo
+	case kResults:
+		return bResults
+	case kPrior:
+		return bPrior
+	case kKeys:
+		return bKeys
+	case kData:
+		return bData
+	}
+	return 0
+}
+
+func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
+	// The field's name goes into messages only on error.
+	field := func() string { return "frame field " + string(kb) }
+	u := func(max uint64) (uint64, error) {
+		n, err := pmix.DecodeUint(dec, max, "value")
+		if err != nil {
+			return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %v", field(), pmix.MessageOf(err))
+		}
+		return n, nil
+	}
 	i32 := func() (pmix.Status, error) {
 		n, err := dec.DecodeInt64()
 		if err != nil {
-			return 0, bad("frame field "+key, err)
+			return 0, bad(field(), err)
 		}
 		if n < math.MinInt32 || n > math.MaxInt32 {
-			return 0, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %d does not fit a status", key, n)
+			return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %d does not fit a status", field(), n)
 		}
 		return pmix.Status(n), nil
 	}
 	str := func() (string, error) {
 		s, err := dec.DecodeString()
 		if err != nil {
-			return "", bad("frame field "+key, err)
+			return "", bad(field(), err)
 		}
 		return s, nil
 	}
 	var err error
 	var n uint64
-	switch key {
+	switch string(kb) {
 	case kType:
 		n, err = u(math.MaxUint8)
 		f.Type = Type(n)
@@ -383,7 +468,7 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
 	case kCodes:
 		var cnt int
 		if cnt, err = dec.DecodeArrayLen(); err != nil {
-			return bad("frame field "+key, err)
+			return bad(field(), err)
 		}
 		f.Codes = make([]pmix.Status, 0, min(max(cnt, 0), 64))
 		for range cnt {
@@ -413,7 +498,7 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
 	case kKeys:
 		var cnt int
 		if cnt, err = dec.DecodeArrayLen(); err != nil {
-			return bad("frame field "+key, err)
+			return bad(field(), err)
 		}
 		for range cnt {
 			k, err := str()
@@ -425,7 +510,7 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, key string) error {
 	case kData:
 		f.Data, err = decodePData(dec)
 	default:
-		return skipScalar(dec, key)
+		return skipScalar(dec, string(kb))
 	}
 	return err
 }
