@@ -48,8 +48,11 @@ type Agent struct {
 	expected map[pmix.Proc]*clientEntry // registered clients, attached or not
 	router   *router
 	rmSub    *nats.Subscription
-	rmFuncs  []func(*Message)
-	outFuncs []func(OutcomeReport)
+	// Read on every event and every chain, so kept copy-on-write: writers
+	// replace the slice under mu, readers load it without locking.
+	rmFuncs  atomic.Pointer[[]func(*Message)]
+	outFuncs atomic.Pointer[[]func(OutcomeReport)]
+	attached atomic.Pointer[[]*clientConn] // the attached clients
 	closed   bool
 
 	wg   sync.WaitGroup

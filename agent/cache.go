@@ -115,16 +115,21 @@ func retainerName(cluster, node, nspace string) string {
 }
 
 // unattachedLocked reports whether a local client of job j is not attached.
-func (a *Agent) unattachedLocked(j *job) bool {
+func (a *Agent) unattachedLocked(j *job) bool { return len(a.unattachedRanksLocked(j)) > 0 }
+
+// unattachedRanksLocked returns the ranks of job j placed on this node whose
+// clients are not attached.
+func (a *Agent) unattachedRanksLocked(j *job) map[pmix.Rank]bool {
+	out := map[pmix.Rank]bool{}
 	for r, node := range j.procs {
 		if node != a.cfg.Node {
 			continue
 		}
 		if e := a.expected[pmix.Proc{Nspace: j.nspace, Rank: r}]; e == nil || e.conn == nil {
-			return true
+			out[r] = true
 		}
 	}
-	return false
+	return out
 }
 
 // ensureRetention creates or deletes the job's consumer as its clients'
@@ -204,15 +209,7 @@ func (a *Agent) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 	if _, dup := ret.pending[m.Seq]; dup {
 		return // redelivered while we still hold it
 	}
-	owed := map[pmix.Rank]bool{}
-	for r, node := range j.procs {
-		if node != a.cfg.Node {
-			continue
-		}
-		if e := a.expected[pmix.Proc{Nspace: nspace, Rank: r}]; e == nil || e.conn == nil {
-			owed[r] = true
-		}
-	}
+	owed := a.unattachedRanksLocked(j)
 	if len(owed) == 0 {
 		_ = m.Ack()
 		a.goFunc(func() { a.ensureRetention(nspace) }) // everyone is attached: maybe no consumer needed

@@ -52,8 +52,8 @@ func (a *Agent) RegisterJob(j Job) error {
 		}
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closed {
+		a.mu.Unlock()
 		return ErrClosed
 	}
 	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs)}
@@ -64,7 +64,6 @@ func (a *Agent) RegisterJob(j Job) error {
 	a.retainJobLocked(nj)
 	a.mu.Unlock()
 	a.ensureRetention(j.Nspace) // before returning, so the job's events are kept from now on
-	a.mu.Lock()
 	return nil
 }
 
@@ -120,6 +119,23 @@ func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, pmix.Errorf(pmix.ErrOutOfResource, "credential: %w", err)
 	}
+	e, err := a.addClient(proc, hex.EncodeToString(raw[:]), opts)
+	if err != nil {
+		return nil, err
+	}
+	// A client not attached yet: the job's events must be kept for it from
+	// now on, before the host launches it.
+	a.ensureRetention(proc.Nspace)
+	return map[string]string{
+		EnvNspace:     proc.Nspace,
+		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
+		EnvAgent:      a.addr,
+		EnvCredential: e.credential,
+	}, nil
+}
+
+// addClient records a registered client.
+func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption) (*clientEntry, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -132,22 +148,12 @@ func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string
 	if _, dup := a.expected[proc]; dup {
 		return nil, pmix.Errorf(pmix.ErrDuplicateKey, "client %v is already registered", proc)
 	}
-	e := &clientEntry{proc: proc, job: j, credential: hex.EncodeToString(raw[:]), uid: os.Getuid()}
+	e := &clientEntry{proc: proc, job: j, credential: credential, uid: os.Getuid()}
 	for _, o := range opts {
 		o(e)
 	}
 	a.expected[proc] = e
-	// A client not attached yet: the job's events must be kept for it from
-	// now on, before the host launches it.
-	a.mu.Unlock()
-	a.ensureRetention(proc.Nspace)
-	a.mu.Lock()
-	return map[string]string{
-		EnvNspace:     proc.Nspace,
-		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
-		EnvAgent:      a.addr,
-		EnvCredential: e.credential,
-	}, nil
+	return e, nil
 }
 
 // DeregisterClient forgets a local client; if it is attached, it is
@@ -194,6 +200,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 		return nil, pmix.Errorf(pmix.ErrInvalidOperation, "client %v is already attached", proc)
 	}
 	e.conn = cc
+	a.attachedChangedLocked()
 	a.goFunc(func() { a.ensureRetention(proc.Nspace) })
 	return e, nil
 }
@@ -203,6 +210,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil
+		a.attachedChangedLocked()
 	}
 	a.mu.Unlock()
 	a.ensureRetention(e.proc.Nspace)
@@ -243,7 +251,7 @@ func (a *Agent) OnRMEvent(f func(*Message)) error {
 	if a.closed {
 		return ErrClosed
 	}
-	a.rmFuncs = append(a.rmFuncs, f)
+	a.rmFuncs.Store(appendCopy(a.rmFuncs.Load(), f))
 	if a.rmSub != nil {
 		return nil
 	}
@@ -253,10 +261,7 @@ func (a *Agent) OnRMEvent(f func(*Message)) error {
 			a.log.Warn("dropping malformed RM event", "subject", msg.Subject, "err", err)
 			return
 		}
-		a.mu.Lock()
-		fs := slices.Clone(a.rmFuncs)
-		a.mu.Unlock()
-		for _, f := range fs {
+		for _, f := range *a.rmFuncs.Load() {
 			f(m)
 		}
 	})
@@ -271,6 +276,29 @@ func (a *Agent) OnRMEvent(f func(*Message)) error {
 // runs, as soon as the chain ends. f must not block for long.
 func (a *Agent) OnOutcome(f func(OutcomeReport)) {
 	a.mu.Lock()
-	a.outFuncs = append(a.outFuncs, f)
+	a.outFuncs.Store(appendCopy(a.outFuncs.Load(), f))
 	a.mu.Unlock()
+}
+
+// appendCopy returns a new slice of *old and v, leaving *old as it was for
+// readers that loaded it.
+func appendCopy[T any](old *[]T, v T) *[]T {
+	var s []T
+	if old != nil {
+		s = slices.Clone(*old)
+	}
+	s = append(s, v)
+	return &s
+}
+
+// attachedChangedLocked republishes the attached clients after a
+// connection was bound or unbound. Called with a.mu held.
+func (a *Agent) attachedChangedLocked() {
+	out := make([]*clientConn, 0, len(a.expected))
+	for _, e := range a.expected {
+		if e.conn != nil {
+			out = append(out, e.conn)
+		}
+	}
+	a.attached.Store(&out)
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -35,7 +36,8 @@ type router struct {
 
 	// holds are registrations being replayed to, by client; only the
 	// dispatch goroutine reads them, under mu since others add them.
-	holds map[*clientConn][]*hold
+	holds  map[*clientConn][]*hold
+	nholds atomic.Int32 // len of all holds, read on every event without mu
 
 	mu     sync.Mutex
 	subs   map[string]*nats.Subscription // by subject
@@ -146,17 +148,13 @@ func (n *scopeNeed) add(codes []pmix.Status) {
 	}
 }
 
-// clients returns the attached clients.
+// clients returns the attached clients: a shared slice, not to be
+// modified, read without locking on every event.
 func (a *Agent) clients() []*clientConn {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*clientConn, 0, len(a.expected))
-	for _, e := range a.expected {
-		if e.conn != nil {
-			out = append(out, e.conn)
-		}
+	if p := a.attached.Load(); p != nil {
+		return *p
 	}
-	return out
+	return nil
 }
 
 // jobScopes are the scopes through which job events reach a client.
@@ -316,9 +314,7 @@ func (a *Agent) busEvent(m *Message) bus.Event {
 // queues for them instead. Only the dispatch goroutine calls it.
 func (a *Agent) deliver(sc subjects.Scope, m *Message) {
 	ev := a.busEvent(m)
-	a.router.mu.Lock()
-	holding := len(a.router.holds) > 0
-	a.router.mu.Unlock()
+	holding := a.router.nholds.Load() > 0
 	for _, cc := range a.clients() {
 		e, reg, ok := cc.attached()
 		if !ok || !a.inScope(sc, m, e) {
@@ -357,6 +353,7 @@ func (r *router) addHold(cc *clientConn, id bus.ID) *hold {
 	h.reg, _ = reg.Lookup(id)
 	r.mu.Lock()
 	r.holds[cc] = append(r.holds[cc], h)
+	r.nholds.Add(1)
 	r.mu.Unlock()
 	return h
 }
@@ -365,7 +362,9 @@ func (r *router) addHold(cc *clientConn, id bus.ID) *hold {
 func (r *router) dropHold(h *hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	before := len(r.holds[h.cc])
 	hs := slices.DeleteFunc(r.holds[h.cc], func(x *hold) bool { return x == h })
+	r.nholds.Add(int32(len(hs) - before))
 	if len(hs) == 0 {
 		delete(r.holds, h.cc)
 	} else {
@@ -408,11 +407,10 @@ func (a *Agent) localProc(p pmix.Proc) pmix.Proc {
 
 func (a *Agent) reportOutcome(m *Message, source, client pmix.Proc, o bus.Outcome) {
 	rep := OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
-	a.mu.Lock()
-	fs := slices.Clone(a.outFuncs)
-	a.mu.Unlock()
-	for _, f := range fs {
-		f(rep)
+	if fs := a.outFuncs.Load(); fs != nil {
+		for _, f := range *fs {
+			f(rep)
+		}
 	}
 	a.outcomes.add(rep)
 }

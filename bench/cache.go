@@ -11,6 +11,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -144,9 +145,7 @@ func (s *setup) cachedNotify(ctx context.Context, n int) (float64, error) {
 
 // replay registers a handler on c for the cached events and returns the
 // time from the registration call to the last replayed invocation.
-func (s *setup) replay(ctx context.Context, c interface {
-	RegisterEventHandler(context.Context, []pmix.Status, []pmix.Info, bus.Handler) (bus.ID, error)
-}, want int) (time.Duration, error) {
+func (s *setup) replay(ctx context.Context, c *client.Client, want int) (time.Duration, error) {
 	var got atomic.Int64
 	all := make(chan struct{})
 	start := time.Now()
