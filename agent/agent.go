@@ -16,6 +16,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -47,11 +48,12 @@ type Agent struct {
 	jobs     map[string]*job            // by nspace
 	expected map[pmix.Proc]*clientEntry // registered clients, attached or not
 	router   *router
-	rmSub    *nats.Subscription
+	rmSubs   []*nats.Subscription // job and environment RM events
+	rmMu     sync.Mutex           // serializes the rmFuncs calls of both
 	// Read on every event and every chain, so kept copy-on-write: writers
 	// replace the slice under mu, readers load it without locking.
-	rmFuncs  atomic.Pointer[[]func(*Message)]
-	outFuncs atomic.Pointer[[]func(OutcomeReport)]
+	rmFuncs  atomic.Pointer[[]func(*event.Message)]
+	outFuncs atomic.Pointer[[]func(event.OutcomeReport)]
 	attached atomic.Pointer[[]*clientConn] // the attached clients
 	closed   bool
 
@@ -211,8 +213,8 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 				conns = append(conns, e.conn)
 			}
 		}
-		if a.rmSub != nil {
-			_ = a.rmSub.Unsubscribe()
+		for _, sub := range a.rmSubs {
+			_ = sub.Unsubscribe()
 		}
 		for _, ret := range a.retained {
 			if ret.r != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -151,7 +152,7 @@ func (a *Agent) ensureRetention(nspace string) {
 		switch {
 		case want && ret.r == nil:
 			var filters []string
-			for _, sc := range a.jobScopesOf(j) {
+			for _, sc := range event.ClientScopes(a.place(), j.nspace, j.session) {
 				filters = append(filters, subjects.JobCacheSubject(sc.CachedWildcard()))
 			}
 			ret.busy = true
@@ -271,7 +272,7 @@ type hold struct {
 }
 
 type heldEvent struct {
-	m  *Message
+	m  *event.Message
 	ev bus.Event
 	sc subjects.Scope
 }
@@ -289,16 +290,9 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 			}
 		}
 	}
-	env := subjects.Environment(string(a.cfg.Cluster))
-	if g.Category == bus.CategoryDefault {
-		if g.WantsEnvironment(0) {
-			filters = append(filters, env.CachedWildcard())
-		}
-	} else {
-		for _, c := range g.Codes {
-			if g.WantsEnvironment(c) {
-				filters = append(filters, env.Subject(c))
-			}
+	if codes, ok := envCodes(g); ok {
+		for _, sc := range a.jobScopes(e) {
+			filters = append(filters, sc.Environment().CachedPatterns(codes)...)
 		}
 	}
 	// The client's other frames wait meanwhile (handler completions among
@@ -315,7 +309,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 		if err != nil {
 			continue
 		}
-		m, err := UnmarshalMessage(cm.Data)
+		m, err := event.UnmarshalMessage(cm.Data)
 		if err != nil {
 			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
 			continue
@@ -327,7 +321,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 
 type cachedEvent struct {
 	sc subjects.Scope
-	m  *Message
+	m  *event.Message
 }
 
 // finishHold runs on the dispatch goroutine once the client has its reply:
@@ -369,11 +363,11 @@ func (a *Agent) finishHold(h *hold, cached []cachedEvent) {
 // replayTo runs one event through the held registration h of client e, if
 // the event is for e and the registration accepts it, and reports whether
 // it did.
-func (a *Agent) replayTo(e *clientEntry, reg *bus.Registry, h *hold, sc subjects.Scope, m *Message) bool {
-	if !a.inScope(sc, m, e) {
+func (a *Agent) replayTo(e *clientEntry, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
+	if !event.For(a.place(), sc, m, e.proc, e.job.session) {
 		return false
 	}
-	ev := a.busEvent(m)
+	ev := m.BusEvent(a.cfg.Cluster)
 	if !h.reg.Accepts(ev, a.origin(e)) {
 		return false
 	}

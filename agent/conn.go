@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -216,7 +217,7 @@ func (cc *clientConn) notify(f *proto.Frame) error {
 	case !f.Range.Valid():
 		return pmix.Errorf(pmix.ErrBadParam, "invalid range %v", f.Range)
 	}
-	m := &Message{
+	m := &event.Message{
 		ID:     cc.a.nextEventID(),
 		Code:   f.Code,
 		Range:  f.Range,

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -221,17 +222,19 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // The target comes from the range: NAMESPACE needs pmix.KeyNspace (or
 // affected procs of one nspace; a "cluster:nspace" name targets another
 // cluster); SESSION needs pmix.KeySessionID; LOCAL is this node unless
-// pmix.KeyHostname names another; CUSTOM needs pmix.KeyEventCustomRange.
-// Environment events (environment true) go to the cluster's environment
-// subject whatever the range.
+// pmix.KeyHostname names another; CUSTOM needs pmix.KeyEventCustomRange;
+// RM goes to the host RM only (OnRMEvent), GLOBAL to every cluster.
+// Environment events (environment true) obey their range the same way, and
+// reach only agents with a registration that wants environment events of
+// the code (see event.Scopes).
 //
 // It returns the event's id, which the outcome reports of the chains it
-// causes carry (OutcomeReport.EventID).
+// causes carry (event.OutcomeReport.EventID).
 //
 // Errors: ErrBadParam for a missing target or PROC_LOCAL; ErrUnreach if
 // NATS refused the publish.
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
-	m := &Message{
+	m := &event.Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
 		Source: bus.Origin{Cluster: string(a.cfg.Cluster), Node: a.cfg.Node},
 		Info:   info, Time: time.Now(),
@@ -243,38 +246,51 @@ func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, en
 }
 
 // OnRMEvent calls f for every PMIX_RANGE_RM event in the agent's cluster,
-// from a single goroutine, in arrival order. The agent subscribes when the
-// first function is added.
-func (a *Agent) OnRMEvent(f func(*Message)) error {
+// job and environment events alike, one call at a time, in arrival order
+// for each kind. The agent subscribes when the first function is added.
+//
+// Errors: ErrClosed after Shutdown; pmix.ErrUnreach if NATS refused the
+// subscription.
+func (a *Agent) OnRMEvent(f func(*event.Message)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return ErrClosed
 	}
 	a.rmFuncs.Store(appendCopy(a.rmFuncs.Load(), f))
-	if a.rmSub != nil {
+	if a.rmSubs != nil {
 		return nil
 	}
-	sub, err := a.nc.Subscribe(subjects.RM(string(a.cfg.Cluster)).Wildcard(), func(msg *nats.Msg) {
-		m, err := UnmarshalMessage(msg.Data)
+	handle := func(msg *nats.Msg) {
+		m, err := event.UnmarshalMessage(msg.Data)
 		if err != nil {
 			a.log.Warn("dropping malformed RM event", "subject", msg.Subject, "err", err)
 			return
 		}
+		a.rmMu.Lock()
+		defer a.rmMu.Unlock()
 		for _, f := range *a.rmFuncs.Load() {
 			f(m)
 		}
-	})
-	if err != nil {
-		return pmix.Errorf(pmix.ErrUnreach, "subscribing to RM events: %w", err)
 	}
-	a.rmSub = sub
+	rm := subjects.RM(string(a.cfg.Cluster))
+	for _, sc := range []subjects.Scope{rm, rm.Environment()} {
+		sub, err := a.nc.Subscribe(sc.Wildcard(), handle)
+		if err != nil {
+			for _, s := range a.rmSubs {
+				_ = s.Unsubscribe()
+			}
+			a.rmSubs = nil
+			return pmix.Errorf(pmix.ErrUnreach, "subscribing to RM events: %w", err)
+		}
+		a.rmSubs = append(a.rmSubs, sub)
+	}
 	return a.nc.Flush()
 }
 
 // OnOutcome calls f with the outcome of every handler chain this agent
 // runs, as soon as the chain ends. f must not block for long.
-func (a *Agent) OnOutcome(f func(OutcomeReport)) {
+func (a *Agent) OnOutcome(f func(event.OutcomeReport)) {
 	a.mu.Lock()
 	a.outFuncs.Store(appendCopy(a.outFuncs.Load(), f))
 	a.mu.Unlock()

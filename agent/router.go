@@ -3,15 +3,13 @@ package agent
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/bus"
-	"github.com/pmixbus/pmixbus/cluster"
-	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -157,23 +155,12 @@ func (a *Agent) clients() []*clientConn {
 	return nil
 }
 
-// jobScopes are the scopes through which job events reach a client.
-func (a *Agent) jobScopes(e *clientEntry) []subjects.Scope { return a.jobScopesOf(e.job) }
+// place is where the agent runs, for the routing rules of package event.
+func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
 
-// jobScopesOf are the scopes through which job events reach this agent's
-// clients of job j.
-func (a *Agent) jobScopesOf(j *job) []subjects.Scope {
-	c := string(a.cfg.Cluster)
-	s := []subjects.Scope{
-		subjects.Node(c, a.cfg.Node),
-		subjects.Namespace(c, j.nspace),
-		subjects.Agent(c, a.cfg.Node),
-		subjects.Global(),
-	}
-	if j.session != "" {
-		s = append(s, subjects.Session(c, j.session))
-	}
-	return s
+// jobScopes are the scopes through which events reach a client.
+func (a *Agent) jobScopes(e *clientEntry) []subjects.Scope {
+	return event.ClientScopes(a.place(), e.job.nspace, e.job.session)
 }
 
 // update brings the subscriptions in line with the registrations of the
@@ -189,7 +176,6 @@ func (r *router) update() error {
 		}
 		return n
 	}
-	env := subjects.Environment(string(r.a.cfg.Cluster))
 	for _, cc := range r.a.clients() {
 		e, reg, ok := cc.attached()
 		if !ok {
@@ -202,20 +188,10 @@ func (r *router) update() error {
 					need(sc).add(g.Codes)
 				}
 			}
-			if g.Category == bus.CategoryDefault {
-				if g.WantsEnvironment(0) {
-					need(env).add(nil)
+			if codes, ok := envCodes(g); ok {
+				for _, sc := range scopes {
+					need(sc.Environment()).add(codes)
 				}
-				continue
-			}
-			var envCodes []pmix.Status
-			for _, c := range g.Codes {
-				if g.WantsEnvironment(c) {
-					envCodes = append(envCodes, c)
-				}
-			}
-			if len(envCodes) > 0 {
-				need(env).add(envCodes)
 			}
 		}
 	}
@@ -268,6 +244,21 @@ func (r *router) update() error {
 	return nil
 }
 
+// envCodes reports whether a registration wants environment events, and
+// of which codes (none: every code, a default registration).
+func envCodes(g bus.Registration) ([]pmix.Status, bool) {
+	if g.Category == bus.CategoryDefault {
+		return nil, g.WantsEnvironment(0)
+	}
+	var codes []pmix.Status
+	for _, c := range g.Codes {
+		if g.WantsEnvironment(c) {
+			codes = append(codes, c)
+		}
+	}
+	return codes, len(codes) > 0
+}
+
 // Subjects returns the subjects the agent is subscribed to, sorted.
 func (a *Agent) Subjects() []string {
 	a.router.mu.Lock()
@@ -288,7 +279,7 @@ func (r *router) close() {
 // arrived decodes an event and runs the chains of the local clients in its
 // range.
 func (r *router) arrived(sc subjects.Scope, msg *nats.Msg) {
-	m, err := UnmarshalMessage(msg.Data)
+	m, err := event.UnmarshalMessage(msg.Data)
 	if err != nil {
 		r.a.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
@@ -299,25 +290,15 @@ func (r *router) arrived(sc subjects.Scope, msg *nats.Msg) {
 	r.a.deliver(sc, m)
 }
 
-// busEvent is m as a client's chain sees it.
-func (a *Agent) busEvent(m *Message) bus.Event {
-	src := m.Source
-	if src.Cluster != string(a.cfg.Cluster) && !src.Proc.IsZero() {
-		// RFC0003: a proc of another cluster is named cluster:nspace.
-		src.Proc.Nspace = cluster.Qualify(cluster.ID(src.Cluster), src.Proc.Nspace)
-	}
-	return bus.Event{Code: m.Code, Source: src, Range: m.Range, Environment: m.Environment, Info: m.Info}
-}
-
 // deliver runs m through the chain of every attached client it is for.
 // Registrations being replayed to are skipped by the chains; the event
 // queues for them instead. Only the dispatch goroutine calls it.
-func (a *Agent) deliver(sc subjects.Scope, m *Message) {
-	ev := a.busEvent(m)
+func (a *Agent) deliver(sc subjects.Scope, m *event.Message) {
+	ev := m.BusEvent(a.cfg.Cluster)
 	holding := a.router.nholds.Load() > 0
 	for _, cc := range a.clients() {
 		e, reg, ok := cc.attached()
-		if !ok || !a.inScope(sc, m, e) {
+		if !ok || !event.For(a.place(), sc, m, e.proc, e.job.session) {
 			continue
 		}
 		if holding {
@@ -332,7 +313,7 @@ func (a *Agent) deliver(sc subjects.Scope, m *Message) {
 }
 
 // queueForHolds keeps ev for the held registrations of cc that accept it.
-func (r *router) queueForHolds(cc *clientConn, e *clientEntry, sc subjects.Scope, m *Message, ev bus.Event) {
+func (r *router) queueForHolds(cc *clientConn, e *clientEntry, sc subjects.Scope, m *event.Message, ev bus.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	self := r.a.origin(e)
@@ -372,41 +353,8 @@ func (r *router) dropHold(h *hold) {
 	}
 }
 
-// inScope reports whether client e is among those an event on scope sc is
-// for.
-func (a *Agent) inScope(sc subjects.Scope, m *Message, e *clientEntry) bool {
-	switch sc.Kind() {
-	case subjects.KindNamespace:
-		if sc.Target().Nspace != e.proc.Nspace {
-			return false
-		}
-	case subjects.KindSession:
-		if sc.Target().Session != e.job.session {
-			return false
-		}
-	}
-	if m.Range == pmix.RangeCustom && !m.Environment {
-		for _, t := range m.Targets {
-			if a.localProc(t).Matches(e.proc) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
-// localProc strips this cluster's qualifier from a proc's nspace; procs of
-// other clusters keep theirs (and so match no local client).
-func (a *Agent) localProc(p pmix.Proc) pmix.Proc {
-	if id, ns, q := cluster.Split(p.Nspace); q && id == a.cfg.Cluster {
-		p.Nspace = ns
-	}
-	return p
-}
-
-func (a *Agent) reportOutcome(m *Message, source, client pmix.Proc, o bus.Outcome) {
-	rep := OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
+func (a *Agent) reportOutcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
 	if fs := a.outFuncs.Load(); fs != nil {
 		for _, f := range *fs {
 			f(rep)
@@ -417,190 +365,40 @@ func (a *Agent) reportOutcome(m *Message, source, client pmix.Proc, o bus.Outcom
 
 // publish sends an event to the subjects of its range. from is the local
 // client that notified it, nil for the host RM.
-func (r *router) publish(m *Message, from *clientEntry) error {
-	scopes, err := r.a.scopesFor(m, from)
+func (r *router) publish(m *event.Message, from *clientEntry) error {
+	var sender *event.Sender
+	if from != nil {
+		sender = &event.Sender{Proc: from.proc, Session: from.job.session}
+	}
+	scopes, err := event.Scopes(r.a.place(), m, sender, agentJobs{r.a})
 	if err != nil {
 		return err
 	}
-	return Publish(r.a.nc, m, scopes)
+	return event.Publish(r.a.nc, m, scopes)
 }
 
-// Publish sends an event message to the given scopes (see RMScopes), as an
-// agent does: on each scope's subject, or its transient subject when the
-// event carries PMIX_EVENT_DO_NOT_CACHE, with the event id in the
-// Nats-Msg-Id header; a cacheable job event also goes to the job-events
-// copy of its subject, which keeps it for clients that have not received it
-// (see package jetstream).
-func Publish(nc *nats.Conn, m *Message, scopes []subjects.Scope) error {
-	b, err := m.Marshal()
-	if err != nil {
-		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
-	}
-	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
-	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
-	send := func(subj string) error {
-		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
-			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
-		}
-		return nil
-	}
-	for _, sc := range scopes {
-		if transient {
-			if err := send(sc.TransientSubject(m.Code)); err != nil {
-				return err
-			}
-			continue
-		}
-		subj := sc.Subject(m.Code)
-		if err := send(subj); err != nil {
-			return err
-		}
-		if !m.Environment && sc.Kind() != subjects.KindRM && sc.Kind() != subjects.KindEnvironment {
-			if err := send(subjects.JobCacheSubject(subj)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+// agentJobs is the agent's job table as the routing rules read it.
+type agentJobs struct{ a *Agent }
 
-// RMScopes resolves the range of an event sent by a host RM of cluster c
-// on node (with no job table at hand, unlike an agent) to the scopes it is
-// published on, and fills m.Targets for CUSTOM: each target goes to its
-// nspace's scope, where agents pick the listed procs. The rules are an
-// agent's (see Agent.Notify).
-func RMScopes(c cluster.ID, node string, m *Message) ([]subjects.Scope, error) {
-	a := &Agent{cfg: Config{Cluster: c, Node: node}, jobs: map[string]*job{}}
-	return a.scopesFor(m, nil)
-}
-
-// scopesFor resolves an event's range to the scopes it is published on, and
-// fills m.Targets for CUSTOM.
-func (a *Agent) scopesFor(m *Message, from *clientEntry) ([]subjects.Scope, error) {
-	c := string(a.cfg.Cluster)
-	if m.Environment {
-		return []subjects.Scope{subjects.Environment(c)}, nil
+func (t agentJobs) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
+	t.a.mu.Lock()
+	defer t.a.mu.Unlock()
+	j, ok := t.a.jobs[nspace]
+	if !ok {
+		return nil, false
 	}
-	switch m.Range {
-	case pmix.RangeRM:
-		return []subjects.Scope{subjects.RM(c)}, nil
-	case pmix.RangeGlobal:
-		return []subjects.Scope{subjects.Global()}, nil
-	case pmix.RangeLocal:
-		node := a.cfg.Node
-		if v, ok := pmix.LookupValue(m.Info, pmix.KeyHostname); ok && from == nil {
-			if s, ok := v.Str(); ok && s != "" {
-				node = s
-			}
+	if rank == pmix.RankWildcard {
+		nodes := make([]string, 0, len(j.procs))
+		for _, n := range j.procs {
+			nodes = append(nodes, n)
 		}
-		return []subjects.Scope{subjects.Node(c, node)}, nil
-	case pmix.RangeNamespace:
-		if from != nil {
-			return []subjects.Scope{subjects.Namespace(c, from.proc.Nspace)}, nil
-		}
-		ns := targetNspace(m.Info)
-		if ns == "" {
-			return nil, pmix.Errorf(pmix.ErrBadParam, "a PMIX_RANGE_NAMESPACE event from the host needs %s or affected procs of one nspace", pmix.KeyNspace)
-		}
-		return []subjects.Scope{a.nspaceScope(ns)}, nil
-	case pmix.RangeSession:
-		sess := ""
-		if from != nil {
-			sess = from.job.session
-		} else if v, ok := pmix.LookupValue(m.Info, pmix.KeySessionID); ok {
-			if s, ok := v.Str(); ok {
-				sess = s
-			} else if n, ok := v.Int(); ok {
-				sess = strconv.FormatInt(n, 10)
-			}
-		}
-		if sess == "" {
-			return nil, pmix.Errorf(pmix.ErrBadParam, "a PMIX_RANGE_SESSION event needs a session (%s)", pmix.KeySessionID)
-		}
-		return []subjects.Scope{subjects.Session(c, sess)}, nil
-	case pmix.RangeCustom:
-		return a.customScopes(m)
-	case pmix.RangeProcLocal:
-		return nil, pmix.Errorf(pmix.ErrBadParam, "PMIX_RANGE_PROC_LOCAL events never leave their process")
+		slices.Sort(nodes)
+		return slices.Compact(nodes), true
 	}
-	return nil, pmix.Errorf(pmix.ErrBadParam, "invalid range %v", m.Range)
-}
-
-// nspaceScope is the namespace scope of a possibly cluster-qualified nspace.
-func (a *Agent) nspaceScope(ns string) subjects.Scope {
-	if id, local, q := cluster.Split(ns); q {
-		return subjects.Namespace(string(id), local)
+	if n, ok := j.procs[rank]; ok {
+		return []string{n}, true
 	}
-	return subjects.Namespace(string(a.cfg.Cluster), ns)
-}
-
-func targetNspace(info []pmix.Info) string {
-	if v, ok := pmix.LookupValue(info, pmix.KeyNspace); ok {
-		if s, ok := v.Str(); ok {
-			return s
-		}
-	}
-	var procs []pmix.Proc
-	if v, ok := pmix.LookupValue(info, pmix.KeyEventAffectedProcs); ok {
-		procs, _ = v.Procs()
-	} else if v, ok := pmix.LookupValue(info, pmix.KeyEventAffectedProc); ok {
-		procs, _ = v.Procs()
-	}
-	ns := ""
-	for _, p := range procs {
-		if ns != "" && p.Nspace != ns {
-			return ""
-		}
-		ns = p.Nspace
-	}
-	return ns
-}
-
-// customScopes sends a CUSTOM event to the agent of each node hosting a
-// target of a known local job, and to the namespace scope of targets in
-// jobs this agent does not know (another cluster's, say), whose agents
-// filter by the target list.
-func (a *Agent) customScopes(m *Message) ([]subjects.Scope, error) {
-	v, ok := pmix.LookupValue(m.Info, pmix.KeyEventCustomRange)
-	var targets []pmix.Proc
-	if ok {
-		targets, ok = v.Procs()
-	}
-	if !ok || len(targets) == 0 {
-		return nil, pmix.Errorf(pmix.ErrBadParam, "a PMIX_RANGE_CUSTOM event needs %s with at least one proc", pmix.KeyEventCustomRange)
-	}
-	m.Targets = targets
-	c := string(a.cfg.Cluster)
-	seen := map[string]bool{}
-	var out []subjects.Scope
-	addScope := func(sc subjects.Scope) {
-		if !seen[sc.Prefix()] {
-			seen[sc.Prefix()] = true
-			out = append(out, sc)
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, t := range targets {
-		lt := a.localProc(t)
-		j, known := a.jobs[lt.Nspace]
-		if _, _, q := cluster.Split(lt.Nspace); q || !known {
-			addScope(a.nspaceScope(t.Nspace))
-			continue
-		}
-		if lt.Rank == pmix.RankWildcard {
-			for _, node := range j.procs {
-				addScope(subjects.Agent(c, node))
-			}
-			continue
-		}
-		node, ok := j.procs[lt.Rank]
-		if !ok {
-			return nil, pmix.Errorf(pmix.ErrBadParam, "custom range target %v: job %s has no such rank", t, lt.Nspace)
-		}
-		addScope(subjects.Agent(c, node))
-	}
-	return out, nil
+	return nil, true
 }
 
 // recentIDs remembers the last n event ids, to drop an event that arrives

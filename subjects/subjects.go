@@ -8,8 +8,13 @@ import (
 )
 
 const (
-	// Prefix begins every event subject.
-	Prefix      = "pmix.evt"
+	// Prefix begins every job event subject.
+	Prefix = "pmix.evt"
+	// EnvPrefix begins every environment event subject. Environment events
+	// have a root of their own, so that a registration for job events only
+	// (a default handler's wildcard among them) never draws environment
+	// events to its agent: RFC0002 delivers those only on request.
+	EnvPrefix   = "pmix.env"
 	globalToken = "global"
 )
 
@@ -18,13 +23,12 @@ type Kind string
 
 // Scope kinds; each is the token after the cluster in the subject.
 const (
-	KindRM          Kind = "rm"
-	KindNode        Kind = "node"
-	KindNamespace   Kind = "ns"
-	KindSession     Kind = "sess"
-	KindAgent       Kind = "agent"
-	KindEnvironment Kind = "env"
-	KindGlobal      Kind = "global"
+	KindRM        Kind = "rm"
+	KindNode      Kind = "node"
+	KindNamespace Kind = "ns"
+	KindSession   Kind = "sess"
+	KindAgent     Kind = "agent"
+	KindGlobal    Kind = "global"
 )
 
 // Target names where an event goes: the fields a range needs. Names are
@@ -37,15 +41,32 @@ type Target struct {
 }
 
 // Scope is a subject prefix without the code token: the set of subjects an
-// event of one range and target goes to. The zero Scope is invalid.
+// event of one range and target goes to, for job events or (Environment)
+// for environment events. The zero Scope is invalid.
 type Scope struct {
 	kind   Kind
+	env    bool
 	prefix string // e.g. "pmix.evt.A.ns.job1"
 	target Target
 }
 
 // Kind returns the scope's kind.
 func (s Scope) Kind() Kind { return s.kind }
+
+// Environment returns the scope of environment events with the same range
+// and target: the same subject under EnvPrefix. Environment events obey
+// their data range exactly as job events do (RFC0018).
+func (s Scope) Environment() Scope {
+	if s.env {
+		return s
+	}
+	s.env = true
+	s.prefix = EnvPrefix + strings.TrimPrefix(s.prefix, Prefix)
+	return s
+}
+
+// IsEnvironment reports whether the scope carries environment events.
+func (s Scope) IsEnvironment() bool { return s.env }
 
 // Target returns the names the scope was built from.
 func (s Scope) Target() Target { return s.target }
@@ -125,17 +146,12 @@ func Agent(cluster, node string) Scope {
 	return clusterScope(KindAgent, cluster, node, Target{Cluster: cluster, Node: node})
 }
 
-// Environment is the scope of a cluster's environment events.
-func Environment(cluster string) Scope {
-	return clusterScope(KindEnvironment, cluster, "", Target{Cluster: cluster})
-}
-
 // Global is the scope of PMIX_RANGE_GLOBAL events, which cross clusters.
 func Global() Scope { return Scope{kind: KindGlobal, prefix: Prefix + "." + globalToken} }
 
 func clusterScope(kind Kind, cluster, name string, t Target) Scope {
 	p := Prefix + "." + ClusterToken(cluster) + "." + string(kind)
-	if kind != KindRM && kind != KindEnvironment {
+	if kind != KindRM {
 		p += "." + EscapeToken(name)
 	}
 	return Scope{kind: kind, prefix: p, target: t}
@@ -188,20 +204,15 @@ func ForRange(r pmix.Range, t Target) (Scope, error) {
 	return Scope{}, pmix.Errorf(pmix.ErrBadParam, "invalid range %v", r)
 }
 
-// ForEvent returns the subject of an event: an environment event goes to
-// its cluster's environment scope whatever its range (environment events
-// describe one cluster's resources, RFC0002), a job event to its range's
-// scope. Errors are ForRange's.
+// ForEvent returns the subject of an event: its range's scope (ForRange),
+// under EnvPrefix for an environment event. Errors are ForRange's.
 func ForEvent(r pmix.Range, environment bool, t Target, code pmix.Status) (string, error) {
-	if environment {
-		if t.Cluster == "" {
-			return "", pmix.Errorf(pmix.ErrBadParam, "an environment event needs a cluster")
-		}
-		return Environment(t.Cluster).Subject(code), nil
-	}
 	sc, err := ForRange(r, t)
 	if err != nil {
 		return "", err
+	}
+	if environment {
+		sc = sc.Environment()
 	}
 	return sc.Subject(code), nil
 }
@@ -224,12 +235,27 @@ func Parse(subject string) (Parsed, error) {
 	bad := func(why string) (Parsed, error) {
 		return Parsed{}, pmix.Errorf(pmix.ErrBadParam, "subject %q: %s", subject, why)
 	}
-	rest, ok := strings.CutPrefix(subject, Prefix+".")
-	if !ok {
-		return bad("not under " + Prefix)
+	if rest, ok := strings.CutPrefix(subject, Prefix+"."); ok {
+		return parseScope(subject, rest)
 	}
-	toks := strings.Split(rest, ".")
+	if rest, ok := strings.CutPrefix(subject, EnvPrefix+"."); ok {
+		p, err := parseScope(subject, rest)
+		if err != nil {
+			return p, err
+		}
+		p.Scope = p.Scope.Environment()
+		return p, nil
+	}
+	return bad("not under " + Prefix + " or " + EnvPrefix)
+}
+
+// parseScope parses rest, the subject after its root.
+func parseScope(subject, rest string) (Parsed, error) {
+	bad := func(why string) (Parsed, error) {
+		return Parsed{}, pmix.Errorf(pmix.ErrBadParam, "subject %q: %s", subject, why)
+	}
 	var p Parsed
+	toks := strings.Split(rest, ".")
 	if len(toks) > 1 && toks[len(toks)-1] == TransientToken {
 		p.Transient = true
 		toks = toks[:len(toks)-1]
@@ -258,15 +284,11 @@ func Parse(subject string) (Parsed, error) {
 	}
 	kind := Kind(toks[1])
 	switch kind {
-	case KindRM, KindEnvironment:
+	case KindRM:
 		if len(toks) != 2 {
 			return bad("unexpected tokens after " + string(kind))
 		}
-		if kind == KindRM {
-			p.Scope = RM(cluster)
-		} else {
-			p.Scope = Environment(cluster)
-		}
+		p.Scope = RM(cluster)
 		return p, nil
 	case KindNode, KindNamespace, KindSession, KindAgent:
 		if len(toks) != 3 {
@@ -305,23 +327,27 @@ func EventSubject(subject string) string {
 
 // CacheSubjects returns what a cluster's event cache captures: all, the
 // cached subjects of every scope of the cluster (node, nspace, session,
-// agent, environment) and the global one, for the events stream; jobs, the
-// job-event copies (JobCacheSubject) of the job scopes, for the job-events
-// stream. The two never overlap, as JetStream requires within a domain.
-// RM-range and transient (PMIX_EVENT_DO_NOT_CACHE) events are not captured.
+// agent) and the global one, for job events and for environment events,
+// for the events stream; jobs, the job-event copies (JobCacheSubject) of
+// the job scopes, for the job-events stream. The two never overlap, as
+// JetStream requires within a domain. RM-range and transient
+// (PMIX_EVENT_DO_NOT_CACHE) events are not captured.
 func CacheSubjects(cluster string) (all, jobs []string) {
-	c := Prefix + "." + ClusterToken(cluster) + "."
-	jobScopes := []string{
+	c := ClusterToken(cluster) + "."
+	scopes := []string{
 		c + string(KindNode) + ".*.*",
 		c + string(KindNamespace) + ".*.*",
 		c + string(KindSession) + ".*.*",
 		c + string(KindAgent) + ".*.*",
-		Global().CachedWildcard(),
+		globalToken + ".*",
 	}
-	for _, s := range jobScopes {
-		jobs = append(jobs, JobCacheSubject(s))
+	for _, s := range scopes {
+		all = append(all, Prefix+"."+s)
+		jobs = append(jobs, JobCachePrefix+"."+s)
 	}
-	all = append(jobScopes, Environment(cluster).CachedWildcard())
+	for _, s := range scopes {
+		all = append(all, EnvPrefix+"."+s)
+	}
 	return all, jobs
 }
 

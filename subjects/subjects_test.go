@@ -65,16 +65,39 @@ func TestForRange(t *testing.T) {
 }
 
 func TestForEventEnvironment(t *testing.T) {
-	s, err := ForEvent(pmix.RangeSession, true, Target{Cluster: "B"}, pmix.EventNodeDown)
-	if err != nil || s != "pmix.evt.B.env.-231" {
-		t.Fatalf("%q %v", s, err)
+	cases := []struct {
+		r    pmix.Range
+		t    Target
+		want string
+	}{
+		{pmix.RangeSession, Target{Cluster: "B", Session: "s1"}, "pmix.env.B.sess.s1.-231"},
+		{pmix.RangeLocal, Target{Cluster: "B", Node: "n1"}, "pmix.env.B.node.n1.-231"},
+		{pmix.RangeNamespace, Target{Cluster: "B", Nspace: "j"}, "pmix.env.B.ns.j.-231"},
+		{pmix.RangeRM, Target{Cluster: "B"}, "pmix.env.B.rm.-231"},
+		{pmix.RangeGlobal, Target{}, "pmix.env.global.-231"},
 	}
-	if _, err := ForEvent(pmix.RangeGlobal, true, Target{}, 1); err == nil {
-		t.Fatal("environment event without cluster accepted")
+	for _, c := range cases {
+		s, err := ForEvent(c.r, true, c.t, pmix.EventNodeDown)
+		if err != nil || s != c.want {
+			t.Errorf("%v: %q %v, want %q", c.r, s, err, c.want)
+			continue
+		}
+		p, err := Parse(s)
+		if err != nil || !p.Scope.IsEnvironment() || p.Scope.Subject(pmix.EventNodeDown) != s {
+			t.Errorf("Parse(%q) = %+v, %v", s, p, err)
+		}
 	}
-	s, err = ForEvent(pmix.RangeGlobal, false, Target{}, -3001)
+	if _, err := ForEvent(pmix.RangeSession, true, Target{Cluster: "B"}, 1); err == nil {
+		t.Fatal("environment session event without a session accepted")
+	}
+	s, err := ForEvent(pmix.RangeGlobal, false, Target{}, -3001)
 	if err != nil || s != "pmix.evt.global.-3001" {
 		t.Fatalf("%q %v", s, err)
+	}
+	// A job scope's wildcard never matches its environment twin.
+	sc := Node("B", "n1")
+	if strings.HasPrefix(sc.Environment().Subject(1), strings.TrimSuffix(sc.Wildcard(), ">")) {
+		t.Fatal("environment subject under the job wildcard")
 	}
 }
 
@@ -112,6 +135,7 @@ func TestParseRejects(t *testing.T) {
 		"", "foo.bar", "pmix.evt", "pmix.evt.A.rm", "pmix.evt.A.rm.x", "pmix.evt.A.bogus.-1",
 		"pmix.evt.A.ns.-1", "pmix.evt.A.ns.a.b.-1", "pmix.evt.A.rm.extra.-1", "pmix.evt.A=ZZ.rm.-1",
 		"pmix.evt.A.ns.a*b.-1", "pmix.evt.A.rm.>.nc", "pmix.evt.A.rm.nc.nc",
+		"pmix.env", "pmix.env.A.env.-1", "pmix.env.A.ns.-1",
 	} {
 		if _, err := Parse(s); !errors.Is(err, pmix.ErrBadParam) {
 			t.Errorf("Parse(%q) = %v", s, err)

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -28,7 +28,7 @@ func TestRangesReachExactlyTheirProcs(t *testing.T) {
 	}
 	var rmMu sync.Mutex
 	var rmGot []pmix.Status
-	if err := w.agents["a2"].OnRMEvent(func(m *agent.Message) {
+	if err := w.agents["a2"].OnRMEvent(func(m *event.Message) {
 		rmMu.Lock()
 		rmGot = append(rmGot, m.Code)
 		rmMu.Unlock()
@@ -135,8 +135,8 @@ func TestHandlerOrderEndToEnd(t *testing.T) {
 		t.Fatalf("before across categories: %v", err)
 	}
 
-	outcomes := make(chan agent.OutcomeReport, 16)
-	w.agents["b2"].OnOutcome(func(r agent.OutcomeReport) { outcomes <- r })
+	outcomes := make(chan event.OutcomeReport, 16)
+	w.agents["b2"].OnOutcome(func(r event.OutcomeReport) { outcomes <- r })
 	w.waitInterest("A", "pmix.evt.B.ns.jobB.-201")
 	if err := w.client("A:jobA.1").c.NotifyEvent(t.Context(), code, pmix.RangeCustom, []pmix.Info{
 		pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{{Nspace: "B:jobB", Rank: 2}})),
@@ -179,12 +179,12 @@ func TestActionCompleteStopsChain(t *testing.T) {
 	code := pmix.EventNodeDown
 	rcv.register(t, nil, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("default"))}, pmix.EventNoActionTaken)
 	rcv.register(t, []pmix.Status{code}, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("fixer"))}, pmix.EventActionComplete)
-	outcomes := make(chan agent.OutcomeReport, 4)
-	w.agents["a2"].OnOutcome(func(r agent.OutcomeReport) { outcomes <- r })
+	outcomes := make(chan event.OutcomeReport, 4)
+	w.agents["a2"].OnOutcome(func(r event.OutcomeReport) { outcomes <- r })
 	if err := w.client("A:jobA.0").c.NotifyEvent(t.Context(), code, pmix.RangeNamespace, nil); err != nil {
 		t.Fatal(err)
 	}
-	var r agent.OutcomeReport
+	var r event.OutcomeReport
 	for r = range outcomes {
 		if r.Client.Rank == 3 {
 			break
@@ -215,17 +215,17 @@ func TestJobAndEnvironmentEvents(t *testing.T) {
 
 	for _, node := range []string{"a1"} {
 		for _, s := range w.agents[node].Subjects() {
-			if strings.Contains(s, ".env.") {
+			if strings.HasPrefix(s, "pmix.env.") {
 				t.Fatalf("agent %s subscribed to %s though no client there wants environment events", node, s)
 			}
 		}
 	}
-	if !slices.Contains(w.agents["a2"].Subjects(), "pmix.evt.A.env.>") {
+	if !slices.Contains(w.agents["a2"].Subjects(), "pmix.env.A.node.a2.>") {
 		t.Fatalf("a2 subscriptions %v", w.agents["a2"].Subjects())
 	}
 
 	// An environment event from the RM, then a job event, then a fence.
-	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeSession, true, nil); err != nil {
+	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeSession, true, []pmix.Info{pmix.NewInfo(pmix.KeySessionID, pmix.String("s1"))}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("jobA"))}); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -95,8 +96,8 @@ func TestClientDiesMidChain(t *testing.T) {
 	}
 	peer := w.client("A:jobA.2")
 	peer.register(t, []pmix.Status{pmix.EventNodeDown}, nil, pmix.EventNoActionTaken)
-	outcomes := make(chan agent.OutcomeReport, 8)
-	a.OnOutcome(func(o agent.OutcomeReport) { outcomes <- o })
+	outcomes := make(chan event.OutcomeReport, 8)
+	a.OnOutcome(func(o event.OutcomeReport) { outcomes <- o })
 
 	id, err := w.agents["a1"].Notify(t.Context(), pmix.EventNodeDown, pmix.RangeGlobal, false, nil)
 	if err != nil {

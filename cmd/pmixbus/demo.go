@@ -23,6 +23,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -226,7 +227,7 @@ func (d *demo) startAgents(ctx context.Context) error {
 			return fmt.Errorf("agent %s: %w", node, err)
 		}
 		d.agents[node] = a
-		a.OnOutcome(func(r agent.OutcomeReport) { d.state.update(func() { d.state.outcomes = append(d.state.outcomes, r) }) })
+		a.OnOutcome(func(r event.OutcomeReport) { d.state.update(func() { d.state.outcomes = append(d.state.outcomes, r) }) })
 		for _, j := range demoJobs {
 			if j.cluster != string(cid) {
 				continue
@@ -248,7 +249,7 @@ func (d *demo) startAgents(ctx context.Context) error {
 			continue
 		}
 		seen[cid] = true
-		err := d.agents[node].OnRMEvent(func(m *agent.Message) {
+		err := d.agents[node].OnRMEvent(func(m *event.Message) {
 			d.state.update(func() { d.state.rm = append(d.state.rm, rmReceipt{cluster: cid, node: node, msg: m}) })
 		})
 		if err != nil {
@@ -420,7 +421,7 @@ func resultsString(infos []pmix.Info) string {
 // demoResult is what an event did: the chains the agents reported, the
 // handlers each client process reported running, and RM receipts.
 type demoResult struct {
-	outcomes map[string]agent.OutcomeReport // by client key
+	outcomes map[string]event.OutcomeReport // by client key
 	ran      map[string][]demoLine          // by client key, this event's code only
 	rm       []rmReceipt
 }
@@ -673,7 +674,7 @@ func (d *demo) close() error {
 // rmReceipt is an RM-range event the host RM of a cluster received.
 type rmReceipt struct {
 	cluster, node string
-	msg           *agent.Message
+	msg           *event.Message
 }
 
 // demoState gathers what the client processes print and what the agents
@@ -682,7 +683,7 @@ type demoState struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every update
 	lines    map[string][]demoLine
-	outcomes []agent.OutcomeReport
+	outcomes []event.OutcomeReport
 	rm       []rmReceipt
 	exited   map[string]error
 	mark     demoMark // where the current event's records begin
@@ -741,7 +742,7 @@ func (s *demoState) count() demoMark {
 // resultSince returns what arrived for code since the mark. Call with s.mu
 // held.
 func (s *demoState) resultSince(code pmix.Status) demoResult {
-	r := demoResult{outcomes: map[string]agent.OutcomeReport{}, ran: map[string][]demoLine{}}
+	r := demoResult{outcomes: map[string]event.OutcomeReport{}, ran: map[string][]demoLine{}}
 	for _, o := range s.outcomes[s.mark.outcomes:] {
 		if o.Outcome.Code == code {
 			r.outcomes[o.Cluster+":"+o.Client.String()] = o

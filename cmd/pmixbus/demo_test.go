@@ -137,7 +137,7 @@ func TestDemoExpectations(t *testing.T) {
 		"custom":      "east:sim.2 west:post.0",
 		"global":      "east:sim.0 east:sim.1 east:sim.2 east:viz.0 west:post.0 west:post.1",
 		"rm":          "",
-		"environment": "east:sim.1 east:viz.0",
+		"environment": "east:viz.0",
 		"proc-local":  "west:post.0",
 	} {
 		if k := keys(got[ev]); k != want {

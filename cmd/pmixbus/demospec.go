@@ -8,6 +8,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -284,58 +285,32 @@ func (ev demoEvent) title() string {
 	return fmt.Sprintf("%s: %s, %s, from %s", ev.name, what, codeName(ev.code), from)
 }
 
-// reaches reports whether the event's range includes client c, as
-// docs/subjects.md routes it. Whether c's handlers take it is the
-// registry's business (filters, environment level).
+// reaches reports whether the event's range includes client c: it is
+// published on the scopes package event resolves for it (the rules of
+// docs/subjects.md, the same for job and environment events) and c's agent
+// hands it to c. Whether c's handlers take it is the registry's business
+// (filters, job and environment level, bus/doc.go).
 func (ev demoEvent) reaches(c demoClient) bool {
-	src := ev.source()
-	sameCluster := c.cluster == src.Cluster
-	str := func(key string) string {
-		if v, ok := pmix.LookupValue(ev.info, key); ok {
-			s, _ := v.Str()
-			return s
-		}
-		return ""
-	}
-	switch {
-	case ev.rng == pmix.RangeProcLocal:
+	if ev.rng == pmix.RangeProcLocal {
 		return ev.fromClient == c.key()
-	case ev.env:
-		// A cluster's environment scope, whatever the range.
-		return sameCluster
 	}
-	switch ev.rng {
-	case pmix.RangeRM:
+	src := ev.source()
+	m := &event.Message{Code: ev.code, Range: ev.rng, Environment: ev.env, Info: ev.info}
+	var from *event.Sender
+	if ev.fromClient != "" {
+		from = &event.Sender{Proc: src.Proc, Session: src.Session}
+	}
+	scopes, err := event.Scopes(event.Place{Cluster: cluster.ID(src.Cluster), Node: src.Node}, m, from, demoJobTable(src.Cluster))
+	if err != nil {
 		return false
-	case pmix.RangeGlobal:
-		return true
-	case pmix.RangeLocal:
-		node := src.Node
-		if h := str(pmix.KeyHostname); ev.fromRM != "" && h != "" {
-			node = h
-		}
-		return sameCluster && c.node() == node
-	case pmix.RangeNamespace:
-		ns := src.Proc.Nspace
-		if ev.fromRM != "" {
-			ns = str(pmix.KeyNspace)
-		}
-		return sameCluster && c.proc.Nspace == ns
-	case pmix.RangeSession:
-		sess := src.Session
-		if ev.fromRM != "" {
-			sess = str(pmix.KeySessionID)
-		}
-		return sameCluster && c.job().session == sess
-	case pmix.RangeCustom:
-		v, _ := pmix.LookupValue(ev.info, pmix.KeyEventCustomRange)
-		targets, _ := v.Procs()
-		for _, t := range targets {
-			tc, ns, q := cluster.Split(t.Nspace)
-			if !q {
-				tc = cluster.ID(src.Cluster)
+	}
+	at := event.Place{Cluster: cluster.ID(c.cluster), Node: c.node()}
+	for _, sc := range scopes {
+		for _, mine := range event.ClientScopes(at, c.proc.Nspace, c.job().session) {
+			if ev.env {
+				mine = mine.Environment()
 			}
-			if string(tc) == c.cluster && (pmix.Proc{Nspace: ns, Rank: t.Rank}).Matches(c.proc) {
+			if sc.Prefix() == mine.Prefix() && event.For(at, sc, m, c.proc, c.job().session) {
 				return true
 			}
 		}
@@ -343,14 +318,30 @@ func (ev demoEvent) reaches(c demoClient) bool {
 	return false
 }
 
-// busEvent is the event as client c's chain sees it: a source of another
-// cluster is named cluster:nspace (RFC0003).
+// demoJobTable is the job table of an agent of cluster c.
+type demoJobTable string
+
+func (c demoJobTable) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
+	for _, j := range demoJobs {
+		if j.cluster != string(c) || j.nspace != nspace {
+			continue
+		}
+		if rank == pmix.RankWildcard {
+			return slices.Compact(slices.Sorted(slices.Values(j.nodes))), true
+		}
+		if int(rank) < len(j.nodes) {
+			return []string{j.nodes[rank]}, true
+		}
+		return nil, true
+	}
+	return nil, false
+}
+
+// busEvent is the event as client c's chain sees it.
 func (ev demoEvent) busEvent(c demoClient) bus.Event {
 	src := ev.source()
-	if src.Cluster != c.cluster && !src.Proc.IsZero() {
-		src.Proc.Nspace = cluster.Qualify(cluster.ID(src.Cluster), src.Proc.Nspace)
-	}
-	return bus.Event{Code: ev.code, Source: src, Range: ev.rng, Environment: ev.env, Info: ev.info}
+	m := &event.Message{Code: ev.code, Source: src, Range: ev.rng, Environment: ev.env, Info: ev.info}
+	return m.BusEvent(cluster.ID(c.cluster))
 }
 
 // oracle holds, for each client, an in-process registry with the client's

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -37,9 +38,12 @@ on the range, as for an event an agent's host notifies:
                agents filter by the target list
     global     every cluster:                    pmix.evt.global.<code>
 
-With --env the event is an environment event, published to the cluster's
-environment scope whatever the range (the range defaults to local).
-proc_local events never leave their process and cannot be sent.
+With --env the event is an environment event: it goes to the same range,
+under pmix.env instead of pmix.evt (pmix.env.<cluster>.node.<node>.<code>,
+pmix.env.global.<code>, …), and reaches only clients whose handlers asked
+for environment events (PMIX_EVENT_ENVIRO_LEVEL). With --env the range
+defaults to local. proc_local events never leave their process and cannot
+be sent.
 
 --nats, --cluster and --node may also come from PMIXBUS_NATS,
 PMIXBUS_CLUSTER and PMIXBUS_NODE. It prints each subject it published to.
@@ -153,7 +157,7 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		info = append(info, pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))
 	}
 
-	m := &agent.Message{
+	m := &event.Message{
 		ID:          "notify." + nuid.Next(),
 		Code:        code,
 		Range:       rng,
@@ -162,10 +166,13 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Info:        info,
 		Time:        time.Now(),
 	}
-	if msg := missingTarget(m); msg != "" {
-		return usageError(fs, stderr, "%s", msg)
+	if m.Range == pmix.RangeProcLocal {
+		return usageError(fs, stderr, "--range: proc_local events never leave their process; they cannot be sent")
 	}
-	scopes, err := agent.RMScopes(id, *node, m)
+	if keys := event.MissingTarget(m, nil); keys != nil {
+		return usageError(fs, stderr, "a %s event needs %s", shortRange(rng), flagsFor(keys))
+	}
+	scopes, err := event.Scopes(event.Place{Cluster: id, Node: *node}, m, nil, nil)
 	if err != nil {
 		return usageError(fs, stderr, "%v", pmix.MessageOf(err))
 	}
@@ -189,7 +196,7 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// As an agent publishes: the event id in a header, the transient
 	// subject for an event not to be cached, a copy of a job event for the
 	// job-events cache.
-	if err := agent.Publish(nc, m, scopes); err != nil {
+	if err := event.Publish(nc, m, scopes); err != nil {
 		return fail("%v", err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -207,28 +214,21 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// missingTarget says, in terms of the command's flags, what a range needs
-// that m lacks; agent.RMScopes applies the same rules.
-func missingTarget(m *agent.Message) string {
-	has := func(k string) bool { _, ok := pmix.LookupValue(m.Info, k); return ok }
-	if m.Environment {
-		return ""
+// flagsFor names, in terms of the command's flags, the attributes a range
+// needs (event.MissingTarget).
+func flagsFor(keys []string) string {
+	flag := map[string]string{
+		pmix.KeyNspace:             "--nspace",
+		pmix.KeyEventAffectedProc:  "--affected procs of one nspace",
+		pmix.KeyEventAffectedProcs: "",
+		pmix.KeySessionID:          "--session",
+		pmix.KeyEventCustomRange:   "at least one --target",
 	}
-	switch m.Range {
-	case pmix.RangeProcLocal:
-		return "proc_local events never leave their process; they cannot be sent"
-	case pmix.RangeNamespace:
-		if !has(pmix.KeyNspace) && !has(pmix.KeyEventAffectedProc) && !has(pmix.KeyEventAffectedProcs) {
-			return "a namespace-range event needs --nspace, or --affected procs of one nspace"
-		}
-	case pmix.RangeSession:
-		if !has(pmix.KeySessionID) {
-			return "a session-range event needs --session"
-		}
-	case pmix.RangeCustom:
-		if !has(pmix.KeyEventCustomRange) {
-			return "a custom-range event needs at least one --target"
+	var out []string
+	for _, k := range keys {
+		if f := flag[k]; f != "" {
+			out = append(out, f)
 		}
 	}
-	return ""
+	return strings.Join(out, ", or ")
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -26,7 +26,8 @@ func init() {
 }
 
 const watchDescription = `
-Print every event published on NATS (pmix.evt.>), one line each: the time
+Print every event published on NATS (pmix.evt.> and, for environment
+events, pmix.env.>), one line each: the time
 it was sent, subject, code, range, source, targets and info. With
 --outcomes, also the outcome of every handler chain the agents run
 (pmix.outcome.>): the client, the handlers in the order they ran with their
@@ -52,7 +53,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		count       = fs.Int("count", 0, "exit after printing `n` messages; 0 runs until interrupted")
 		subjectList stringList
 	)
-	fs.Var(&subjectList, "subject", "subscribe to this event `subject` (wildcards allowed) instead of pmix.evt.> (repeatable)")
+	fs.Var(&subjectList, "subject", "subscribe to this event `subject` (wildcards allowed) instead of pmix.evt.> and pmix.env.> (repeatable)")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -68,17 +69,17 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *count < 0 {
 		return usageError(fs, stderr, "--count: %d is negative", *count)
 	}
-	keep := func(*agent.Message) bool { return true }
+	keep := func(*event.Message) bool { return true }
 	switch strings.ToLower(*rangeArg) {
 	case "":
 	case "env", "environment":
-		keep = func(m *agent.Message) bool { return m.Environment }
+		keep = func(m *event.Message) bool { return m.Environment }
 	default:
 		r, err := pmix.ParseRange(*rangeArg)
 		if err != nil {
 			return usageError(fs, stderr, "--range: %v", pmix.MessageOf(err))
 		}
-		keep = func(m *agent.Message) bool { return !m.Environment && m.Range == r }
+		keep = func(m *event.Message) bool { return !m.Environment && m.Range == r }
 	}
 	evSubjects := []string(subjectList)
 	outSubject := "pmix.outcome.>"
@@ -88,12 +89,16 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return usageError(fs, stderr, "--cluster: %v", err)
 		}
 		if len(evSubjects) == 0 {
-			evSubjects = []string{subjects.Prefix + "." + subjects.ClusterToken(string(id)) + ".>", subjects.Global().Wildcard()}
+			c := "." + subjects.ClusterToken(string(id)) + ".>"
+			evSubjects = []string{
+				subjects.Prefix + c, subjects.Global().Wildcard(),
+				subjects.EnvPrefix + c, subjects.Global().Environment().Wildcard(),
+			}
 		}
 		outSubject = "pmix.outcome." + subjects.ClusterToken(string(id)) + ".*"
 	}
 	if len(evSubjects) == 0 {
-		evSubjects = []string{subjects.Prefix + ".>"}
+		evSubjects = []string{subjects.Prefix + ".>", subjects.EnvPrefix + ".>"}
 	}
 
 	nc, err := nats.Connect(*natsURL, nats.Name("pmixbus watch"), nats.MaxReconnects(-1))
@@ -131,8 +136,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			shown := 0
 			if strings.HasPrefix(msg.Subject, "pmix.outcome.") {
 				// A message carries a batch of reports.
-				var rs []agent.OutcomeReport
-				if rs, err = agent.UnmarshalOutcomes(msg.Data); err == nil {
+				var rs []event.OutcomeReport
+				if rs, err = event.UnmarshalOutcomes(msg.Data); err == nil {
 					for i := range rs {
 						if *count > 0 && printed+shown >= *count {
 							break
@@ -144,8 +149,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 					}
 				}
 			} else {
-				var m *agent.Message
-				if m, err = agent.UnmarshalMessage(msg.Data); err == nil && keep(m) {
+				var m *event.Message
+				if m, err = event.UnmarshalMessage(msg.Data); err == nil && keep(m) {
 					err = p.event(msg.Subject, m)
 					shown = 1
 				}
@@ -246,7 +251,7 @@ func procString(p pmix.Proc) string {
 	return p.String()
 }
 
-func (p *watchPrinter) event(subject string, m *agent.Message) error {
+func (p *watchPrinter) event(subject string, m *event.Message) error {
 	if p.json {
 		return p.emit(eventJSON{
 			Kind: "event", Time: m.Time, Subject: subject, ID: m.ID,
@@ -308,7 +313,7 @@ type ranJSON struct {
 	TimedOut bool   `json:"timed_out,omitempty"`
 }
 
-func (p *watchPrinter) outcome(subject string, r *agent.OutcomeReport) error {
+func (p *watchPrinter) outcome(subject string, r *event.OutcomeReport) error {
 	o := r.Outcome
 	if p.json {
 		ran := make([]ranJSON, len(o.Ran))

@@ -1,0 +1,57 @@
+package event
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Publisher is the part of a NATS connection that publishing needs;
+// *nats.Conn is one.
+type Publisher interface {
+	PublishMsg(*nats.Msg) error
+}
+
+// Publish sends an event to the given scopes (see Scopes): on each
+// scope's subject, or its transient subject when the event carries
+// PMIX_EVENT_DO_NOT_CACHE, with the event id in the Nats-Msg-Id header. A
+// cacheable job event also goes to the job-events copy of its subject,
+// which keeps it for clients that have not received it (see package
+// jetstream); environment and RM-range events have no such copy.
+//
+// Errors: pmix.ErrPackFailure if m cannot be encoded; pmix.ErrUnreach if
+// NATS refused a publish.
+func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
+	b, err := m.Marshal()
+	if err != nil {
+		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
+	}
+	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
+	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
+	send := func(subj string) error {
+		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
+		}
+		return nil
+	}
+	for _, sc := range scopes {
+		if transient {
+			if err := send(sc.TransientSubject(m.Code)); err != nil {
+				return err
+			}
+			continue
+		}
+		subj := sc.Subject(m.Code)
+		if err := send(subj); err != nil {
+			return err
+		}
+		if !sc.IsEnvironment() && sc.Kind() != subjects.KindRM {
+			if err := send(subjects.JobCacheSubject(subj)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
