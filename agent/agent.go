@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -54,12 +55,23 @@ type Agent struct {
 	// replace the slice under mu, readers load it without locking.
 	rmFuncs  atomic.Pointer[[]func(*event.Message)]
 	outFuncs atomic.Pointer[[]func(event.OutcomeReport)]
-	attached atomic.Pointer[[]*clientConn] // the attached clients
+	attached atomic.Pointer[[]recipient] // the attached clients
+	conns    map[*clientConn]struct{}    // every accepted connection, in hello or attached
 	closed   bool
+	started  bool
 
-	wg   sync.WaitGroup
-	done chan struct{}
-	once sync.Once
+	// Goroutines the agent owns: goFunc adds them under goMu until
+	// Shutdown sets stopping, so none is added once Shutdown waits.
+	goMu     sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+
+	done       chan struct{}
+	once       sync.Once
+	finishOnce sync.Once
+	// shutdownCtx is Shutdown's context once it began: cleanup work
+	// (removing a detached client's data) is bounded by it.
+	shutdownCtx atomic.Pointer[context.Context]
 	// ctx is cancelled when Shutdown begins: work the agent started on its
 	// own (JetStream calls) stops then rather than holding Shutdown up.
 	ctx    context.Context
@@ -96,18 +108,38 @@ func New(cfg Config) (*Agent, error) {
 		jobs:     make(map[string]*job),
 		retained: make(map[string]*retention),
 		expected: make(map[pmix.Proc]*clientEntry),
+		conns:    make(map[*clientConn]struct{}),
 		done:     make(chan struct{}),
 		idPrefix: nuid.Next() + ".",
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.outcomes.ready = make(chan struct{}, 1)
-	a.router = newRouter(a)
 	return a, nil
 }
 
 // Start connects to NATS (starting the embedded server if so configured)
-// and begins accepting clients. It returns once clients can attach.
-func (a *Agent) Start(ctx context.Context) error {
+// and begins accepting clients. It returns once clients can attach. A Start
+// that fails undoes what it started.
+//
+// Errors: ErrClosed after Shutdown or a second Start; pmix.ErrUnreach when
+// NATS cannot be reached; pmix.ErrInit when the event cache, publish/lookup
+// or the socket cannot be set up (another agent listening on the socket
+// among them).
+func (a *Agent) Start(ctx context.Context) (err error) {
+	a.mu.Lock()
+	if a.closed || a.started {
+		a.mu.Unlock()
+		return fmt.Errorf("%w: Start called twice or after Shutdown", ErrClosed)
+	}
+	a.started = true
+	a.mu.Unlock()
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = a.Shutdown(sctx)
+		}
+	}()
 	switch {
 	case a.cfg.Conn != nil:
 		a.nc = a.cfg.Conn
@@ -129,38 +161,50 @@ func (a *Agent) Start(ctx context.Context) error {
 		nc, err := nats.Connect(url, nats.Name("pmixbus-agent "+string(a.cfg.Cluster)+"/"+a.cfg.Node),
 			nats.MaxReconnects(-1), nats.ReconnectBufSize(64<<20))
 		if err != nil {
-			a.stopServer(ctx)
 			return pmix.Errorf(pmix.ErrUnreach, "connecting to NATS at %s: %w", url, err)
 		}
 		a.nc, a.ownNC = nc, true
 	}
+	a.router = newRouter(natsTransport{a.nc}, a.place(), a, a.log, a.done)
 	if err := a.openCache(ctx); err != nil {
-		a.closeNATS(ctx)
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}
 	if err := a.startPublishLookup(); err != nil {
-		a.closeNATS(ctx)
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
 	}
-	network, addr, _ := splitListen(a.cfg.Listen)
-	if network == "unix" {
-		_ = os.Remove(addr) // a stale socket from an agent that died
-	}
-	ln, err := net.Listen(network, addr)
+	ln, addr, err := listen(a.cfg.Listen)
 	if err != nil {
-		a.closeNATS(ctx)
-		return pmix.Errorf(pmix.ErrInit, "listening on %s: %w", a.cfg.Listen, err)
+		return err
 	}
-	if network == "unix" {
-		_ = os.Chmod(addr, 0o700)
-	}
-	a.ln = ln
-	a.addr = network + ":" + ln.Addr().String()
+	a.ln, a.addr = ln, addr
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
 	a.goFunc(a.acceptLoop)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil
+}
+
+// listen opens the clients' socket. A Unix socket file that no process
+// listens on is what an agent that died leaves behind, and is replaced;
+// one that answers belongs to a running agent, and is left alone.
+func listen(spec string) (net.Listener, string, error) {
+	network, addr, _ := splitListen(spec)
+	if network == "unix" {
+		if c, err := net.DialTimeout("unix", addr, time.Second); err == nil {
+			_ = c.Close()
+			return nil, "", pmix.Errorf(pmix.ErrInit, "another agent is listening on %s (give this one another --listen, or stop that one)", addr)
+		} else if _, serr := os.Stat(addr); serr == nil {
+			_ = os.Remove(addr) // stale: refused, nobody listens
+		}
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, "", pmix.Errorf(pmix.ErrInit, "listening on %s: %w", spec, err)
+	}
+	if network == "unix" {
+		_ = os.Chmod(addr, 0o700)
+	}
+	return ln, network + ":" + ln.Addr().String(), nil
 }
 
 // Addr is what clients dial: "unix:/path" or "tcp:127.0.0.1:port".
@@ -172,77 +216,142 @@ func (a *Agent) NATS() *nats.Conn { return a.nc }
 // Server returns the embedded NATS server, or nil.
 func (a *Agent) Server() *cluster.Server { return a.server }
 
-// goFunc runs f in a goroutine the agent waits for on Shutdown.
-func (a *Agent) goFunc(f func()) {
+// goFunc runs f in a goroutine the agent waits for on Shutdown, and
+// reports whether it did: once Shutdown has begun it refuses, so that no
+// goroutine starts while Shutdown waits. It may be called from goroutines
+// the agent does not own (nats.go callbacks).
+func (a *Agent) goFunc(f func()) bool {
+	a.goMu.Lock()
+	if a.stopping {
+		a.goMu.Unlock()
+		return false
+	}
 	a.wg.Add(1)
+	a.goMu.Unlock()
 	go func() {
 		defer a.wg.Done()
 		f()
 	}()
+	return true
+}
+
+// isClosed reports whether Shutdown has begun, without locking.
+func (a *Agent) isClosed() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (a *Agent) acceptLoop() {
 	for {
 		c, err := a.ln.Accept()
 		if err != nil {
-			select {
-			case <-a.done:
-			default:
+			if !a.isClosed() {
 				a.log.Error("accept failed; no more clients can attach", "err", err)
 			}
 			return
 		}
 		cc := newClientConn(a, c)
-		a.goFunc(cc.serve)
+		a.mu.Lock()
+		if a.closed {
+			a.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		a.conns[cc] = struct{}{}
+		a.mu.Unlock()
+		if !a.goFunc(cc.serve) {
+			cc.close(nil)
+		}
 	}
 }
 
-// Shutdown stops accepting clients, drops the attached ones (they see
-// PMIX_ERR_LOST_CONNECTION), unsubscribes, closes the NATS connection it
-// owns and stops the embedded server. It is safe to call more than once.
-// It returns ctx.Err() if the goroutines did not finish in time.
+// forget drops a closed connection from the agent's set.
+func (a *Agent) forget(cc *clientConn) {
+	a.mu.Lock()
+	delete(a.conns, cc)
+	a.mu.Unlock()
+}
+
+// Shutdown stops accepting clients, closes every connection (attached
+// clients see PMIX_ERR_LOST_CONNECTION; one still in its hello is simply
+// closed), unsubscribes, closes the NATS connection it owns and stops the
+// embedded server. It is safe to call more than once, and concurrently.
+//
+// Every wait is bounded by ctx: cleanup of the detached clients'
+// published data, the publish/lookup watches, and the agent's goroutines.
+// If ctx ends first, Shutdown still closes NATS and stops the embedded
+// server, without waiting for the goroutines left (they end on their own
+// once NATS is closed), and returns ctx.Err().
 func (a *Agent) Shutdown(ctx context.Context) error {
-	a.once.Do(func() {
-		a.cancel()
-		close(a.done)
-		a.mu.Lock()
-		a.closed = true
-		var conns []*clientConn
-		for _, e := range a.expected {
-			if e.conn != nil {
-				conns = append(conns, e.conn)
-			}
-		}
-		for _, sub := range a.rmSubs {
-			_ = sub.Unsubscribe()
-		}
-		for _, ret := range a.retained {
-			if ret.r != nil {
-				ret.r.Stop() // the retention stays for the next agent of this node
-			}
-		}
-		a.mu.Unlock()
-		if a.ln != nil {
-			_ = a.ln.Close()
-		}
-		for _, c := range conns {
-			c.close(nil)
-		}
-		a.closePublishLookup(ctx)
-		a.router.close()
-	})
+	a.once.Do(func() { a.beginShutdown(ctx) })
 	waited := make(chan struct{})
 	go func() { a.wg.Wait(); close(waited) }()
+	var err error
 	select {
 	case <-waited:
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
+		a.log.Warn("shutdown: goroutines still running when its context ended; closing NATS without them", "err", err)
 	}
-	a.closeNATS(ctx)
-	if a.ln != nil && a.ln.Addr().Network() == "unix" {
-		_ = os.Remove(a.ln.Addr().String())
+	a.finishOnce.Do(func() { a.closeNATS(ctx) })
+	return err
+}
+
+// beginShutdown signals everything to stop and closes the connections; it
+// does not wait for goroutines.
+func (a *Agent) beginShutdown(ctx context.Context) {
+	a.shutdownCtx.Store(&ctx)
+	a.goMu.Lock()
+	a.stopping = true
+	a.goMu.Unlock()
+	a.cancel()
+	close(a.done)
+	a.mu.Lock()
+	a.closed = true
+	conns := make([]*clientConn, 0, len(a.conns))
+	for cc := range a.conns {
+		conns = append(conns, cc)
 	}
-	return nil
+	for _, sub := range a.rmSubs {
+		_ = sub.Unsubscribe()
+	}
+	for _, ret := range a.retained {
+		if ret.r != nil {
+			ret.r.Stop() // the retention stays for the next agent of this node
+		}
+	}
+	a.mu.Unlock()
+	if a.ln != nil {
+		_ = a.ln.Close() // also removes the socket file
+	}
+	// Connections close concurrently: each detach may clean up data on
+	// NATS, bounded by ctx (see cleanupContext).
+	a.wg.Add(len(conns))
+	for _, cc := range conns {
+		go func() {
+			defer a.wg.Done()
+			cc.close(nil)
+		}()
+	}
+	a.closePublishLookup(ctx)
+	if a.router != nil {
+		a.router.close()
+	}
+}
+
+// cleanupContext bounds work that tidies up after a client or job (its
+// published data): cleanupTimeout, and Shutdown's context once Shutdown has
+// begun.
+func (a *Agent) cleanupContext() (context.Context, context.CancelFunc) {
+	base := context.Background()
+	if p := a.shutdownCtx.Load(); p != nil {
+		base = *p
+	}
+	return context.WithTimeout(base, cleanupTimeout)
 }
 
 func (a *Agent) closeNATS(ctx context.Context) {

@@ -262,28 +262,14 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 	}
 }
 
-// hold is a registration being replayed to: the live events it would have
-// received meanwhile, in order.
-type hold struct {
-	cc    *clientConn
-	id    bus.ID
-	reg   bus.Registration
-	queue []heldEvent
-}
-
-type heldEvent struct {
-	m  *event.Message
-	ev bus.Event
-	sc subjects.Scope
-}
-
 // readCache reads the cached events a new registration matches, oldest
 // first. A cache that cannot be read leaves the registration with live
 // events only, which is logged.
-func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
+func (a *Agent) readCache(proc pmix.Proc, session string, g bus.Registration) []cachedEvent {
+	scopes := event.ClientScopes(a.place(), proc.Nspace, session)
 	var filters, jobFilters []string
 	if g.WantsJob() {
-		for _, sc := range a.jobScopes(e) {
+		for _, sc := range scopes {
 			for _, p := range sc.CachedPatterns(g.Codes) {
 				filters = append(filters, p)
 				jobFilters = append(jobFilters, subjects.JobCacheSubject(p))
@@ -291,7 +277,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 		}
 	}
 	if codes, ok := envCodes(g); ok {
-		for _, sc := range a.jobScopes(e) {
+		for _, sc := range scopes {
 			filters = append(filters, sc.Environment().CachedPatterns(codes)...)
 		}
 	}
@@ -301,7 +287,7 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 	msgs, err := a.cache.Read(ctx, filters, jobFilters)
 	cancel()
 	if err != nil && a.ctx.Err() == nil {
-		a.log.Warn("reading the event cache for a new registration; it gets live events only", "client", e.proc.String(), "err", err)
+		a.log.Warn("reading the event cache for a new registration; it gets live events only", "client", proc.String(), "err", err)
 	}
 	out := make([]cachedEvent, 0, len(msgs))
 	for _, cm := range msgs {
@@ -317,62 +303,6 @@ func (a *Agent) readCache(e *clientEntry, g bus.Registration) []cachedEvent {
 		out = append(out, cachedEvent{sc: p.Scope, m: m})
 	}
 	return out
-}
-
-type cachedEvent struct {
-	sc subjects.Scope
-	m  *event.Message
-}
-
-// finishHold runs on the dispatch goroutine once the client has its reply:
-// it replays the cached events to the held registration, then the live
-// events that queued for it meanwhile and were not among them, and releases
-// it — all before the next event is dispatched, so every later event reaches
-// it live and none twice.
-func (a *Agent) finishHold(h *hold, cached []cachedEvent) {
-	a.router.dropHold(h)
-	a.router.mu.Lock()
-	queue := h.queue
-	a.router.mu.Unlock()
-	e, reg, ok := h.cc.attached()
-	if !ok {
-		return
-	}
-	replayed := make(map[string]bool, len(cached))
-	accepted := map[string]bool{}
-	for _, c := range cached {
-		replayed[c.m.ID] = true
-		if a.replayTo(e, reg, h, c.sc, c.m) {
-			accepted[c.m.ID] = true
-		}
-	}
-	for _, q := range queue {
-		if !replayed[q.m.ID] {
-			replayed[q.m.ID] = true
-			a.replayTo(e, reg, h, q.sc, q.m)
-		}
-	}
-	_ = reg.Release(h.id)
-	if len(accepted) > 0 {
-		a.mu.Lock()
-		a.receivedLocked(e.proc, accepted)
-		a.mu.Unlock()
-	}
-}
-
-// replayTo runs one event through the held registration h of client e, if
-// the event is for e and the registration accepts it, and reports whether
-// it did.
-func (a *Agent) replayTo(e *clientEntry, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
-	if !event.For(a.place(), sc, m, e.proc, e.job.session) {
-		return false
-	}
-	ev := m.BusEvent(a.cfg.Cluster)
-	if !h.reg.Accepts(ev, a.origin(e)) {
-		return false
-	}
-	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { a.reportOutcome(m, ev.Source.Proc, e.proc, o) })
-	return true
 }
 
 // (j *job) hasNode reports whether the job has a proc on node.

@@ -155,45 +155,15 @@ func (cc *clientConn) hello() error {
 func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	switch f.Type {
 	case proto.TypeRegister:
-		// Held until the cached events it matches have been replayed to it:
-		// the reply goes out first, so the client's call returns before any
-		// replayed event is invoked.
-		id, err := cc.reg.RegisterHeld(f.Codes, f.Info, cc.invoke)
-		var h *hold
-		if err == nil {
-			h = cc.a.router.addHold(cc, id)
-			if err = cc.a.router.update(); err != nil {
-				cc.a.router.dropHold(h)
-				_ = cc.reg.Deregister(id)
-				_ = cc.a.router.update()
-			}
-		}
+		id, replied, err := cc.a.router.register(cc.a.ctx, cc, f.Codes, f.Info, cc.invoke)
 		if err != nil {
 			cc.reply(f, err, nil)
 			break
 		}
-		// Read the cache now, so that the replay and the release are queued
-		// for the dispatch goroutine before the client learns the
-		// registration succeeded: an event it causes afterwards is
-		// dispatched after them, and reaches the registration live.
-		cached := cc.a.readCache(cc.entry, h.reg)
-		replied := make(chan struct{})
-		cc.a.router.post(func() {
-			select { // the reply goes out before any replayed invoke
-			case <-replied:
-			case <-cc.a.done:
-				return
-			}
-			cc.a.finishHold(h, cached)
-		})
 		cc.reply(f, nil, func(r *proto.Frame) { r.ID = uint64(id) })
-		close(replied)
+		replied()
 	case proto.TypeDeregister:
-		err := cc.reg.Deregister(bus.ID(f.ID))
-		if err == nil {
-			err = cc.a.router.update()
-		}
-		cc.reply(f, err, nil)
+		cc.reply(f, cc.a.router.deregister(cc.a.ctx, cc.reg, bus.ID(f.ID)), nil)
 	case proto.TypeNotify:
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
@@ -225,7 +195,7 @@ func (cc *clientConn) notify(f *proto.Frame) error {
 		Info:   f.Info,
 		Time:   time.Now(),
 	}
-	return cc.a.router.publish(m, cc.entry)
+	return cc.a.router.publish(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})
 }
 
 // invoke is the bus.Handler of every registration of this client: it asks
@@ -301,12 +271,32 @@ func (cc *clientConn) close(why error) {
 		}
 		if entry != nil {
 			cc.a.detach(entry, cc)
-			if err := cc.a.router.update(); err != nil {
-				cc.log.Warn("updating subscriptions after a client left", "err", err)
+			if !cc.a.isClosed() { // Shutdown drops every subscription at once
+				if err := cc.a.router.update(cc.a.ctx); err != nil && cc.a.ctx.Err() == nil {
+					cc.log.Warn("updating subscriptions after a client left", "err", err)
+				}
 			}
 			cc.log.Debug("client detached")
 		}
+		cc.a.forget(cc)
 	})
+}
+
+// target is the client as the router sees it (recipient).
+func (cc *clientConn) target() (pmix.Proc, string, *bus.Registry, bool) {
+	e, reg, ok := cc.attached()
+	if !ok {
+		return pmix.Proc{}, "", nil, false
+	}
+	return e.proc, e.job.session, reg, true
+}
+
+func (cc *clientConn) cork() { cc.w.Cork() }
+
+func (cc *clientConn) uncork() {
+	if err := cc.w.Uncork(); err != nil {
+		cc.close(nil) // it stopped reading; see writeTimeout
+	}
 }
 
 // attached reports the client's entry and registry, or false before hello

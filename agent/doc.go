@@ -14,14 +14,28 @@
 //	defer a.Shutdown(ctx)
 //	err = a.RegisterJob(agent.Job{Nspace: "job1", Session: "s1", Procs: map[pmix.Rank]string{0: "node07"}})
 //	env, err := a.RegisterClient(pmix.Proc{Nspace: "job1", Rank: 0}) // launch the process with env
-//	a.OnOutcome(func(r agent.OutcomeReport) { /* termination decisions, abort requests */ })
+//	a.OnOutcome(func(r event.OutcomeReport) { /* termination decisions, abort requests */ })
 //	id, err := a.Notify(ctx, pmix.EventNodeDown, pmix.RangeSession, true, info) // as the RM: no source proc; outcomes carry id
+//
+// The data path reads top to bottom: a client's frames arrive on its
+// connection (conn.go), which hands notifications and registrations to the
+// router (router.go); the router resolves ranges with package event,
+// publishes on NATS, keeps the subscriptions its clients' registrations
+// need, and runs arriving events through the chains of the local clients in
+// range, replaying cached events to new registrations first. The router
+// reaches the agent only through a small interface (the attached clients,
+// the job table, where outcomes go; events.go) and NATS only through
+// transport, which has an in-memory implementation for tests. The event
+// cache and job-event retention are cache.go; publish/lookup is a service
+// (package publishlookup) the agent wires in publishlookup.go.
 //
 // Events reach an agent only through subscriptions its clients'
 // registrations need; all subscriptions feed one dispatch goroutine, so
 // events are handled in the order the agent received them. A source
 // receives its own event when the range includes it.
 //
-// An Agent's methods are safe for concurrent use. Shutdown stops it and
-// waits for its goroutines.
+// An Agent's methods are safe for concurrent use. Every goroutine it starts
+// is owned and tracked; Shutdown(ctx) signals them, closes every connection
+// (authenticated or not), and waits for them within ctx. After Shutdown
+// every host method returns ErrClosed.
 package agent

@@ -71,9 +71,13 @@ func (a *Agent) RegisterJob(j Job) error {
 // DeregisterJob forgets a job and its local clients; attached clients of
 // the job are disconnected.
 //
-// Errors: ErrUnknownJob.
+// Errors: ErrUnknownJob; ErrClosed after Shutdown.
 func (a *Agent) DeregisterJob(nspace string) error {
 	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return ErrClosed
+	}
 	if _, ok := a.jobs[nspace]; !ok {
 		a.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
@@ -160,9 +164,13 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 // DeregisterClient forgets a local client; if it is attached, it is
 // disconnected.
 //
-// Errors: ErrUnknownClient.
+// Errors: ErrUnknownClient; ErrClosed after Shutdown.
 func (a *Agent) DeregisterClient(proc pmix.Proc) error {
 	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return ErrClosed
+	}
 	e, ok := a.expected[proc]
 	if ok {
 		delete(a.expected, proc)
@@ -232,7 +240,8 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // causes carry (event.OutcomeReport.EventID).
 //
 // Errors: ErrBadParam for a missing target or PROC_LOCAL; ErrUnreach if
-// NATS refused the publish.
+// NATS refused the publish; ErrClosed after Shutdown; ctx's error if it
+// ended.
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
 	m := &event.Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
@@ -241,6 +250,9 @@ func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, en
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
+	}
+	if a.isClosed() || a.router == nil {
+		return "", fmt.Errorf("%w: not started, or shut down", ErrClosed)
 	}
 	return m.ID, a.router.publish(m, nil)
 }
@@ -252,6 +264,19 @@ func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, en
 // Errors: ErrClosed after Shutdown; pmix.ErrUnreach if NATS refused the
 // subscription.
 func (a *Agent) OnRMEvent(f func(*event.Message)) error {
+	if err := a.addRMFunc(f); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, flushTimeout)
+	defer cancel()
+	if err := a.nc.FlushWithContext(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "waiting for NATS to know the RM subscriptions: %w", err)
+	}
+	return nil
+}
+
+// addRMFunc adds f and subscribes to RM events if not yet done.
+func (a *Agent) addRMFunc(f func(*event.Message)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -285,7 +310,7 @@ func (a *Agent) OnRMEvent(f func(*event.Message)) error {
 		}
 		a.rmSubs = append(a.rmSubs, sub)
 	}
-	return a.nc.Flush()
+	return nil
 }
 
 // OnOutcome calls f with the outcome of every handler chain this agent
@@ -310,7 +335,7 @@ func appendCopy[T any](old *[]T, v T) *[]T {
 // attachedChangedLocked republishes the attached clients after a
 // connection was bound or unbound. Called with a.mu held.
 func (a *Agent) attachedChangedLocked() {
-	out := make([]*clientConn, 0, len(a.expected))
+	out := make([]recipient, 0, len(a.expected))
 	for _, e := range a.expected {
 		if e.conn != nil {
 			out = append(out, e.conn)

@@ -209,7 +209,7 @@ func (a *Agent) publishLookupProcEnded(proc pmix.Proc) {
 	if a.pl == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := a.cleanupContext()
 	defer cancel()
 	if err := a.pl.svc.ProcEnded(ctx, proc); err != nil {
 		a.log.Warn("removing PMIX_PERSIST_PROC data", "proc", proc.String(), "err", err)
@@ -223,7 +223,7 @@ func (a *Agent) publishLookupJobEnded(nspace string) {
 	if a.pl == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := a.cleanupContext()
 	defer cancel()
 	if err := a.pl.svc.JobEnded(ctx, nspace); err != nil {
 		a.log.Warn("removing PMIX_PERSIST_APP data", "nspace", nspace, "err", err)

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -14,17 +17,25 @@ import (
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
-// router maps events to subjects on the way out, keeps the agent's NATS
-// subscriptions equal to what its clients' registrations need, and hands
-// arriving events to the chains of the local clients in range.
+// router is the agent's event path: it publishes events by data range,
+// keeps the agent's subscriptions equal to what its clients' registrations
+// need, and hands arriving events to the chains of the local clients in
+// range, replaying cached events to new registrations first.
 //
 // Every subscription feeds one channel that one goroutine drains, so the
 // agent handles events in the order its NATS connection received them,
 // whatever subjects they came on, and a client's handlers are invoked in
 // that order.
+//
+// The router calls the agent only through routerHost, and NATS only
+// through transport.
 type router struct {
-	a    *Agent
-	msgs chan *nats.Msg
+	nc    transport
+	place event.Place
+	host  routerHost
+	log   *slog.Logger
+	done  <-chan struct{}
+	msgs  chan *nats.Msg
 
 	// Work for the dispatch goroutine, which runs it before the next
 	// event: a registration's replay and release.
@@ -32,28 +43,128 @@ type router struct {
 	ctl    []func()
 	ctlSig chan struct{}
 
-	// holds are registrations being replayed to, by client; only the
-	// dispatch goroutine reads them, under mu since others add them.
-	holds  map[*clientConn][]*hold
-	nholds atomic.Int32 // len of all holds, read on every event without mu
+	// holds are registrations being replayed to, by client; the dispatch
+	// goroutine reads them, others add them.
+	holdMu sync.Mutex
+	holds  map[recipient][]*hold
+	nholds atomic.Int32 // len of all holds, read on every event without holdMu
 
+	// updMu serializes update, which subscribes and unsubscribes under it
+	// (buffered writes, never a round trip); mu guards the maps, which
+	// the dispatch goroutine reads on every event.
+	updMu  sync.Mutex
 	mu     sync.Mutex
-	subs   map[string]*nats.Subscription // by subject
-	scopes map[string]subjects.Scope     // by subject
-	seen   recentIDs
+	subs   map[string]func() error   // unsubscribe, by subject
+	scopes map[string]subjects.Scope // by subject
+
+	seen recentIDs // only the dispatch goroutine touches it
+}
+
+// routerHost is what the router needs of the agent.
+type routerHost interface {
+	event.Jobs
+	// recipients returns the attached clients: a shared slice, not to be
+	// modified, read without locking on every event.
+	recipients() []recipient
+	// outcome reports a chain that ended.
+	outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
+	// readCache reads the cached events a new registration of client
+	// proc (of session) matches, oldest first.
+	readCache(proc pmix.Proc, session string, g bus.Registration) []cachedEvent
+	// replayed records the ids of the cached events replayed to a
+	// registration of client p that accepted them.
+	replayed(p pmix.Proc, ids map[string]bool)
+}
+
+// recipient is a local client as the router sees it.
+type recipient interface {
+	// target returns the client's proc, its job's session and its
+	// registry; false before its hello or after it closed.
+	target() (proc pmix.Proc, session string, reg *bus.Registry, ok bool)
+	// cork holds the client's frames back until uncork, which writes
+	// them (and drops the client if that fails).
+	cork()
+	uncork()
+}
+
+type cachedEvent struct {
+	sc subjects.Scope
+	m  *event.Message
 }
 
 // inboxSize bounds the events received but not yet dispatched. NATS drops
 // (and reports as a slow consumer) what does not fit.
 const inboxSize = 1 << 16
 
-func newRouter(a *Agent) *router {
+// flushTimeout bounds the wait for the server to know a registration's
+// subscriptions.
+const flushTimeout = 5 * time.Second
+
+func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logger, done <-chan struct{}) *router {
 	return &router{
-		a: a, msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
-		holds: make(map[*clientConn][]*hold),
-		subs:  make(map[string]*nats.Subscription), scopes: make(map[string]subjects.Scope),
+		nc: nc, place: place, host: host, log: log, done: done,
+		msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
+		holds: make(map[recipient][]*hold),
+		subs:  make(map[string]func() error), scopes: make(map[string]subjects.Scope),
 		seen: newRecentIDs(4096),
 	}
+}
+
+// publish sends an event to the subjects of its range. from is the local
+// client that notified it, nil for the host RM.
+func (r *router) publish(m *event.Message, from *event.Sender) error {
+	scopes, err := event.Scopes(r.place, m, from, r.host)
+	if err != nil {
+		return err
+	}
+	return event.Publish(r.nc, m, scopes)
+}
+
+// register adds a registration to client rc's registry, held out of live
+// chains until the cached events it matches have been replayed to it, and
+// subscribes to what it needs. Call the returned function once the client
+// has its reply: the replay and the release then run on the dispatch
+// goroutine before any later event, so the registration gets every event
+// once, cached ones first, and no replayed invocation precedes the reply.
+func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, func(), error) {
+	proc, session, reg, ok := rc.target()
+	if !ok {
+		return 0, nil, pmix.Errorf(pmix.ErrLostConnectionToClient, "client %v is not attached", proc)
+	}
+	id, err := reg.RegisterHeld(codes, info, h)
+	if err != nil {
+		return 0, nil, err
+	}
+	hd := r.addHold(rc, reg, id)
+	if err := r.update(ctx); err != nil {
+		r.dropHold(hd)
+		_ = reg.Deregister(id)
+		_ = r.update(ctx)
+		return 0, nil, err
+	}
+	// Read the cache now, so that the replay and the release are queued
+	// for the dispatch goroutine before the client learns the registration
+	// succeeded: an event it causes afterwards is dispatched after them,
+	// and reaches the registration live.
+	cached := r.host.readCache(proc, session, hd.reg)
+	replied := make(chan struct{})
+	r.post(func() {
+		select { // the reply goes out before any replayed invoke
+		case <-replied:
+		case <-r.done:
+			return
+		}
+		r.finishHold(hd, cached)
+	})
+	return id, func() { close(replied) }, nil
+}
+
+// deregister removes a registration and the subscriptions only it needed.
+func (r *router) deregister(ctx context.Context, reg *bus.Registry, id bus.ID) error {
+	if err := reg.Deregister(id); err != nil {
+		return err
+	}
+	return r.update(ctx)
 }
 
 // dispatchBatch bounds how many queued events one pass handles before the
@@ -71,9 +182,9 @@ func (r *router) dispatch() {
 		r.runControl()
 		select {
 		case msg := <-r.msgs:
-			conns := r.a.clients()
-			for _, cc := range conns {
-				cc.w.Cork()
+			rcs := r.host.recipients()
+			for _, rc := range rcs {
+				rc.cork()
 			}
 			r.handle(msg)
 		batch:
@@ -86,13 +197,11 @@ func (r *router) dispatch() {
 					break batch
 				}
 			}
-			for _, cc := range conns {
-				if err := cc.w.Uncork(); err != nil {
-					cc.close(nil) // it stopped reading; see writeTimeout
-				}
+			for _, rc := range rcs {
+				rc.uncork()
 			}
 		case <-r.ctlSig:
-		case <-r.a.done:
+		case <-r.done:
 			return
 		}
 	}
@@ -119,12 +228,44 @@ func (r *router) runControl() {
 	}
 }
 
+// handle decodes an event and runs the chains of the local clients in its
+// range.
 func (r *router) handle(msg *nats.Msg) {
 	r.mu.Lock()
 	sc, ok := r.scopes[msg.Sub.Subject]
 	r.mu.Unlock()
-	if ok {
-		r.arrived(sc, msg)
+	if !ok {
+		return // unsubscribed meanwhile
+	}
+	m, err := event.UnmarshalMessage(msg.Data)
+	if err != nil {
+		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
+		return
+	}
+	if !r.seen.add(m.ID) {
+		return
+	}
+	r.deliver(sc, m)
+}
+
+// deliver runs m through the chain of every attached client it is for.
+// Registrations being replayed to are skipped by the chains; the event
+// queues for them instead. Only the dispatch goroutine calls it.
+func (r *router) deliver(sc subjects.Scope, m *event.Message) {
+	ev := m.BusEvent(r.place.Cluster)
+	holding := r.nholds.Load() > 0
+	for _, rc := range r.host.recipients() {
+		proc, session, reg, ok := rc.target()
+		if !ok || !event.For(r.place, sc, m, proc, session) {
+			continue
+		}
+		if holding {
+			r.queueForHolds(rc, proc, session, sc, m, ev)
+		}
+		if !reg.Wants(ev) {
+			continue
+		}
+		reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
 	}
 }
 
@@ -146,27 +287,9 @@ func (n *scopeNeed) add(codes []pmix.Status) {
 	}
 }
 
-// clients returns the attached clients: a shared slice, not to be
-// modified, read without locking on every event.
-func (a *Agent) clients() []*clientConn {
-	if p := a.attached.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// place is where the agent runs, for the routing rules of package event.
-func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
-
-// jobScopes are the scopes through which events reach a client.
-func (a *Agent) jobScopes(e *clientEntry) []subjects.Scope {
-	return event.ClientScopes(a.place(), e.job.nspace, e.job.session)
-}
-
-// update brings the subscriptions in line with the registrations of the
-// attached clients. A wildcard for a scope replaces its single-code
-// subjects, so no event arrives twice through overlapping subscriptions.
-func (r *router) update() error {
+// wanted returns the subjects the attached clients' registrations need,
+// with their scopes.
+func (r *router) wanted() map[string]subjects.Scope {
 	needs := map[string]*scopeNeed{}
 	need := func(sc subjects.Scope) *scopeNeed {
 		n, ok := needs[sc.Prefix()]
@@ -176,12 +299,12 @@ func (r *router) update() error {
 		}
 		return n
 	}
-	for _, cc := range r.a.clients() {
-		e, reg, ok := cc.attached()
+	for _, rc := range r.host.recipients() {
+		proc, session, reg, ok := rc.target()
 		if !ok {
 			continue
 		}
-		scopes := r.a.jobScopes(e)
+		scopes := event.ClientScopes(r.place, proc.Nspace, session)
 		for _, g := range reg.Registrations() {
 			if g.WantsJob() {
 				for _, sc := range scopes {
@@ -205,43 +328,7 @@ func (r *router) update() error {
 			want[subj] = n.scope
 		}
 	}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var firstErr error
-	// Subscribe before unsubscribing, so a scope moving from single codes
-	// to its wildcard never misses an event; the id filter drops the
-	// duplicates the overlap may bring.
-	for _, subj := range slices.Sorted(maps.Keys(want)) {
-		if _, ok := r.subs[subj]; ok {
-			continue
-		}
-		sub, err := r.a.nc.ChanSubscribe(subj, r.msgs)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %w", subj, err)
-			}
-			continue
-		}
-		r.subs[subj] = sub
-		r.scopes[subj] = want[subj]
-	}
-	for subj, sub := range r.subs {
-		if _, ok := want[subj]; !ok {
-			_ = sub.Unsubscribe()
-			delete(r.subs, subj)
-			delete(r.scopes, subj)
-		}
-	}
-	if firstErr != nil {
-		return firstErr
-	}
-	// The registration call returns once the server knows the interest, so
-	// an event notified after it is not missed.
-	if err := r.a.nc.Flush(); err != nil {
-		return pmix.Errorf(pmix.ErrUnreach, "flushing subscriptions: %w", err)
-	}
-	return nil
+	return want
 }
 
 // envCodes reports whether a registration wants environment events, and
@@ -259,146 +346,190 @@ func envCodes(g bus.Registration) ([]pmix.Status, bool) {
 	return codes, len(codes) > 0
 }
 
-// Subjects returns the subjects the agent is subscribed to, sorted.
-func (a *Agent) Subjects() []string {
-	a.router.mu.Lock()
-	defer a.router.mu.Unlock()
-	return slices.Sorted(maps.Keys(a.router.subs))
-}
-
-func (r *router) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for subj, sub := range r.subs {
-		_ = sub.Unsubscribe()
-		delete(r.subs, subj)
-		delete(r.scopes, subj)
-	}
-}
-
-// arrived decodes an event and runs the chains of the local clients in its
-// range.
-func (r *router) arrived(sc subjects.Scope, msg *nats.Msg) {
-	m, err := event.UnmarshalMessage(msg.Data)
+// update brings the subscriptions in line with the registrations of the
+// attached clients, then waits (within ctx and flushTimeout) until the
+// server knows them, so that an event notified after a registration call
+// returned is not missed. A wildcard for a scope replaces its single-code
+// subjects, so no event arrives twice through overlapping subscriptions.
+//
+// No lock is held across the flush: dispatch goes on meanwhile.
+func (r *router) update(ctx context.Context) error {
+	r.updMu.Lock()
+	err := r.apply(r.wanted())
+	r.updMu.Unlock()
 	if err != nil {
-		r.a.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
-		return
+		return err
 	}
-	if !r.seen.add(m.ID) { // only the dispatch goroutine touches seen
-		return
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if err := r.nc.Flush(fctx); err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "waiting for NATS to know the subscriptions: %w", err)
 	}
-	r.a.deliver(sc, m)
+	return nil
 }
 
-// deliver runs m through the chain of every attached client it is for.
-// Registrations being replayed to are skipped by the chains; the event
-// queues for them instead. Only the dispatch goroutine calls it.
-func (a *Agent) deliver(sc subjects.Scope, m *event.Message) {
-	ev := m.BusEvent(a.cfg.Cluster)
-	holding := a.router.nholds.Load() > 0
-	for _, cc := range a.clients() {
-		e, reg, ok := cc.attached()
-		if !ok || !event.For(a.place(), sc, m, e.proc, e.job.session) {
+// apply subscribes to the subjects of want the router lacks and drops the
+// others. Subscribing comes first, so a scope moving from single codes to
+// its wildcard never misses an event; the id filter drops the duplicates
+// the overlap may bring. Called with updMu held.
+func (r *router) apply(want map[string]subjects.Scope) error {
+	var firstErr error
+	for _, subj := range slices.Sorted(maps.Keys(want)) {
+		r.mu.Lock()
+		_, have := r.subs[subj]
+		if !have {
+			r.scopes[subj] = want[subj] // before any message can arrive
+		}
+		r.mu.Unlock()
+		if have {
 			continue
 		}
-		if holding {
-			a.router.queueForHolds(cc, e, sc, m, ev)
+		unsub, err := r.nc.Subscribe(subj, r.msgs)
+		r.mu.Lock()
+		if err != nil {
+			delete(r.scopes, subj)
+		} else {
+			r.subs[subj] = unsub
 		}
-		if !reg.Wants(ev) {
-			continue
+		r.mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %w", subj, err)
 		}
-		client := e.proc
-		reg.Notify(ev, func(o bus.Outcome) { a.reportOutcome(m, ev.Source.Proc, client, o) })
 	}
+	r.mu.Lock()
+	var drop []func() error
+	for subj, unsub := range r.subs {
+		if _, ok := want[subj]; !ok {
+			drop = append(drop, unsub)
+			delete(r.subs, subj)
+			delete(r.scopes, subj)
+		}
+	}
+	r.mu.Unlock()
+	for _, unsub := range drop {
+		_ = unsub()
+	}
+	return firstErr
 }
 
-// queueForHolds keeps ev for the held registrations of cc that accept it.
-func (r *router) queueForHolds(cc *clientConn, e *clientEntry, sc subjects.Scope, m *event.Message, ev bus.Event) {
+// subjects returns the subjects subscribed to, sorted.
+func (r *router) subjects() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	self := r.a.origin(e)
-	for _, h := range r.holds[cc] {
-		if h.reg.Accepts(ev, self) {
-			h.queue = append(h.queue, heldEvent{m: m, ev: ev, sc: sc})
-		}
-	}
+	return slices.Sorted(maps.Keys(r.subs))
+}
+
+// close drops every subscription.
+func (r *router) close() {
+	r.updMu.Lock()
+	defer r.updMu.Unlock()
+	_ = r.apply(nil)
+}
+
+// hold is a registration being replayed to: the live events it would have
+// received meanwhile, in order.
+type hold struct {
+	rc    recipient
+	id    bus.ID
+	reg   bus.Registration
+	queue []heldEvent
+}
+
+type heldEvent struct {
+	m  *event.Message
+	sc subjects.Scope
 }
 
 // addHold starts queueing the live events that a registration, just
 // registered held, accepts.
-func (r *router) addHold(cc *clientConn, id bus.ID) *hold {
-	h := &hold{cc: cc, id: id}
-	cc.mu.Lock()
-	reg := cc.reg
-	cc.mu.Unlock()
+func (r *router) addHold(rc recipient, reg *bus.Registry, id bus.ID) *hold {
+	h := &hold{rc: rc, id: id}
 	h.reg, _ = reg.Lookup(id)
-	r.mu.Lock()
-	r.holds[cc] = append(r.holds[cc], h)
+	r.holdMu.Lock()
+	r.holds[rc] = append(r.holds[rc], h)
 	r.nholds.Add(1)
-	r.mu.Unlock()
+	r.holdMu.Unlock()
 	return h
 }
 
 // dropHold forgets a hold without releasing its registration.
 func (r *router) dropHold(h *hold) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	before := len(r.holds[h.cc])
-	hs := slices.DeleteFunc(r.holds[h.cc], func(x *hold) bool { return x == h })
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	before := len(r.holds[h.rc])
+	hs := slices.DeleteFunc(r.holds[h.rc], func(x *hold) bool { return x == h })
 	r.nholds.Add(int32(len(hs) - before))
 	if len(hs) == 0 {
-		delete(r.holds, h.cc)
+		delete(r.holds, h.rc)
 	} else {
-		r.holds[h.cc] = hs
+		r.holds[h.rc] = hs
 	}
 }
 
-func (a *Agent) reportOutcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
-	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
-	if fs := a.outFuncs.Load(); fs != nil {
-		for _, f := range *fs {
-			f(rep)
+// queueForHolds keeps m for the held registrations of rc that accept it.
+func (r *router) queueForHolds(rc recipient, proc pmix.Proc, session string, sc subjects.Scope, m *event.Message, ev bus.Event) {
+	self := r.origin(proc, session)
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	for _, h := range r.holds[rc] {
+		if h.reg.Accepts(ev, self) {
+			h.queue = append(h.queue, heldEvent{m: m, sc: sc})
 		}
 	}
-	a.outcomes.add(rep)
 }
 
-// publish sends an event to the subjects of its range. from is the local
-// client that notified it, nil for the host RM.
-func (r *router) publish(m *event.Message, from *clientEntry) error {
-	var sender *event.Sender
-	if from != nil {
-		sender = &event.Sender{Proc: from.proc, Session: from.job.session}
-	}
-	scopes, err := event.Scopes(r.a.place(), m, sender, agentJobs{r.a})
-	if err != nil {
-		return err
-	}
-	return event.Publish(r.a.nc, m, scopes)
+// origin is a local client as its registry sees itself.
+func (r *router) origin(proc pmix.Proc, session string) bus.Origin {
+	return bus.Origin{Cluster: string(r.place.Cluster), Node: r.place.Node, Session: session, Proc: proc}
 }
 
-// agentJobs is the agent's job table as the routing rules read it.
-type agentJobs struct{ a *Agent }
-
-func (t agentJobs) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
-	t.a.mu.Lock()
-	defer t.a.mu.Unlock()
-	j, ok := t.a.jobs[nspace]
+// finishHold runs on the dispatch goroutine once the client has its reply:
+// it replays the cached events to the held registration, then the live
+// events that queued for it meanwhile and were not among them, and releases
+// it — all before the next event is dispatched, so every later event reaches
+// it live and none twice.
+func (r *router) finishHold(h *hold, cached []cachedEvent) {
+	r.dropHold(h)
+	r.holdMu.Lock()
+	queue := h.queue
+	r.holdMu.Unlock()
+	proc, session, reg, ok := h.rc.target()
 	if !ok {
-		return nil, false
+		return
 	}
-	if rank == pmix.RankWildcard {
-		nodes := make([]string, 0, len(j.procs))
-		for _, n := range j.procs {
-			nodes = append(nodes, n)
+	seen := make(map[string]bool, len(cached))
+	accepted := map[string]bool{}
+	for _, c := range cached {
+		seen[c.m.ID] = true
+		if r.replayTo(proc, session, reg, h, c.sc, c.m) {
+			accepted[c.m.ID] = true
 		}
-		slices.Sort(nodes)
-		return slices.Compact(nodes), true
 	}
-	if n, ok := j.procs[rank]; ok {
-		return []string{n}, true
+	for _, q := range queue {
+		if !seen[q.m.ID] {
+			seen[q.m.ID] = true
+			r.replayTo(proc, session, reg, h, q.sc, q.m)
+		}
 	}
-	return nil, true
+	_ = reg.Release(h.id)
+	if len(accepted) > 0 {
+		r.host.replayed(proc, accepted)
+	}
+}
+
+// replayTo runs one event through the held registration h of a client, if
+// the event is for the client and the registration accepts it, and reports
+// whether it did.
+func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
+	if !event.For(r.place, sc, m, proc, session) {
+		return false
+	}
+	ev := m.BusEvent(r.place.Cluster)
+	if !h.reg.Accepts(ev, r.origin(proc, session)) {
+		return false
+	}
+	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+	return true
 }
 
 // recentIDs remembers the last n event ids, to drop an event that arrives

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
@@ -55,6 +57,7 @@ var layout = []struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	clustertest.CheckGoroutines(t) // first, so that its check runs after every shutdown
 	w := &world{t: t, agents: map[string]*agent.Agent{}, clients: map[string]*tclient{}}
 	w.mc = clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
 	w.sockDir = shortDir(t)
@@ -162,16 +165,46 @@ func (w *world) names() []string {
 // waitInterest waits until every server of cluster id routes subject
 // somewhere: a subscription made in another cluster reaches it over the leaf
 // links a moment after the subscriber's own server knows it.
+//
+// The interest must have come over a leaf link: the cluster's own
+// subscribers to the subject (GLOBAL ones, say) do not count.
 func (w *world) waitInterest(id, subject string) {
 	w.t.Helper()
 	clustertest.WaitFor(w.t, waitTime, func() error {
+		remote := false
 		for _, s := range w.mc.Cluster(cluster.ID(id)).Servers() {
 			if !s.NATS().GlobalAccount().SubscriptionInterest(subject) {
 				return fmt.Errorf("no interest in %s on %s", subject, s.Name())
 			}
+			lz, err := s.NATS().Leafz(&server.LeafzOptions{Subscriptions: true})
+			if err != nil {
+				return err
+			}
+			for _, l := range lz.Leafs {
+				for _, sub := range l.Subs {
+					remote = remote || subjectMatches(sub, subject)
+				}
+			}
+		}
+		if !remote {
+			return fmt.Errorf("no interest in %s over the leaf links of cluster %s", subject, id)
 		}
 		return nil
 	})
+}
+
+// subjectMatches reports whether a subscription pattern matches subject.
+func subjectMatches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, t := range p {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (t != "*" && t != s[i]) {
+			return false
+		}
+	}
+	return len(p) == len(s)
 }
 
 // register registers a recording handler on c that completes at once with

@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"slices"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// The agent as its router sees it (routerHost): the attached clients, the
+// job table, where chain outcomes go and the retention bookkeeping of
+// replays.
+
+// place is where the agent runs, for the routing rules of package event.
+func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
+
+func (a *Agent) recipients() []recipient {
+	if p := a.attached.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Nodes implements event.Jobs on the agent's job table.
+func (a *Agent) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j, ok := a.jobs[nspace]
+	if !ok {
+		return nil, false
+	}
+	if rank == pmix.RankWildcard {
+		nodes := make([]string, 0, len(j.procs))
+		for _, n := range j.procs {
+			nodes = append(nodes, n)
+		}
+		slices.Sort(nodes)
+		return slices.Compact(nodes), true
+	}
+	if n, ok := j.procs[rank]; ok {
+		return []string{n}, true
+	}
+	return nil, true
+}
+
+func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
+	if fs := a.outFuncs.Load(); fs != nil {
+		for _, f := range *fs {
+			f(rep)
+		}
+	}
+	a.outcomes.add(rep)
+}
+
+func (a *Agent) replayed(p pmix.Proc, ids map[string]bool) {
+	a.mu.Lock()
+	a.receivedLocked(p, ids)
+	a.mu.Unlock()
+}
+
+// Subjects returns the subjects the agent is subscribed to for its
+// clients' registrations, sorted.
+func (a *Agent) Subjects() []string {
+	if a.router == nil {
+		return nil
+	}
+	return a.router.subjects()
+}

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// fakeClient is a recipient with a real registry whose handlers record
+// what they get.
+type fakeClient struct {
+	proc    pmix.Proc
+	session string
+	reg     *bus.Registry
+	mu      sync.Mutex
+	got     []pmix.Status
+}
+
+func (c *fakeClient) target() (pmix.Proc, string, *bus.Registry, bool) {
+	return c.proc, c.session, c.reg, true
+}
+func (c *fakeClient) cork()   {}
+func (c *fakeClient) uncork() {}
+
+func (c *fakeClient) handler(_ *bus.Call, done bus.Done) { done(pmix.EventNoActionTaken, nil) }
+
+func (c *fakeClient) received() []pmix.Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// fakeHost is a routerHost: a fixed set of clients, no cache.
+type fakeHost struct {
+	clients []recipient
+	jobs    map[string]map[pmix.Rank]string
+	mu      sync.Mutex
+	reports []event.OutcomeReport
+}
+
+func (h *fakeHost) recipients() []recipient { return h.clients }
+func (h *fakeHost) Nodes(ns string, r pmix.Rank) ([]string, bool) {
+	j, ok := h.jobs[ns]
+	if !ok {
+		return nil, false
+	}
+	if n, ok := j[r]; ok {
+		return []string{n}, true
+	}
+	return nil, true
+}
+func (h *fakeHost) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reports = append(h.reports, event.OutcomeReport{EventID: m.ID, Client: client, Outcome: o})
+	for _, rc := range h.clients {
+		if fc := rc.(*fakeClient); fc.proc == client {
+			fc.mu.Lock()
+			fc.got = append(fc.got, o.Code)
+			fc.mu.Unlock()
+		}
+	}
+}
+func (h *fakeHost) readCache(pmix.Proc, string, bus.Registration) []cachedEvent { return nil }
+func (h *fakeHost) replayed(pmix.Proc, map[string]bool)                         {}
+
+func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session string) *fakeClient {
+	t.Helper()
+	reg, err := bus.NewRegistry(bus.Config{Self: bus.Origin{Cluster: string(place.Cluster), Node: place.Node, Session: session, Proc: proc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	return &fakeClient{proc: proc, session: session, reg: reg}
+}
+
+// The router subscribes to exactly what its clients' registrations need,
+// and delivers each event to the clients in its range, over an in-memory
+// transport: no NATS server.
+func TestRouterInMemory(t *testing.T) {
+	place := event.Place{Cluster: "A", Node: "n1"}
+	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
+	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
+	host := &fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}
+	done := make(chan struct{})
+	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done)
+	stopped := make(chan struct{})
+	go func() { r.dispatch(); close(stopped) }()
+	defer func() { close(done); <-stopped }()
+
+	register := func(c *fakeClient, codes []pmix.Status, info []pmix.Info) bus.ID {
+		t.Helper()
+		id, replied, err := r.register(t.Context(), c, codes, info, c.handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replied()
+		return id
+	}
+	idA := register(a0, []pmix.Status{-3001}, []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))})
+	register(b0, nil, []pmix.Info{pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))})
+
+	got := r.subjects()
+	for _, want := range []string{
+		"pmix.evt.A.ns.jobA.-3001", "pmix.evt.A.ns.jobA.-3001.nc", "pmix.evt.A.node.n1.-3001", "pmix.evt.global.-3001",
+		"pmix.env.A.ns.jobB.>", "pmix.env.A.node.n1.>", "pmix.env.A.sess.s2.>", "pmix.env.global.>",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no subscription %s in %v", want, got)
+		}
+	}
+	for _, s := range got {
+		if strings.HasPrefix(s, "pmix.evt.A.ns.jobB") || strings.HasPrefix(s, "pmix.env.A.ns.jobA") {
+			t.Errorf("subscription %s that no registration needs", s)
+		}
+	}
+
+	n := 0
+	notify := func(code pmix.Status, rng pmix.Range, env bool, info ...pmix.Info) {
+		t.Helper()
+		n++
+		m := &event.Message{ID: fmt.Sprint("e", n), Code: code, Range: rng, Environment: env, Info: info,
+			Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
+		if err := r.publish(m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nspace := func(ns string) pmix.Info { return pmix.NewInfo(pmix.KeyNspace, pmix.String(ns)) }
+	notify(-3001, pmix.RangeNamespace, false, nspace("jobA")) // a0
+	notify(-3001, pmix.RangeNamespace, false, nspace("jobB")) // nobody: b0 takes environment events only
+	notify(-3002, pmix.RangeLocal, true)                      // b0
+	notify(-3003, pmix.RangeNamespace, true, nspace("jobA"))  // nobody: a0 wants no environment events
+	notify(-3004, pmix.RangeNamespace, true, nspace("jobB"))  // b0
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if len(a0.received()) < 1 || len(b0.received()) < 2 {
+			return fmt.Errorf("a0 %v, b0 %v", a0.received(), b0.received())
+		}
+		return nil
+	})
+	// Fence: one more event each clients takes, after which nothing else
+	// can still be on its way.
+	notify(-3001, pmix.RangeLocal, false)
+	notify(-3005, pmix.RangeLocal, true)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if len(a0.received()) < 2 || len(b0.received()) < 3 {
+			return fmt.Errorf("a0 %v, b0 %v", a0.received(), b0.received())
+		}
+		return nil
+	})
+	if got := a0.received(); !slices.Equal(got, []pmix.Status{-3001, -3001}) {
+		t.Errorf("a0 got %v", got)
+	}
+	if got := b0.received(); !slices.Equal(got, []pmix.Status{-3002, -3004, -3005}) {
+		t.Errorf("b0 got %v", got)
+	}
+
+	if err := r.deregister(t.Context(), a0.reg, idA); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range r.subjects() {
+		if strings.HasPrefix(s, "pmix.evt.") {
+			t.Errorf("subscription %s left after the only job-event registration went", s)
+		}
+	}
+}
+
+func TestMatchSubject(t *testing.T) {
+	for _, c := range []struct {
+		pat, subj string
+		want      bool
+	}{
+		{"a.b.c", "a.b.c", true}, {"a.*.c", "a.b.c", true}, {"a.>", "a.b.c", true}, {"a.>", "a", false},
+		{"a.b", "a.b.c", false}, {"a.b.c", "a.b", false}, {"a.*", "a.b.c", false},
+	} {
+		if got := matchSubject(strings.Split(c.pat, "."), strings.Split(c.subj, ".")); got != c.want {
+			t.Errorf("%s ~ %s: %v", c.pat, c.subj, got)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// transport is the part of NATS the router uses: publish, subscribe into
+// one channel, flush. natsTransport is the real one; memTransport carries
+// messages in memory, so the routing logic is tested without a server.
+type transport interface {
+	PublishMsg(*nats.Msg) error
+	// Subscribe feeds the messages on subject (a pattern) into ch, in the
+	// order the connection receives them, each with Sub.Subject set to
+	// subject.
+	Subscribe(subject string, ch chan *nats.Msg) (unsubscribe func() error, err error)
+	// Flush returns once the server has processed what was sent before.
+	Flush(ctx context.Context) error
+}
+
+type natsTransport struct{ nc *nats.Conn }
+
+func (t natsTransport) PublishMsg(m *nats.Msg) error { return t.nc.PublishMsg(m) }
+
+func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (func() error, error) {
+	sub, err := t.nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		return nil, err
+	}
+	return sub.Unsubscribe, nil
+}
+
+func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithContext(ctx) }
+
+// memTransport is a transport in memory: a message published goes, at
+// once and in order, to every subscription whose pattern matches its
+// subject (NATS's "*" and ">" wildcards). The zero value is ready.
+type memTransport struct {
+	mu   sync.Mutex
+	subs map[*memSub]struct{}
+}
+
+type memSub struct {
+	pattern []string
+	sub     *nats.Subscription
+	ch      chan *nats.Msg
+}
+
+func (t *memTransport) PublishMsg(m *nats.Msg) error {
+	toks := strings.Split(m.Subject, ".")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.subs {
+		if matchSubject(s.pattern, toks) {
+			c := *m
+			c.Sub = s.sub
+			s.ch <- &c
+		}
+	}
+	return nil
+}
+
+func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (func() error, error) {
+	s := &memSub{pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs == nil {
+		t.subs = map[*memSub]struct{}{}
+	}
+	t.subs[s] = struct{}{}
+	return func() error {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.subs, s)
+		return nil
+	}, nil
+}
+
+func (t *memTransport) Flush(context.Context) error { return nil }
+
+// matchSubject reports whether subject tokens match a pattern's.
+func matchSubject(pattern, subject []string) bool {
+	for i, p := range pattern {
+		if p == ">" {
+			return len(subject) > i
+		}
+		if i >= len(subject) || (p != "*" && p != subject[i]) {
+			return false
+		}
+	}
+	return len(pattern) == len(subject)
+}
