@@ -171,17 +171,3 @@ func TestRouterInMemory(t *testing.T) {
 		}
 	}
 }
-
-func TestMatchSubject(t *testing.T) {
-	for _, c := range []struct {
-		pat, subj string
-		want      bool
-	}{
-		{"a.b.c", "a.b.c", true}, {"a.*.c", "a.b.c", true}, {"a.>", "a.b.c", true}, {"a.>", "a", false},
-		{"a.b", "a.b.c", false}, {"a.b.c", "a.b", false}, {"a.*", "a.b.c", false},
-	} {
-		if got := matchSubject(strings.Split(c.pat, "."), strings.Split(c.subj, ".")); got != c.want {
-			t.Errorf("%s ~ %s: %v", c.pat, c.subj, got)
-		}
-	}
-}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // transport is the part of NATS the router uses: publish, subscribe into
@@ -54,7 +56,7 @@ func (t *memTransport) PublishMsg(m *nats.Msg) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for s := range t.subs {
-		if matchSubject(s.pattern, toks) {
+		if subjects.MatchTokens(s.pattern, toks) {
 			c := *m
 			c.Sub = s.sub
 			s.ch <- &c
@@ -80,16 +82,3 @@ func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (func() erro
 }
 
 func (t *memTransport) Flush(context.Context) error { return nil }
-
-// matchSubject reports whether subject tokens match a pattern's.
-func matchSubject(pattern, subject []string) bool {
-	for i, p := range pattern {
-		if p == ">" {
-			return len(subject) > i
-		}
-		if i >= len(subject) || (p != "*" && p != subject[i]) {
-			return false
-		}
-	}
-	return len(pattern) == len(subject)
-}

@@ -363,3 +363,22 @@ func (s Scope) CachedPatterns(codes []pmix.Status) []string {
 	}
 	return out
 }
+
+// Match reports whether subject matches a subscription pattern, with NATS's
+// wildcards: "*" for one token, ">" for one or more at the end.
+func Match(pattern, subject string) bool {
+	return MatchTokens(strings.Split(pattern, "."), strings.Split(subject, "."))
+}
+
+// MatchTokens is Match on subjects already split into tokens.
+func MatchTokens(pattern, subject []string) bool {
+	for i, p := range pattern {
+		if p == ">" {
+			return len(subject) > i
+		}
+		if i >= len(subject) || (p != "*" && p != subject[i]) {
+			return false
+		}
+	}
+	return len(pattern) == len(subject)
+}

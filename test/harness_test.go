@@ -20,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
 )
 
 const waitTime = 20 * time.Second
@@ -182,7 +183,7 @@ func (w *world) waitInterest(id, subject string) {
 			}
 			for _, l := range lz.Leafs {
 				for _, sub := range l.Subs {
-					remote = remote || subjectMatches(sub, subject)
+					remote = remote || subjects.Match(sub, subject)
 				}
 			}
 		}
@@ -191,20 +192,6 @@ func (w *world) waitInterest(id, subject string) {
 		}
 		return nil
 	})
-}
-
-// subjectMatches reports whether a subscription pattern matches subject.
-func subjectMatches(pattern, subject string) bool {
-	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, t := range p {
-		if t == ">" {
-			return len(s) > i
-		}
-		if i >= len(s) || (t != "*" && t != s[i]) {
-			return false
-		}
-	}
-	return len(p) == len(s)
 }
 
 // register registers a recording handler on c that completes at once with
