@@ -28,10 +28,8 @@ type Agent struct {
 	nc     *nats.Conn
 	ownNC  bool
 	server *cluster.Server // embedded, when no URL or Conn was given
-	// embeddedLeaf: the embedded server links to a hub as a leaf node.
-	embeddedLeaf bool
-	ln           net.Listener
-	addr         string // what clients dial, "unix:/…" or "tcp:…"
+	ln     net.Listener
+	addr   string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
@@ -116,7 +114,6 @@ func (a *Agent) Start(ctx context.Context) error {
 			if a.cfg.Embedded != nil {
 				a.cfg.Embedded(&scfg)
 			}
-			a.embeddedLeaf = len(scfg.LeafRemotes) > 0
 			srv, err := cluster.StartServer(ctx, scfg)
 			if err != nil {
 				return fmt.Errorf("embedded NATS: %w", err)
@@ -136,7 +133,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.closeNATS(ctx)
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}
-	if err := a.startPublishLookup(); err != nil {
+	if err := a.startPublishLookup(ctx); err != nil {
 		a.closeNATS(ctx)
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
 	}

@@ -55,7 +55,11 @@ soon as this command detaches, which makes it of little use here.
 
 For example, RFC0003's rendezvous from cluster A:
 
-    pmixbus publish --range global myrendezvouskey=A:job1`
+    pmixbus publish --range global myrendezvouskey=A:job1
+
+GLOBAL data lives in the JetStream domain of the hub, which the agent found
+when it started (see "pmixbus agent -h"); while the hub is cut off, a GLOBAL
+publish fails with PMIX_ERR_UNREACH.`
 
 const lookupDescription = `
 Look keys up, as PMIx_Lookup does, and print one line per value found:
