@@ -218,3 +218,43 @@ func TestGlobalDomainNotFound(t *testing.T) {
 		t.Fatalf("GLOBAL publish without the hub: %v", err)
 	}
 }
+
+// TestLookupMissIsNotFound: a key published nowhere is PMIX_ERR_NOT_FOUND
+// at every range; a lookup that finds some keys names the others; an
+// unpublish of a key already unpublished is PMIX_ERR_NOT_FOUND.
+func TestLookupMissIsNotFound(t *testing.T) {
+	srv := clustertest.StartServer(t, "solo")
+	cs := jobOn(t, natsAgent("solo", srv.ClientURL()), "job", "n1", "n2")
+	custom := pmix.NewInfo(publishlookup.KeyCustomRange, pmix.Procs([]pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}))
+	for _, directives := range [][]pmix.Info{
+		nil,
+		{rng(pmix.RangeLocal)},
+		{rng(pmix.RangeNamespace)},
+		{rng(pmix.RangeSession)},
+		{rng(pmix.RangeGlobal)},
+		{rng(pmix.RangeCustom), custom},
+	} {
+		cs[1].lookupFails(t, []string{"absent"}, pmix.ErrNotFound, directives...)
+	}
+
+	cs[0].publish(t, str("here", "x"), rng(pmix.RangeGlobal))
+	got, err := cs[1].c.Lookup(t.Context(), []string{"here", "absent", "gone"}, nil)
+	if !errors.Is(err, pmix.ErrPartialSuccess) || len(got) != 1 || got[0].Key != "here" {
+		t.Fatalf("partial lookup: %+v %v", got, err)
+	}
+	for _, missing := range []string{`"absent"`, `"gone"`} {
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("partial lookup error %q does not name %s", err, missing)
+		}
+	}
+
+	for _, directives := range [][]pmix.Info{nil, {rng(pmix.RangeGlobal)}} {
+		cs[0].publish(t, str("twice", "x"), rng(pmix.RangeGlobal))
+		if err := cs[0].c.Unpublish(t.Context(), []string{"twice"}, directives); err != nil {
+			t.Fatalf("unpublish %v: %v", directives, err)
+		}
+		if err := cs[0].c.Unpublish(t.Context(), []string{"twice"}, directives); !errors.Is(err, pmix.ErrNotFound) {
+			t.Fatalf("second unpublish %v: %v", directives, err)
+		}
+	}
+}

@@ -89,6 +89,7 @@ func TestPublishGlobalAsHelpSays(t *testing.T) {
 	as("B", 0, "published myrendezvouskey as jobB.0", "publish", "--range", "global", "myrendezvouskey=B:jobB")
 	as("A", 0, "myrendezvouskey=B:jobB (published by B:jobB.0)", "lookup", "myrendezvouskey")
 	as("A", 1, `PMIX_ERR_NOT_FOUND`, "lookup", "--range", "global", "absent")
+	as("A", 1, `"absent"`, "lookup", "myrendezvouskey", "absent")
 	as("B", 0, "unpublished myrendezvouskey", "unpublish", "myrendezvouskey")
 	as("B", 1, "PMIX_ERR_NOT_FOUND", "unpublish", "myrendezvouskey")
 }
