@@ -30,10 +30,8 @@ type Agent struct {
 	nc     *nats.Conn
 	ownNC  bool
 	server *cluster.Server // embedded, when no URL or Conn was given
-	// embeddedLeaf: the embedded server links to a hub as a leaf node.
-	embeddedLeaf bool
-	ln           net.Listener
-	addr         string // what clients dial, "unix:/…" or "tcp:…"
+	ln     net.Listener
+	addr   string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
@@ -150,7 +148,6 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			if a.cfg.Embedded != nil {
 				a.cfg.Embedded(&scfg)
 			}
-			a.embeddedLeaf = len(scfg.LeafRemotes) > 0
 			srv, err := cluster.StartServer(ctx, scfg)
 			if err != nil {
 				return fmt.Errorf("embedded NATS: %w", err)
@@ -169,7 +166,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.openCache(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}
-	if err := a.startPublishLookup(); err != nil {
+	if err := a.startPublishLookup(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
 	}
 	ln, addr, err := listen(a.cfg.Listen)

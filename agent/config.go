@@ -66,10 +66,13 @@ type Config struct {
 	CacheStatsInterval time.Duration
 
 	// GlobalDomain is the JetStream domain of the bucket holding GLOBAL
-	// published data (PMIx_Publish): the one every cluster reaches over its
-	// leaf link, the hub's. Empty means the cluster's own domain, for a
-	// single cluster without a hub; so does an embedded server, which has
-	// no hub.
+	// published data (PMIx_Publish), the one every cluster reaches. Empty
+	// (the default) means: found by Start from the topology — the domain of
+	// the server at its top (cluster.TopDomain): the hub the cluster links
+	// to, whatever its name, or the cluster's own server when it links to
+	// none —, else a domain named cluster.DefaultHubDomain if one answers;
+	// Start fails when neither does. A domain given here is used as it is,
+	// also while it does not answer.
 	GlobalDomain string
 	// PublishBucket names the publish/lookup bucket, the same in every
 	// domain.
@@ -84,8 +87,8 @@ type Config struct {
 
 // DefaultConfig returns a Config for the given cluster and node with an
 // embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, a
-// 30 s default handler timeout, and GLOBAL published data in the hub's
-// domain (cluster.DefaultHubDomain).
+// 30 s default handler timeout, and GLOBAL published data where the
+// topology says (GlobalDomain empty).
 func DefaultConfig(id cluster.ID, node string) Config {
 	return Config{
 		Cluster:         id,
@@ -95,7 +98,6 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		HandlerTimeout:  30 * time.Second,
 		HelloTimeout:    10 * time.Second,
 		CacheSize:       jetstream.DefaultEventCacheSize,
-		GlobalDomain:    cluster.DefaultHubDomain,
 		PublishBucket:   publishlookup.DefaultBucket,
 		PublishReplicas: 1,
 	}

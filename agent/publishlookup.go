@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -66,10 +68,15 @@ func (pc *plConn) run(a *Agent, f func()) {
 // cleanupTimeout bounds the removal of data whose persistence ended.
 const cleanupTimeout = 5 * time.Second
 
-// startPublishLookup makes the service on the agent's connection. It does
-// no I/O: the buckets are provisioned by the first request that needs them,
-// so an unreachable hub does not keep the agent from starting.
-func (a *Agent) startPublishLookup() error {
+// startPublishLookup makes the service on the agent's connection. The
+// buckets are provisioned by the first request that needs them, so a
+// cluster whose hub is unreachable still starts; but where GLOBAL data
+// lives is settled here, once (globalDomain).
+func (a *Agent) startPublishLookup(ctx context.Context) error {
+	domain, err := a.globalDomain(ctx)
+	if err != nil {
+		return err
+	}
 	kv := func(domain string, replicas int) (*jetstream.NATSKV, error) {
 		return jetstream.NewKV(jetstream.KVConfig{
 			Conn: a.nc, Domain: domain, Bucket: a.cfg.PublishBucket, Replicas: replicas,
@@ -81,8 +88,8 @@ func (a *Agent) startPublishLookup() error {
 		return err
 	}
 	global := local
-	if d := a.globalDomain(); d != a.cfg.Cluster.Domain() {
-		if global, err = kv(d, 1); err != nil {
+	if domain != a.cfg.Cluster.Domain() {
+		if global, err = kv(domain, 1); err != nil {
 			return err
 		}
 	}
@@ -93,19 +100,75 @@ func (a *Agent) startPublishLookup() error {
 	if err != nil {
 		return err
 	}
+	a.log.Info("GLOBAL publish/lookup data", "domain", domain)
 	ctx, stop := context.WithCancel(context.Background())
 	a.pl = &publishLookup{svc: svc, local: local, global: global, ctx: ctx, stop: stop, conns: make(map[*clientConn]*plConn)}
 	return nil
 }
 
-// globalDomain is where GLOBAL data lives: Config.GlobalDomain, or the
-// cluster's own domain when none is set or the agent runs an embedded
-// server linked to no hub (a single cluster).
-func (a *Agent) globalDomain() string {
-	if a.cfg.GlobalDomain == "" || (a.server != nil && !a.embeddedLeaf) {
-		return a.cfg.Cluster.Domain()
+// globalDomainWait bounds the search for the GLOBAL domain at Start: ample
+// for the leaf link of a server that has just started to come up.
+const globalDomainWait = 5 * time.Second
+
+// globalDomain is the one rule for where GLOBAL data lives (the JetStream
+// domain of the bucket every cluster shares):
+//
+//   - Config.GlobalDomain, when given, as it is (if it does not answer yet,
+//     GLOBAL requests are PMIX_ERR_UNREACH until it does);
+//   - else the domain of the server at the top of the topology
+//     (cluster.TopDomain): the hub the cluster links to, whatever its
+//     name, or the cluster's own server when it links to none;
+//   - else a domain named cluster.DefaultHubDomain, if one answers: a hub
+//     in an external NATS deployment.
+//
+// Until globalDomainWait has passed (or ctx ended) it keeps asking, so that
+// a leaf link that is still coming up is waited for; then it fails with an
+// error that names the setting that fixes it.
+func (a *Agent) globalDomain(ctx context.Context) (string, error) {
+	if d := a.cfg.GlobalDomain; d != "" {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := cluster.CheckJetStream(pctx, a.nc, d); err != nil {
+			a.log.Warn("the GLOBAL publish/lookup domain does not answer (yet)", "domain", d, "err", err)
+		}
+		return d, nil
 	}
-	return a.cfg.GlobalDomain
+	ctx, cancel := context.WithTimeout(ctx, globalDomainWait)
+	defer cancel()
+	retry := time.NewTicker(100 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		if d, ok := a.askGlobalDomain(ctx); ok {
+			return d, nil
+		}
+		select {
+		case <-retry.C:
+		case <-ctx.Done():
+			return "", fmt.Errorf("GLOBAL data: no JetStream domain to keep it in: no pmixbus server at the top of the "+
+				"NATS topology answered (a hub, or a server linked to no other), nor a domain %q; check the leaf link "+
+				"to the hub, or give the agent the hub's domain with --global-domain <domain> (Config.GlobalDomain)",
+				cluster.DefaultHubDomain)
+		}
+	}
+}
+
+// askGlobalDomain asks once for the top's domain, then for the default
+// hub's. Each question gets a second at most: one lost on a link that is
+// going down must not take the whole wait.
+func (a *Agent) askGlobalDomain(ctx context.Context) (string, bool) {
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	d, err := cluster.TopDomain(tctx, a.nc)
+	cancel()
+	if err == nil {
+		return d, true
+	}
+	a.log.Debug("asking the top of the topology for its JetStream domain", "err", err)
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if cluster.CheckJetStream(hctx, a.nc, cluster.DefaultHubDomain) == nil {
+		return cluster.DefaultHubDomain, true
+	}
+	return "", false
 }
 
 // closePublishLookup cancels the requests in flight, waits (until ctx

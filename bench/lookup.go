@@ -35,7 +35,8 @@ func (c *LookupConfig) defaults() {
 }
 
 // lookupDomain is the JetStream domain of the benchmark's single cluster,
-// where its agents keep every scope, GLOBAL included (no hub).
+// where its agents keep every scope, GLOBAL included: its one server is
+// the top of the topology (cluster.TopDomain), there is no hub.
 const lookupDomain = "bench"
 
 // lookupSetup is one NATS server with two agents and one client on each:
@@ -67,7 +68,6 @@ func newLookupSetup(ctx context.Context) (*lookupSetup, error) {
 		cfg := agent.DefaultConfig(lookupDomain, node)
 		cfg.URL = srv.ClientURL()
 		cfg.Listen = "unix:" + filepath.Join(dir, node+".sock")
-		cfg.GlobalDomain = "" // one cluster: GLOBAL data in its own domain
 		a, err := agent.New(cfg)
 		if err == nil {
 			err = a.Start(ctx)

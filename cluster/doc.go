@@ -36,6 +36,12 @@
 // or another cluster leaves it working. Gateways (a supercluster) are not
 // used, because they join all clusters in one meta group.
 //
+// A server with no leaf remote is the top of its topology (the hub, or a
+// server linked to no other); its domain is the one every cluster reaches.
+// Each such server answers TopDomain from anywhere in the topology, so
+// that data all clusters share can be placed without configuration (see
+// topology.go).
+//
 // Usage:
 //
 //	mc, err := cluster.StartMultiCluster(ctx, cluster.DefaultMultiClusterConfig(dir,

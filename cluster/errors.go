@@ -20,6 +20,10 @@ var (
 	// down.
 	ErrRunning = errors.New("cluster: server is running")
 
+	// ErrNoTop is returned by TopDomain when no server at the top of the
+	// topology answered.
+	ErrNoTop = errors.New("cluster: no server at the top of the topology answered")
+
 	// ErrClosed is returned for an operation on a Cluster or MultiCluster
 	// after its Shutdown began.
 	ErrClosed = errors.New("cluster: shut down")

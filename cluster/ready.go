@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // pollInterval is how often readiness checks are retried.
@@ -57,15 +56,8 @@ func waitJetStream(ctx context.Context, url, domain string) error {
 
 // checkJetStream waits until the JetStream of domain answers on nc.
 func checkJetStream(ctx context.Context, nc *nats.Conn, domain string) error {
-	js, err := jetstream.NewWithDomain(nc, domain)
-	if err != nil {
-		return err
-	}
 	return poll(ctx, fmt.Sprintf("JetStream domain %q via %s", domain, nc.ConnectedUrlRedacted()), time.Second,
-		func(ctx context.Context) error {
-			_, err := js.AccountInfo(ctx)
-			return err
-		})
+		func(ctx context.Context) error { return CheckJetStream(ctx, nc, domain) })
 }
 
 // connectWait connects to url, retrying until ctx ends.

@@ -75,6 +75,12 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 	if err != nil {
 		return fmt.Errorf("cluster: server %s: %w", cfg.Name, err)
 	}
+	if len(cfg.LeafRemotes) == 0 {
+		if err := mapTop(ns); err != nil {
+			ns.Shutdown()
+			return err
+		}
+	}
 	attachLogger(ns, cfg.Logger)
 	ns.Start()
 

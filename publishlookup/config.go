@@ -27,10 +27,11 @@ type Config struct {
 	// this cluster. Required.
 	Local jetstream.KV
 
-	// Global is the bucket every cluster reaches, in the hub's domain:
-	// GLOBAL data, and CUSTOM data naming procs of other clusters. With no
-	// hub (a single cluster) give Local again; a lookup then reads one
-	// bucket in one round trip. Required.
+	// Global is the bucket every cluster reaches, in the domain of the
+	// server at the top of the topology (the hub's; cluster.TopDomain):
+	// GLOBAL data, and CUSTOM data naming procs of other clusters. When
+	// that is the cluster's own domain (a single cluster) give Local again;
+	// a lookup then reads one bucket in one round trip. Required.
 	Global jetstream.KV
 
 	// Timeout bounds each cleanup of data whose persistence ended. Zero

@@ -20,10 +20,11 @@
 //
 // Two buckets (jetstream.KV): the cluster's own, in its JetStream domain,
 // for LOCAL, NAMESPACE and SESSION data and for CUSTOM data whose procs are
-// all of the cluster; and the global one, in the hub's domain that every
-// cluster reaches over its leaf link, for GLOBAL data and CUSTOM data
-// naming procs of other clusters. With a single cluster both are the same
-// bucket. Each key's KV key names its range scope (see scope.go and
+// all of the cluster; and the global one, in the domain that every cluster
+// reaches over its leaf link — the hub's, which the agent learns from the
+// top of the topology (cluster.TopDomain) — for GLOBAL data and CUSTOM
+// data naming procs of other clusters. With a single cluster both are the
+// same bucket. Each key's KV key names its range scope (see scope.go and
 // docs/subjects.md), so that creating it is atomic per scope: the same key
 // in the same scope is PMIX_ERR_DUPLICATE_KEY. Losing the hub leaves the
 // cluster's own scopes working.

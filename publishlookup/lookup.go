@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,10 +32,12 @@ import (
 //
 // The values come back in the order of keys, found ones only, each with
 // its publisher, "cluster:nspace" when that is another cluster. The error
-// is nil when every key was found, and otherwise:
+// is nil when every key was found, and otherwise, its message naming the
+// keys not found:
 //
 //   - ErrPartial (PMIX_ERR_PARTIAL_SUCCESS): some were, returned with it;
-//   - ErrNotFound (PMIX_ERR_NOT_FOUND): none was;
+//   - ErrNotFound (PMIX_ERR_NOT_FOUND): none was, and every bucket that
+//     could hold one was read;
 //   - ErrNoPermissions (PMIX_ERR_NO_PERMISSIONS): none was readable, and
 //     some key exists in range with permissions that exclude q;
 //   - ErrTimeout (PMIX_ERR_TIMEOUT): PMIX_TIMEOUT passed first; the values
@@ -317,32 +320,54 @@ func (l *lookup) follow(ctx context.Context, kv jetstream.KV, keys []string, del
 	}
 }
 
-// result returns the values found, in key order, and the lookup's status.
-// why is what ended the lookup early, if anything did.
+// result returns the values found, in key order, and the lookup's status;
+// its message names the keys not found. why is what ended the lookup
+// early, if anything did.
 func (l *lookup) result(why error) ([]Datum, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]Datum, 0, len(l.found))
+	var missing []string
 	for _, k := range l.req.keys {
 		if d, ok := l.found[k]; ok {
 			out = append(out, d)
+		} else {
+			missing = append(missing, k)
 		}
 	}
+	n, of := len(out), len(l.req.keys)
 	switch {
 	case errors.Is(why, ErrTimeout) && l.req.timeout > 0:
-		return out, fmt.Errorf("%w: %d of %d keys found within %v", ErrTimeout, len(out), len(l.req.keys), l.req.timeout)
+		return out, fmt.Errorf("%w: %d of %d keys found within %v; missing %s", ErrTimeout, n, of, l.req.timeout, keyList(missing))
 	case errors.Is(why, ErrTimeout):
-		return out, fmt.Errorf("%w: %d of %d keys found before the lookup was cancelled", ErrTimeout, len(out), len(l.req.keys))
-	case len(out) == len(l.req.keys):
+		return out, fmt.Errorf("%w: %d of %d keys found before the lookup was cancelled; missing %s", ErrTimeout, n, of, keyList(missing))
+	case len(missing) == 0:
 		return out, nil
-	case len(out) > 0:
-		return out, fmt.Errorf("%w: %d of %d keys found", ErrPartial, len(out), len(l.req.keys))
+	case n > 0:
+		return out, fmt.Errorf("%w: %d of %d keys found; not found: %s", ErrPartial, n, of, keyList(missing))
 	case len(l.denied) > 0:
-		return nil, fmt.Errorf("%w: %d of %d keys are published with permissions that exclude %v", ErrNoPermissions, len(l.denied), len(l.req.keys), l.q.Proc)
+		return nil, fmt.Errorf("%w: %d of %d keys are published with permissions that exclude %v", ErrNoPermissions, len(l.denied), of, l.q.Proc)
 	case why != nil:
-		return nil, pmix.Errorf(pmix.ErrUnreach, "lookup: %w", why)
+		return nil, pmix.Errorf(pmix.ErrUnreach, "lookup of %s: %w", keyList(missing), why)
 	}
-	return nil, ErrNotFound
+	return nil, fmt.Errorf("%w: %s", ErrNotFound, keyList(missing))
+}
+
+// keyList names keys in a message: quoted, at most eight of them.
+func keyList(keys []string) string {
+	const most = 8
+	var b strings.Builder
+	for i, k := range keys {
+		if i == most {
+			fmt.Fprintf(&b, " and %d more", len(keys)-most)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", k)
+	}
+	return b.String()
 }
 
 // pause waits d or until ctx ends, returning ctx.Err() then.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,6 +266,9 @@ func TestLookupStatuses(t *testing.T) {
 		got, err := e.lookup(t, a1, []string{"one", "none", "two"})
 		if !errors.Is(err, pmix.ErrPartialSuccess) || len(got) != 2 || got[0].Key != "one" || got[1].Key != "two" {
 			t.Fatalf("partial: %+v %v", got, err)
+		}
+		if !strings.Contains(err.Error(), `not found: "none"`) {
+			t.Errorf("partial: %q does not name the key not found", err)
 		}
 
 		other := who("A", "n1", "s1", "jobA", 5)
@@ -590,5 +594,20 @@ func TestGlobalUnreachable(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("waiting lookup never served")
+	}
+}
+
+func TestKeyList(t *testing.T) {
+	for _, tt := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"a"}, `"a"`},
+		{[]string{"a", "b c"}, `"a", "b c"`},
+		{[]string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}, `"1", "2", "3", "4", "5", "6", "7", "8" and 2 more`},
+	} {
+		if got := keyList(tt.keys); got != tt.want {
+			t.Errorf("keyList(%q) = %s, want %s", tt.keys, got, tt.want)
+		}
 	}
 }

@@ -14,10 +14,11 @@ import (
 // range. Only the publisher may unpublish: a key published by another
 // process is left alone.
 //
-// Errors, for keys given: nil when each was removed from at least one
-// scope; otherwise ErrPartial when some were; else ErrNoPermissions when
-// some key is published in range by another process; else
-// PMIX_ERR_UNREACH when a bucket could not be read; else ErrNotFound.
+// Errors, for keys given, each naming the keys not removed: nil when each
+// was removed from at least one scope; otherwise ErrPartial when some
+// were; else ErrNoPermissions when some key is published in range by
+// another process; else PMIX_ERR_UNREACH when a bucket could not be read;
+// else ErrNotFound (so a second unpublish of a key is ErrNotFound).
 // Also PMIX_ERR_BAD_PARAM for malformed keys or directives, ErrClosed.
 func (s *Service) Unpublish(ctx context.Context, p Identity, keys []string, directives []pmix.Info) error {
 	if s.isClosed() {
@@ -90,15 +91,21 @@ func (s *Service) Unpublish(ctx context.Context, p Identity, keys []string, dire
 	}
 	s.forget(p.Proc, func(pub publication) bool { return removed[pub.key] && inRange(pub.scope.rng) })
 
+	var left []string // the keys not removed
+	for _, k := range req.keys {
+		if !removed[k] {
+			left = append(left, k)
+		}
+	}
 	switch {
-	case len(removed) == len(req.keys):
+	case len(left) == 0:
 		return nil
 	case len(removed) > 0:
-		return fmt.Errorf("%w: %d of %d keys unpublished", ErrPartial, len(removed), len(req.keys))
+		return fmt.Errorf("%w: %d of %d keys unpublished; not: %s", ErrPartial, len(removed), len(req.keys), keyList(left))
 	case len(foreign) > 0:
 		return fmt.Errorf("%w: %d of %d keys are published by other processes; only the publisher may unpublish", ErrNoPermissions, len(foreign), len(req.keys))
 	case lost != nil:
-		return pmix.Errorf(pmix.ErrUnreach, "unpublish: %w", lost)
+		return pmix.Errorf(pmix.ErrUnreach, "unpublish of %s: %w", keyList(left), lost)
 	}
-	return ErrNotFound
+	return fmt.Errorf("%w: %s", ErrNotFound, keyList(left))
 }

@@ -35,6 +35,14 @@ JetStream (domain = the cluster) on a free port, or on --port; with
 --leaf-remote that server joins other clusters through a hub's leaf port
 (see "pmixbus server -h").
 
+GLOBAL publish/lookup data (PMIx_Publish at PMIX_RANGE_GLOBAL) lives in the
+one JetStream domain that every cluster reaches. At start the agent asks the
+server at the top of the topology for its domain: the hub its cluster links
+to, whatever that is named, or its own server when it links to none.
+Failing that, it uses a JetStream domain named "hub" if one answers, and
+otherwise does not start. --global-domain names the domain instead, used as
+it is.
+
 Each flag may also come from the environment variable named after it; a flag
 on the command line wins.
 
@@ -92,7 +100,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cacheSize      = fs.Int("event-cache-size", jetstream.DefaultEventCacheSize, "events the cluster's JetStream event cache keeps, oldest discarded first; shared by the cluster's agents (PMIXBUS_EVENT_CACHE_SIZE)")
 		cacheMaxAge    = fs.Duration("cache-max-age", 0, "discard cached events older than this; 0 keeps them until the count limit (PMIXBUS_CACHE_MAX_AGE)")
 		cacheMaxBytes  = fs.Int64("cache-max-bytes", 0, "byte limit of the event cache; 0 is none (PMIXBUS_CACHE_MAX_BYTES)")
-		globalDomain   = fs.String("global-domain", "", "JetStream `domain` of the publish/lookup bucket every cluster shares (GLOBAL range); default: the hub's (\"hub\") with --nats or --leaf-remote, else this cluster's own (PMIXBUS_GLOBAL_DOMAIN)")
+		globalDomain   = fs.String("global-domain", "", "JetStream `domain` of the publish/lookup data every cluster shares (GLOBAL range); default: the domain of the server at the top of the topology, see above (PMIXBUS_GLOBAL_DOMAIN)")
 		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
 		jobs, clients  stringList
 		leafRemotes    stringList
@@ -147,12 +155,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.CacheMaxBytes = *cacheMaxBytes
 	cfg.CacheMemory = *cacheMemory
 	cfg.URL = *natsURL
-	switch {
-	case given(fs, "global-domain") || os.Getenv("PMIXBUS_GLOBAL_DOMAIN") != "":
-		cfg.GlobalDomain = *globalDomain
-	case *natsURL == "" && len(leafRemotes) == 0:
-		cfg.GlobalDomain = "" // a lone cluster: GLOBAL data stays in its own domain
-	}
+	cfg.GlobalDomain = *globalDomain
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))

@@ -55,7 +55,11 @@ soon as this command detaches, which makes it of little use here.
 
 For example, RFC0003's rendezvous from cluster A:
 
-    pmixbus publish --range global myrendezvouskey=A:job1`
+    pmixbus publish --range global myrendezvouskey=A:job1
+
+GLOBAL data lives in the JetStream domain of the hub, which the agent found
+when it started (see "pmixbus agent -h"); while the hub is cut off, a GLOBAL
+publish fails with PMIX_ERR_UNREACH.`
 
 const lookupDescription = `
 Look keys up, as PMIx_Lookup does, and print one line per value found:
@@ -65,8 +69,10 @@ Look keys up, as PMIx_Lookup does, and print one line per value found:
 the publisher's nspace qualified "cluster:nspace" when it runs in another
 cluster; with --json, one JSON object per value. It exits 0 when every key
 was found, 1 otherwise (after printing what was found and the PMIx status on
-stderr): PMIX_ERR_NOT_FOUND, PMIX_ERR_PARTIAL_SUCCESS,
-PMIX_ERR_NO_PERMISSIONS, PMIX_ERR_TIMEOUT, ...
+stderr, with the keys not found): PMIX_ERR_NOT_FOUND when none was,
+PMIX_ERR_PARTIAL_SUCCESS when some were, PMIX_ERR_NO_PERMISSIONS,
+PMIX_ERR_TIMEOUT, PMIX_ERR_UNREACH when a key could be where the agent
+cannot reach (GLOBAL data while the hub is cut off), ...
 
 --wait waits until that many of the keys are published (0: all of them),
 woken by the publish itself; --timeout bounds it.
@@ -75,7 +81,9 @@ woken by the publish itself; --timeout bounds it.
 const unpublishDescription = `
 Remove what this client published under the keys given, or everything it
 published when none is given, as PMIx_Unpublish does: from the scope of
---range, or from every scope. Only the publisher may unpublish.
+--range, or from every scope. Only the publisher may unpublish: a key
+published by another process is PMIX_ERR_NO_PERMISSIONS, one published by
+nobody (or unpublished already) PMIX_ERR_NOT_FOUND.
 ` + publishLookupIdentity
 
 // attachClient attaches as the client the environment names. An identity

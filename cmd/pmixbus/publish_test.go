@@ -60,3 +60,36 @@ func TestPublishLookupCommands(t *testing.T) {
 		t.Fatalf("agent exit %d: %s", code, a.stderr)
 	}
 }
+
+// TestPublishGlobalAsHelpSays sets two clusters up as "pmixbus server -h"
+// and "pmixbus agent -h" describe — cluster A's server is the hub, no
+// server is named "hub" — and rendezvous at GLOBAL range, as in
+// "pmixbus publish -h". A key published nowhere, or unpublished already, is
+// PMIX_ERR_NOT_FOUND.
+func TestPublishGlobalAsHelpSays(t *testing.T) {
+	hub := startServerCmd(t, "--port", "-1", "--cluster", "A", "--store", t.TempDir(), "--leaf-port", "-1", "--log-level", "off")
+	leaf := startServerCmd(t, "--port", "-1", "--cluster", "B", "--store", t.TempDir(), "--leaf-remote", hub.url("leaf"), "--log-level", "off")
+	envs := map[string]map[string]string{}
+	for _, s := range []struct{ cluster, url string }{{"A", hub.url("client")}, {"B", leaf.url("client")}} {
+		job := "job" + s.cluster
+		a := startCmd(t, hasLine("listen: "), "agent", "--cluster", s.cluster, "--node", "n1", "--nats", s.url,
+			"--listen", "tcp:127.0.0.1:0", "--log-level", "off", "--job", job+":0=n1", "--client", job+".0")
+		envs[s.cluster] = clientEnvs(t, a.stdout.String())[job+".0"]
+	}
+	as := func(cluster string, wantCode int, want string, args ...string) {
+		t.Helper()
+		for k, v := range envs[cluster] {
+			t.Setenv(k, v)
+		}
+		code, stdout, stderr := runCmd(t, args...)
+		if code != wantCode || !strings.Contains(stdout+stderr, want) {
+			t.Fatalf("%v in %s: exit %d (want %d), want %q in\nstdout: %s\nstderr: %s", args, cluster, code, wantCode, want, stdout, stderr)
+		}
+	}
+	as("B", 0, "published myrendezvouskey as jobB.0", "publish", "--range", "global", "myrendezvouskey=B:jobB")
+	as("A", 0, "myrendezvouskey=B:jobB (published by B:jobB.0)", "lookup", "myrendezvouskey")
+	as("A", 1, `PMIX_ERR_NOT_FOUND`, "lookup", "--range", "global", "absent")
+	as("A", 1, `"absent"`, "lookup", "myrendezvouskey", "absent")
+	as("B", 0, "unpublished myrendezvouskey", "unpublish", "myrendezvouskey")
+	as("B", 1, "PMIX_ERR_NOT_FOUND", "unpublish", "myrendezvouskey")
+}

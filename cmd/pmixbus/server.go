@@ -31,7 +31,10 @@ reach this one's JetStream as that domain.
 
 Clusters join over leaf-node links: a hub accepts them (--leaf-port), the
 others connect to it (--leaf-remote). Each keeps its own JetStream when the
-links are down.
+links are down. The hub may be one cluster's own server, or a server of its
+own under any --cluster name. A server without --leaf-remote is the top of
+its topology: agents anywhere in it ask it for its JetStream domain and keep
+GLOBAL publish/lookup data there (see "pmixbus agent -h").
 
 When ready it prints its client URL (and leaf and monitoring URLs when
 enabled) to stdout, one "<what> URL: <url>" line each. Logs go to stderr.
