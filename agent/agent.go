@@ -37,6 +37,7 @@ type Agent struct {
 	idPrefix string        // "<nuid>." : unique per agent run
 
 	outcomes outcomeQueue // reports waiting to be published
+	stats    agentStats
 	cache    *jetstream.EventCache
 	evicted  atomic.Uint64
 
@@ -162,6 +163,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		a.nc, a.ownNC = nc, true
 	}
+	a.watchNATS(a.nc)
 	a.router = newRouter(natsTransport{a.nc}, a.place(), a, a.log, a.done)
 	if err := a.openCache(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/proto"
@@ -86,16 +87,17 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config for the given cluster and node with an
-// embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, a
-// 30 s default handler timeout, and GLOBAL published data where the
-// topology says (GlobalDomain empty).
+// embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, the
+// registries' default handler timeout (bus.DefaultHandlerTimeout, 30 s),
+// and GLOBAL published data where the topology says (GlobalDomain empty).
+// Every default of the agent lives here.
 func DefaultConfig(id cluster.ID, node string) Config {
 	return Config{
 		Cluster:         id,
 		Node:            node,
 		Listen:          "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
 		MaxFrame:        proto.DefaultMaxFrame,
-		HandlerTimeout:  30 * time.Second,
+		HandlerTimeout:  bus.DefaultHandlerTimeout,
 		HelloTimeout:    10 * time.Second,
 		CacheSize:       jetstream.DefaultEventCacheSize,
 		PublishBucket:   publishlookup.DefaultBucket,

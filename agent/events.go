@@ -45,6 +45,7 @@ func (a *Agent) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
 }
 
 func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	a.countOutcome(&o)
 	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
 	if fs := a.outFuncs.Load(); fs != nil {
 		for _, f := range *fs {

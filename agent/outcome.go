@@ -60,6 +60,7 @@ func (a *Agent) publishOutcomes() {
 		for {
 			batch, dropped := q.take(outcomeBatch)
 			if dropped > 0 {
+				a.stats.outcomesDropped.Add(uint64(dropped))
 				a.log.Warn("outcome reports dropped: NATS is not keeping up", "dropped", dropped)
 			}
 			if len(batch) == 0 {

@@ -54,10 +54,19 @@ type router struct {
 	// the dispatch goroutine reads on every event.
 	updMu  sync.Mutex
 	mu     sync.Mutex
-	subs   map[string]func() error   // unsubscribe, by subject
+	subs   map[string]subscription   // by subject
 	scopes map[string]subjects.Scope // by subject
 
 	seen recentIDs // only the dispatch goroutine touches it
+
+	stats routerStats
+}
+
+// routerStats count what the router did (Agent.Stats).
+type routerStats struct {
+	published, received, malformed, duplicates atomic.Uint64
+	delivered, replayed                        atomic.Uint64
+	droppedGone                                atomic.Uint64 // slow-consumer drops of subscriptions since closed
 }
 
 // routerHost is what the router needs of the agent.
@@ -105,7 +114,7 @@ func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logge
 		nc: nc, place: place, host: host, log: log, done: done,
 		msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
 		holds: make(map[recipient][]*hold),
-		subs:  make(map[string]func() error), scopes: make(map[string]subjects.Scope),
+		subs:  make(map[string]subscription), scopes: make(map[string]subjects.Scope),
 		seen: newRecentIDs(4096),
 	}
 }
@@ -117,7 +126,11 @@ func (r *router) publish(m *event.Message, from *event.Sender) error {
 	if err != nil {
 		return err
 	}
-	return event.Publish(r.nc, m, scopes)
+	if err := event.Publish(r.nc, m, scopes); err != nil {
+		return err
+	}
+	r.stats.published.Add(1)
+	return nil
 }
 
 // register adds a registration to client rc's registry, held out of live
@@ -239,12 +252,15 @@ func (r *router) handle(msg *nats.Msg) {
 	}
 	m, err := event.UnmarshalMessage(msg.Data)
 	if err != nil {
+		r.stats.malformed.Add(1)
 		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
 	}
 	if !r.seen.add(m.ID) {
+		r.stats.duplicates.Add(1)
 		return
 	}
+	r.stats.received.Add(1)
 	r.deliver(sc, m)
 }
 
@@ -265,6 +281,7 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) {
 		if !reg.Wants(ev) {
 			continue
 		}
+		r.stats.delivered.Add(1)
 		reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
 	}
 }
@@ -384,12 +401,12 @@ func (r *router) apply(want map[string]subjects.Scope) error {
 		if have {
 			continue
 		}
-		unsub, err := r.nc.Subscribe(subj, r.msgs)
+		sub, err := r.nc.Subscribe(subj, r.msgs)
 		r.mu.Lock()
 		if err != nil {
 			delete(r.scopes, subj)
 		} else {
-			r.subs[subj] = unsub
+			r.subs[subj] = sub
 		}
 		r.mu.Unlock()
 		if err != nil && firstErr == nil {
@@ -397,19 +414,43 @@ func (r *router) apply(want map[string]subjects.Scope) error {
 		}
 	}
 	r.mu.Lock()
-	var drop []func() error
-	for subj, unsub := range r.subs {
+	var drop []subscription
+	for subj, sub := range r.subs {
 		if _, ok := want[subj]; !ok {
-			drop = append(drop, unsub)
+			drop = append(drop, sub)
 			delete(r.subs, subj)
 			delete(r.scopes, subj)
 		}
 	}
 	r.mu.Unlock()
-	for _, unsub := range drop {
-		_ = unsub()
+	for _, sub := range drop {
+		if n, err := sub.Dropped(); err == nil {
+			r.stats.droppedGone.Add(uint64(n))
+		}
+		_ = sub.Unsubscribe()
 	}
 	return firstErr
+}
+
+// dropped is how many arriving events NATS dropped because the inbox was
+// full (slow consumer), over every subscription the router has had.
+func (r *router) dropped() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.stats.droppedGone.Load()
+	for _, sub := range r.subs {
+		if d, err := sub.Dropped(); err == nil {
+			n += uint64(d)
+		}
+	}
+	return n
+}
+
+// subscriptions counts the subjects subscribed to.
+func (r *router) subscriptions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.subs)
 }
 
 // subjects returns the subjects subscribed to, sorted.
@@ -528,6 +569,7 @@ func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *
 	if !h.reg.Accepts(ev, r.origin(proc, session)) {
 		return false
 	}
+	r.stats.replayed.Add(1)
 	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
 	return true
 }

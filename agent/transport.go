@@ -18,7 +18,7 @@ type transport interface {
 	// Subscribe feeds the messages on subject (a pattern) into ch, in the
 	// order the connection receives them, each with Sub.Subject set to
 	// subject.
-	Subscribe(subject string, ch chan *nats.Msg) (unsubscribe func() error, err error)
+	Subscribe(subject string, ch chan *nats.Msg) (subscription, error)
 	// Flush returns once the server has processed what was sent before.
 	Flush(ctx context.Context) error
 }
@@ -27,12 +27,21 @@ type natsTransport struct{ nc *nats.Conn }
 
 func (t natsTransport) PublishMsg(m *nats.Msg) error { return t.nc.PublishMsg(m) }
 
-func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (func() error, error) {
+// subscription is one subscription of a transport; *nats.Subscription is
+// one.
+type subscription interface {
+	Unsubscribe() error
+	// Dropped is how many messages did not fit the channel (NATS's slow
+	// consumer).
+	Dropped() (int, error)
+}
+
+func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (subscription, error) {
 	sub, err := t.nc.ChanSubscribe(subject, ch)
 	if err != nil {
 		return nil, err
 	}
-	return sub.Unsubscribe, nil
+	return sub, nil
 }
 
 func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithContext(ctx) }
@@ -46,10 +55,20 @@ type memTransport struct {
 }
 
 type memSub struct {
+	t       *memTransport
 	pattern []string
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
 }
+
+func (s *memSub) Unsubscribe() error {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	delete(s.t.subs, s)
+	return nil
+}
+
+func (s *memSub) Dropped() (int, error) { return 0, nil }
 
 func (t *memTransport) PublishMsg(m *nats.Msg) error {
 	toks := strings.Split(m.Subject, ".")
@@ -65,20 +84,15 @@ func (t *memTransport) PublishMsg(m *nats.Msg) error {
 	return nil
 }
 
-func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (func() error, error) {
-	s := &memSub{pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
+func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (subscription, error) {
+	s := &memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.subs == nil {
 		t.subs = map[*memSub]struct{}{}
 	}
 	t.subs[s] = struct{}{}
-	return func() error {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		delete(t.subs, s)
-		return nil
-	}, nil
+	return s, nil
 }
 
 func (t *memTransport) Flush(context.Context) error { return nil }

@@ -9,10 +9,19 @@ import (
 
 // DefaultHandlerTimeout is DefaultConfig's DefaultTimeout: how long a handler
 // may take to complete before the chain passes it over, when its
-// registration gives no PMIX_EVENT_ACTION_TIMEOUT. Handlers are meant to
-// answer promptly (a long action returns PMIX_EVENT_ACTION_DEFERRED), so this
-// only bounds how long a lost or hung handler stalls a chain.
-const DefaultHandlerTimeout = 10 * time.Second
+// registration gives no PMIX_EVENT_ACTION_TIMEOUT. It is the one default of
+// every registry pmixbus runs (the agent's, for its clients' chains, and the
+// client's own, for PROC_LOCAL and internal events).
+//
+// Why 30 s: it only bounds how long a lost or hung handler stalls a chain,
+// while a handler that is slow but working loses its result, and its say in
+// the termination decision, when it is passed over. Fault handlers
+// (checkpoint, respawn, shrink a communicator) routinely take seconds, and
+// an agent's chains also wait for the client's socket and its other
+// handlers; 30 s leaves them room, and a chain held up that long by a hung
+// process is the rare case. A handler that knows better sets
+// PMIX_EVENT_ACTION_TIMEOUT.
+const DefaultHandlerTimeout = 30 * time.Second
 
 // Config configures a Registry.
 type Config struct {

@@ -11,11 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/metrics"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -84,6 +87,7 @@ var agentEnv = envBindings{
 	"cache-max-bytes":  "PMIXBUS_CACHE_MAX_BYTES",
 	"cache-memory":     "PMIXBUS_CACHE_MEMORY",
 	"global-domain":    "PMIXBUS_GLOBAL_DOMAIN",
+	"metrics-addr":     "PMIXBUS_METRICS_ADDR",
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -95,12 +99,13 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		port           = fs.Int("port", -1, "client `port` of the embedded NATS server; -1 for a free one (PMIXBUS_PORT)")
 		store          = fs.String("store", "", "JetStream storage `dir` of the embedded server (default <temp dir>/pmixbus/<cluster>/<node>) (PMIXBUS_STORE)")
 		listen         = fs.String("listen", "", "where clients attach: unix:`path` or tcp:127.0.0.1:port, port 0 for a free one (default unix:<temp dir>/pmixbus-<cluster>-<node>.sock) (PMIXBUS_LISTEN)")
-		handlerTimeout = fs.Duration("handler-timeout", 30*time.Second, "how long a handler may take before its chain moves on, for handlers that set no PMIX_EVENT_ACTION_TIMEOUT; 0 waits forever (PMIXBUS_HANDLER_TIMEOUT)")
+		handlerTimeout = fs.Duration("handler-timeout", bus.DefaultHandlerTimeout, "how long a handler may take before its chain moves on, for handlers that set no PMIX_EVENT_ACTION_TIMEOUT; 0 waits forever (PMIXBUS_HANDLER_TIMEOUT)")
 		logLevel       = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace (PMIXBUS_LOG_LEVEL)")
 		cacheSize      = fs.Int("event-cache-size", jetstream.DefaultEventCacheSize, "events the cluster's JetStream event cache keeps, oldest discarded first; shared by the cluster's agents (PMIXBUS_EVENT_CACHE_SIZE)")
 		cacheMaxAge    = fs.Duration("cache-max-age", 0, "discard cached events older than this; 0 keeps them until the count limit (PMIXBUS_CACHE_MAX_AGE)")
 		cacheMaxBytes  = fs.Int64("cache-max-bytes", 0, "byte limit of the event cache; 0 is none (PMIXBUS_CACHE_MAX_BYTES)")
 		globalDomain   = fs.String("global-domain", "", "JetStream `domain` of the publish/lookup data every cluster shares (GLOBAL range); default: the domain of the server at the top of the topology, see above (PMIXBUS_GLOBAL_DOMAIN)")
+		metricsAddr    = fs.String("metrics-addr", "", metricsFlagHelp+" (PMIXBUS_METRICS_ADDR)")
 		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
 		jobs, clients  stringList
 		leafRemotes    stringList
@@ -195,7 +200,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		cfg.URL = srv.ClientURL()
 	}
-	code := serveAgent(ctx, cfg, specs, procs, stdout, fail)
+	code := serveAgent(ctx, cfg, specs, procs, *metricsAddr, srv, stdout, fail)
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
@@ -207,7 +212,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 // serveAgent runs the agent until ctx ends.
-func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, stdout io.Writer, fail func(string, ...any) int) int {
+func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr string, srv *cluster.Server, stdout io.Writer, fail func(string, ...any) int) int {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return fail("%v", err)
@@ -220,6 +225,16 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 		defer cancel()
 		return a.Shutdown(sctx)
 	}
+	collectors := []prometheus.Collector{metrics.Agent(a, string(cfg.Cluster), cfg.Node)}
+	if srv != nil {
+		collectors = append(collectors, metrics.Server(srv))
+	}
+	stopMetrics, err := serveMetrics(metricsAddr, stdout, collectors...)
+	if err != nil {
+		_ = shutdown()
+		return fail("--metrics-addr: %v", err)
+	}
+	defer stopMetrics()
 	for _, j := range jobs {
 		if err := a.RegisterJob(j); err != nil {
 			_ = shutdown()

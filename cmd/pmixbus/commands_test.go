@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -425,6 +427,30 @@ func TestAgentCommandEmbedded(t *testing.T) {
 	}
 	if err := c.Finalize(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if code := a.wait(t, true); code != 0 || a.stderr.String() != "" {
+		t.Fatalf("agent exit %d: %s", code, a.stderr)
+	}
+}
+
+// --metrics-addr serves the agent's and its embedded server's metrics.
+func TestAgentCommandMetrics(t *testing.T) {
+	dir := shortTempDir(t)
+	a := startCmd(t, hasLine("metrics URL: "), "agent", "--cluster", "solo", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
+		"--listen", "unix:"+dir+"/a.sock", "--log-level", "warn", "--metrics-addr", "127.0.0.1:0")
+	resp, err := http.Get(a.line("metrics URL: "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`pmixbus_agent_nats_connected{cluster="solo",node="n1"} 1`, `pmixbus_nats_connections{cluster="solo"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
 	}
 	if code := a.wait(t, true); code != 0 || a.stderr.String() != "" {
 		t.Fatalf("agent exit %d: %s", code, a.stderr)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/metrics"
 )
 
 // shutdownTimeout bounds a server's shutdown after SIGINT or SIGTERM.
@@ -55,6 +56,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		leafPort    = fs.Int("leaf-port", 0, "accept leaf-node connections on `port`, acting as a hub; 0 off, -1 a free one")
 		monitorPort = fs.Int("monitor-port", 0, "HTTP monitoring `port`; 0 off, -1 a free one")
 		logLevel    = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace")
+		metricsAddr = fs.String("metrics-addr", "", metricsFlagHelp)
 		leafRemotes stringList
 	)
 	fs.Var(&leafRemotes, "leaf-remote", "connect as a leaf node to the hub at `URL` (nats-leaf://host:port); repeatable")
@@ -110,6 +112,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if u := s.MonitorURL(); u != "" {
 		fmt.Fprintf(stdout, "monitor URL: %s\n", u)
 	}
+	stopMetrics, err := serveMetrics(*metricsAddr, stdout, metrics.Server(s))
+	if err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: --metrics-addr: %v\n", err)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+		return exitFail
+	}
+	defer stopMetrics()
 
 	<-ctx.Done()
 	if log != nil {

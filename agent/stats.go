@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/bus"
+)
+
+// Stats is a snapshot of what an agent has done since it started, for
+// monitoring (pmixbus agent --metrics-addr exports it; docs/metrics.md).
+// Counters only grow.
+type Stats struct {
+	// Clients.
+	ClientsRegistered int // registered by the host, attached or not
+	ClientsAttached   int
+	Connections       int // open sockets, attached or still in their hello
+
+	// Events.
+	EventsPublished  uint64 // sent on NATS for local clients and the host
+	EventsReceived   uint64 // arrived on the agent's subscriptions (once each)
+	EventsMalformed  uint64 // arrived but could not be decoded, and dropped
+	EventsDropped    uint64 // dropped by NATS before the agent read them: its inbox was full (slow consumer)
+	ChainsStarted    uint64 // live deliveries to a local client's chain
+	ChainsReplayed   uint64 // cached events replayed to new registrations
+	ChainsCompleted  uint64 // chains that ended, live or replayed
+	HandlersTimedOut uint64 // handlers passed over for not completing in time
+	OutcomesDropped  uint64 // outcome reports not published: NATS was not keeping up
+	CacheEvictions   uint64 // events the cluster's cache discarded for its limits (last check)
+	Subscriptions    int    // NATS subscriptions for the clients' registrations
+
+	// NATS connection.
+	NATSConnected   bool
+	NATSDisconnects uint64
+	NATSReconnects  uint64
+	NATSErrors      uint64 // asynchronous errors NATS reported (slow consumers among them)
+}
+
+// agentStats are the agent's own counters; the router keeps the event
+// path's.
+type agentStats struct {
+	chainsCompleted, handlersTimedOut, outcomesDropped atomic.Uint64
+	natsDisconnects, natsReconnects, natsErrors         atomic.Uint64
+}
+
+// Stats returns a snapshot of the agent's counters. It is cheap and safe
+// to call at any time, also before Start and after Shutdown.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	s := Stats{ClientsRegistered: len(a.expected), Connections: len(a.conns)}
+	a.mu.Unlock()
+	s.ClientsAttached = len(a.recipients())
+	s.ChainsCompleted = a.stats.chainsCompleted.Load()
+	s.HandlersTimedOut = a.stats.handlersTimedOut.Load()
+	s.OutcomesDropped = a.stats.outcomesDropped.Load()
+	s.CacheEvictions = a.evicted.Load()
+	s.NATSDisconnects = a.stats.natsDisconnects.Load()
+	s.NATSReconnects = a.stats.natsReconnects.Load()
+	s.NATSErrors = a.stats.natsErrors.Load()
+	if a.nc != nil {
+		s.NATSConnected = a.nc.IsConnected()
+	}
+	if r := a.router; r != nil {
+		s.EventsPublished = r.stats.published.Load()
+		s.EventsReceived = r.stats.received.Load()
+		s.EventsMalformed = r.stats.malformed.Load()
+		s.ChainsStarted = r.stats.delivered.Load()
+		s.ChainsReplayed = r.stats.replayed.Load()
+		s.EventsDropped = r.dropped()
+		s.Subscriptions = r.subscriptions()
+	}
+	return s
+}
+
+// countOutcome counts a chain that ended.
+func (a *Agent) countOutcome(o *bus.Outcome) {
+	a.stats.chainsCompleted.Add(1)
+	for _, r := range o.Ran {
+		if r.TimedOut {
+			a.stats.handlersTimedOut.Add(1)
+		}
+	}
+}
+
+// watchNATS reports the connection's health to the agent's logger and
+// counters: asynchronous errors (a slow consumer dropping events among
+// them) at warn, disconnects at warn, reconnects at info. Handlers a
+// caller-provided connection already had still run.
+func (a *Agent) watchNATS(nc *nats.Conn) {
+	prevErr, prevDisc, prevRec := nc.Opts.AsyncErrorCB, nc.Opts.DisconnectedErrCB, nc.Opts.ReconnectedCB
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		a.stats.natsErrors.Add(1)
+		if errors.Is(err, nats.ErrSlowConsumer) && sub != nil {
+			dropped, _ := sub.Dropped()
+			a.log.Warn("NATS: the agent is not keeping up; events are being dropped", "subject", sub.Subject, "dropped_total", dropped)
+		} else {
+			a.log.Warn("NATS error", "err", err)
+		}
+		if prevErr != nil {
+			prevErr(c, sub, err)
+		}
+	})
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		a.stats.natsDisconnects.Add(1)
+		if !a.isClosed() {
+			a.log.Warn("NATS connection lost; reconnecting", "err", err)
+		}
+		if prevDisc != nil {
+			prevDisc(c, err)
+		}
+	})
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		a.stats.natsReconnects.Add(1)
+		a.log.Info("NATS connection back", "url", c.ConnectedUrl())
+		if prevRec != nil {
+			prevRec(c)
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pmixbus/pmixbus/agent"
+)
+
+// StatsSource is what the agent collector reads: *agent.Agent is one.
+type StatsSource interface {
+	Stats() agent.Stats
+}
+
+// metric is one exported value of a snapshot.
+type metric[S any] struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value func(S) float64
+}
+
+func newMetric[S any](name, help string, typ prometheus.ValueType, labels prometheus.Labels, value func(S) float64) metric[S] {
+	return metric[S]{desc: prometheus.NewDesc(name, help, nil, labels), typ: typ, value: value}
+}
+
+// snapshotCollector exports the metrics of one snapshot per scrape.
+type snapshotCollector[S any] struct {
+	snapshot func() (S, bool)
+	metrics  []metric[S]
+}
+
+func (c *snapshotCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+}
+
+func (c *snapshotCollector[S]) Collect(ch chan<- prometheus.Metric) {
+	s, ok := c.snapshot()
+	if !ok {
+		return
+	}
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Agent returns a collector of an agent's Stats, labelled with its
+// cluster and node.
+func Agent(a StatsSource, cluster, node string) prometheus.Collector {
+	l := prometheus.Labels{"cluster": cluster, "node": node}
+	g, c := prometheus.GaugeValue, prometheus.CounterValue
+	m := func(name, help string, typ prometheus.ValueType, v func(agent.Stats) float64) metric[agent.Stats] {
+		return newMetric("pmixbus_agent_"+name, help, typ, l, v)
+	}
+	return &snapshotCollector[agent.Stats]{
+		snapshot: func() (agent.Stats, bool) { return a.Stats(), true },
+		metrics: []metric[agent.Stats]{
+			m("clients_registered", "Clients the host registered, attached or not.", g, func(s agent.Stats) float64 { return float64(s.ClientsRegistered) }),
+			m("clients_attached", "Clients attached to the agent.", g, func(s agent.Stats) float64 { return float64(s.ClientsAttached) }),
+			m("connections", "Open client sockets, attached or still in their hello.", g, func(s agent.Stats) float64 { return float64(s.Connections) }),
+			m("subscriptions", "NATS subscriptions the clients' registrations need.", g, func(s agent.Stats) float64 { return float64(s.Subscriptions) }),
+			m("events_published_total", "Events the agent sent on NATS for its clients and host.", c, func(s agent.Stats) float64 { return float64(s.EventsPublished) }),
+			m("events_received_total", "Events that arrived on the agent's subscriptions.", c, func(s agent.Stats) float64 { return float64(s.EventsReceived) }),
+			m("events_malformed_total", "Events that arrived but could not be decoded.", c, func(s agent.Stats) float64 { return float64(s.EventsMalformed) }),
+			m("events_dropped_total", "Events NATS dropped because the agent's inbox was full (slow consumer).", c, func(s agent.Stats) float64 { return float64(s.EventsDropped) }),
+			m("chains_started_total", "Live deliveries to a local client's handler chain.", c, func(s agent.Stats) float64 { return float64(s.ChainsStarted) }),
+			m("chains_replayed_total", "Cached events replayed to new registrations.", c, func(s agent.Stats) float64 { return float64(s.ChainsReplayed) }),
+			m("chains_completed_total", "Handler chains that ended.", c, func(s agent.Stats) float64 { return float64(s.ChainsCompleted) }),
+			m("handlers_timed_out_total", "Handlers passed over for not completing within their timeout.", c, func(s agent.Stats) float64 { return float64(s.HandlersTimedOut) }),
+			m("outcomes_dropped_total", "Outcome reports not published because NATS was not keeping up.", c, func(s agent.Stats) float64 { return float64(s.OutcomesDropped) }),
+			m("cache_evictions_total", "Events the cluster's event cache discarded for its limits.", c, func(s agent.Stats) float64 { return float64(s.CacheEvictions) }),
+			m("nats_connected", "1 while the agent's NATS connection is up.", g, func(s agent.Stats) float64 { return b2f(s.NATSConnected) }),
+			m("nats_disconnects_total", "Times the agent lost its NATS connection.", c, func(s agent.Stats) float64 { return float64(s.NATSDisconnects) }),
+			m("nats_reconnects_total", "Times the agent's NATS connection came back.", c, func(s agent.Stats) float64 { return float64(s.NATSReconnects) }),
+			m("nats_errors_total", "Asynchronous errors NATS reported to the agent (slow consumers among them).", c, func(s agent.Stats) float64 { return float64(s.NATSErrors) }),
+		},
+	}
+}
