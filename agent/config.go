@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -153,8 +152,8 @@ func (c Config) Validate() error {
 }
 
 func splitListen(s string) (network, addr string, err error) {
-	network, addr, ok := strings.Cut(s, ":")
-	if !ok || addr == "" || (network != "unix" && network != "tcp") {
+	network, addr, err = proto.ParseAddr(s)
+	if err != nil {
 		return "", "", fmt.Errorf("listen %q: want unix:/path or tcp:127.0.0.1:port", s)
 	}
 	return network, addr, nil

@@ -23,8 +23,9 @@ type clientConn struct {
 	w   *proto.Writer
 	log *slog.Logger
 
-	entry *clientEntry
-	reg   *bus.Registry
+	entry    *clientEntry
+	reg      *bus.Registry
+	uid, gid int // the peer's, from SO_PEERCRED; -1 unknown
 
 	mu      sync.Mutex
 	seq     uint64
@@ -119,7 +120,7 @@ func (cc *clientConn) hello() error {
 	if f.Version != proto.Version {
 		return pmix.Errorf(pmix.ErrNotSupported, "protocol version %d, agent speaks %d", f.Version, proto.Version)
 	}
-	uid, err := peerUID(cc.c)
+	uid, gid, err := peerCred(cc.c)
 	if err != nil {
 		return pmix.Errorf(pmix.ErrInvalidCred, "reading peer credentials: %w", err)
 	}
@@ -137,7 +138,7 @@ func (cc *clientConn) hello() error {
 		return err
 	}
 	cc.mu.Lock()
-	cc.entry, cc.reg = e, reg
+	cc.entry, cc.reg, cc.uid, cc.gid = e, reg, uid, gid
 	cc.mu.Unlock()
 	cc.reply(f, nil, func(r *proto.Frame) {
 		r.Info = append([]pmix.Info{

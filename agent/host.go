@@ -17,15 +17,16 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // Environment variables a launched process needs; client.Init reads them.
 const (
-	EnvNspace     = "PMIX_NAMESPACE"
-	EnvRank       = "PMIX_RANK"
-	EnvAgent      = "PMIXBUS_AGENT"      // "unix:/path" or "tcp:127.0.0.1:port"
-	EnvCredential = "PMIXBUS_CREDENTIAL" // hex; the agent checks it at attach
+	EnvNspace     = proto.EnvNspace
+	EnvRank       = proto.EnvRank
+	EnvAgent      = proto.EnvAgent      // "unix:/path" or "tcp:127.0.0.1:port"
+	EnvCredential = proto.EnvCredential // hex; the agent checks it at attach
 )
 
 // Job describes a job (nspace) to the agent: what a host RM registers

@@ -239,7 +239,9 @@ func (p *publishLookup) conn(cc *clientConn) (*plConn, error) {
 	if !ok {
 		return nil, pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
 	}
-	uid, gid := peerIDs(cc.c)
+	cc.mu.Lock()
+	uid, gid := cc.uid, cc.gid
+	cc.mu.Unlock()
 	ctx, cancel := context.WithCancel(p.ctx)
 	pc := &plConn{ctx: ctx, cancel: cancel, work: make(chan func()), who: publishlookup.Identity{
 		Cluster: cc.a.cfg.Cluster, Node: cc.a.cfg.Node, Session: e.job.session, Proc: e.proc, UID: uid, GID: gid,

@@ -42,7 +42,7 @@ type Stats struct {
 // path's.
 type agentStats struct {
 	chainsCompleted, handlersTimedOut, outcomesDropped atomic.Uint64
-	natsDisconnects, natsReconnects, natsErrors         atomic.Uint64
+	natsDisconnects, natsReconnects, natsErrors        atomic.Uint64
 }
 
 // Stats returns a snapshot of the agent's counters. It is cheap and safe

@@ -20,10 +20,10 @@ import (
 // The environment a launched process finds (set by the agent's host, see
 // agent.RegisterClient).
 const (
-	EnvNspace     = "PMIX_NAMESPACE"
-	EnvRank       = "PMIX_RANK"
-	EnvAgent      = "PMIXBUS_AGENT"
-	EnvCredential = "PMIXBUS_CREDENTIAL"
+	EnvNspace     = proto.EnvNspace
+	EnvRank       = proto.EnvRank
+	EnvAgent      = proto.EnvAgent
+	EnvCredential = proto.EnvCredential
 )
 
 // Client is an attached process.
@@ -125,8 +125,8 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrInit, "%s: %v", EnvRank, err)
 	}
-	network, addr, ok := strings.Cut(o.env(EnvAgent), ":")
-	if !ok || (network != "unix" && network != "tcp") {
+	network, addr, err := proto.ParseAddr(o.env(EnvAgent))
+	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrInit, "%s=%q: want unix:/path or tcp:host:port", EnvAgent, o.env(EnvAgent))
 	}
 	var d net.Dialer
