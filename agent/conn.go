@@ -164,7 +164,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.reply(f, nil, func(r *proto.Frame) { r.ID = uint64(id) })
 		replied()
 	case proto.TypeDeregister:
-		cc.reply(f, cc.a.router.deregister(cc.a.ctx, cc.reg, bus.ID(f.ID)), nil)
+		cc.reply(f, cc.a.router.deregister(cc, cc.reg, bus.ID(f.ID)), nil)
 	case proto.TypeNotify:
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
@@ -273,9 +273,7 @@ func (cc *clientConn) close(why error) {
 		if entry != nil {
 			cc.a.detach(entry, cc)
 			if !cc.a.isClosed() { // Shutdown drops every subscription at once
-				if err := cc.a.router.update(cc.a.ctx); err != nil && cc.a.ctx.Err() == nil {
-					cc.log.Warn("updating subscriptions after a client left", "err", err)
-				}
+				cc.a.router.forget(cc)
 			}
 			cc.log.Debug("client detached")
 		}

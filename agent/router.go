@@ -49,13 +49,16 @@ type router struct {
 	holds  map[recipient][]*hold
 	nholds atomic.Int32 // len of all holds, read on every event without holdMu
 
-	// updMu serializes update, which subscribes and unsubscribes under it
-	// (buffered writes, never a round trip); mu guards the maps, which
-	// the dispatch goroutine reads on every event.
-	updMu  sync.Mutex
-	mu     sync.Mutex
-	subs   map[string]subscription   // by subject
-	scopes map[string]subjects.Scope // by subject
+	// updMu serializes changes to the subscriptions, which subscribe and
+	// unsubscribe under it (buffered writes, never a round trip): needs,
+	// interest and contrib. mu guards subs and scopes, which the dispatch
+	// goroutine reads on every event.
+	updMu    sync.Mutex
+	interest map[string]*scopeInterest            // by scope prefix
+	contrib  map[recipient]map[bus.ID][]scopeNeed // what each registration asked for
+	mu       sync.Mutex
+	subs     map[string]subscription   // by subject
+	scopes   map[string]subjects.Scope // by subject
 
 	seen recentIDs // only the dispatch goroutine touches it
 
@@ -115,6 +118,7 @@ func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logge
 		msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
 		holds: make(map[recipient][]*hold),
 		subs:  make(map[string]subscription), scopes: make(map[string]subjects.Scope),
+		interest: make(map[string]*scopeInterest), contrib: make(map[recipient]map[bus.ID][]scopeNeed),
 		seen: newRecentIDs(4096),
 	}
 }
@@ -144,15 +148,18 @@ func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status
 	if !ok {
 		return 0, nil, pmix.Errorf(pmix.ErrLostConnectionToClient, "client %v is not attached", proc)
 	}
+	if len(codes) > MaxRegistrationCodes {
+		return 0, nil, pmix.Errorf(pmix.ErrBadParam, "a registration names %d codes; at most %d (register a default handler to take every code)", len(codes), MaxRegistrationCodes)
+	}
 	id, err := reg.RegisterHeld(codes, info, h)
 	if err != nil {
 		return 0, nil, err
 	}
 	hd := r.addHold(rc, reg, id)
-	if err := r.update(ctx); err != nil {
+	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, hd.reg)); err != nil {
 		r.dropHold(hd)
 		_ = reg.Deregister(id)
-		_ = r.update(ctx)
+		r.unsubscribe(rc, id)
 		return 0, nil, err
 	}
 	// Read the cache now, so that the replay and the release are queued
@@ -172,12 +179,24 @@ func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status
 	return id, func() { close(replied) }, nil
 }
 
-// deregister removes a registration and the subscriptions only it needed.
-func (r *router) deregister(ctx context.Context, reg *bus.Registry, id bus.ID) error {
+// deregister removes a registration of client rc and the subscriptions
+// only it needed.
+func (r *router) deregister(rc recipient, reg *bus.Registry, id bus.ID) error {
 	if err := reg.Deregister(id); err != nil {
 		return err
 	}
-	return r.update(ctx)
+	r.unsubscribe(rc, id)
+	return nil
+}
+
+// forget drops the subscriptions a client that left needed.
+func (r *router) forget(rc recipient) {
+	r.updMu.Lock()
+	defer r.updMu.Unlock()
+	for _, needs := range r.contrib[rc] {
+		r.release(needs)
+	}
+	delete(r.contrib, rc)
 }
 
 // dispatchBatch bounds how many queued events one pass handles before the
@@ -286,66 +305,50 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) {
 	}
 }
 
-// scopeNeed is what one scope's subscriptions must cover: every code, or
+// MaxRegistrationCodes bounds the codes one registration may name: each
+// is a subscription per scope, so an unbounded list is an unbounded cost
+// on the agent and the NATS server.
+const MaxRegistrationCodes = 4096
+
+// wildcardAbove is the number of codes beyond which a registration
+// subscribes to its scopes' wildcards instead of a subject per code, and
+// the registry's filter picks the codes: NATS's interest routing is then
+// coarser, but a registration of many codes costs a few subscriptions.
+const wildcardAbove = 32
+
+// scopeNeed is what one registration needs of one scope: every code, or
 // some codes.
 type scopeNeed struct {
 	scope subjects.Scope
 	all   bool
-	codes map[pmix.Status]bool
+	codes []pmix.Status
 }
 
-func (n *scopeNeed) add(codes []pmix.Status) {
-	if len(codes) == 0 {
-		n.all = true
-		return
-	}
-	for _, c := range codes {
-		n.codes[c] = true
-	}
-}
-
-// wanted returns the subjects the attached clients' registrations need,
-// with their scopes.
-func (r *router) wanted() map[string]subjects.Scope {
-	needs := map[string]*scopeNeed{}
-	need := func(sc subjects.Scope) *scopeNeed {
-		n, ok := needs[sc.Prefix()]
-		if !ok {
-			n = &scopeNeed{scope: sc, codes: map[pmix.Status]bool{}}
-			needs[sc.Prefix()] = n
+// needsOf returns what registration g of client proc (of session) needs
+// subscribed: its client's scopes, for job events if it wants them and
+// their environment twins for the codes it wants of those.
+func (r *router) needsOf(proc pmix.Proc, session string, g bus.Registration) []scopeNeed {
+	scopes := event.ClientScopes(r.place, proc.Nspace, session)
+	var out []scopeNeed
+	add := func(codes []pmix.Status, env bool) {
+		all := len(codes) == 0 || len(codes) > wildcardAbove
+		if all {
+			codes = nil
 		}
-		return n
-	}
-	for _, rc := range r.host.recipients() {
-		proc, session, reg, ok := rc.target()
-		if !ok {
-			continue
-		}
-		scopes := event.ClientScopes(r.place, proc.Nspace, session)
-		for _, g := range reg.Registrations() {
-			if g.WantsJob() {
-				for _, sc := range scopes {
-					need(sc).add(g.Codes)
-				}
+		for _, sc := range scopes {
+			if env {
+				sc = sc.Environment()
 			}
-			if codes, ok := envCodes(g); ok {
-				for _, sc := range scopes {
-					need(sc.Environment()).add(codes)
-				}
-			}
+			out = append(out, scopeNeed{scope: sc, all: all, codes: codes})
 		}
 	}
-	want := map[string]subjects.Scope{}
-	for _, n := range needs {
-		var codes []pmix.Status
-		if !n.all {
-			codes = slices.Collect(maps.Keys(n.codes))
-		}
-		for _, subj := range n.scope.Patterns(codes) {
-			want[subj] = n.scope
-		}
+	if g.WantsJob() {
+		add(g.Codes, false)
 	}
-	return want
+	if codes, ok := envCodes(g); ok {
+		add(codes, true)
+	}
+	return out
 }
 
 // envCodes reports whether a registration wants environment events, and
@@ -363,18 +366,32 @@ func envCodes(g bus.Registration) ([]pmix.Status, bool) {
 	return codes, len(codes) > 0
 }
 
-// update brings the subscriptions in line with the registrations of the
-// attached clients, then waits (within ctx and flushTimeout) until the
-// server knows them, so that an event notified after a registration call
-// returned is not missed. A wildcard for a scope replaces its single-code
-// subjects, so no event arrives twice through overlapping subscriptions.
-//
+// scopeInterest counts, for one scope, the registrations that need every
+// code and those that need each code. The scope is subscribed to by its
+// wildcard while any registration needs every code, else by a subject per
+// code needed, so no event arrives twice through overlapping
+// subscriptions.
+type scopeInterest struct {
+	scope subjects.Scope
+	all   int
+	codes map[pmix.Status]int
+}
+
+// subscribe records registration id of client rc and subscribes to what
+// it needs beyond what is already subscribed, then waits (within ctx and
+// flushTimeout) until the server knows it, so that an event notified
+// after the registration call returned is not missed. The cost is the
+// registration's own scopes and codes, whatever the number of clients.
 // No lock is held across the flush: dispatch goes on meanwhile.
-func (r *router) update(ctx context.Context) error {
+func (r *router) subscribe(ctx context.Context, rc recipient, id bus.ID, needs []scopeNeed) error {
 	r.updMu.Lock()
-	err := r.apply(r.wanted())
+	if r.contrib[rc] == nil {
+		r.contrib[rc] = map[bus.ID][]scopeNeed{}
+	}
+	r.contrib[rc][id] = needs
+	added, err := r.acquire(needs)
 	r.updMu.Unlock()
-	if err != nil {
+	if err != nil || !added {
 		return err
 	}
 	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
@@ -385,51 +402,142 @@ func (r *router) update(ctx context.Context) error {
 	return nil
 }
 
-// apply subscribes to the subjects of want the router lacks and drops the
-// others. Subscribing comes first, so a scope moving from single codes to
-// its wildcard never misses an event; the id filter drops the duplicates
-// the overlap may bring. Called with updMu held.
-func (r *router) apply(want map[string]subjects.Scope) error {
-	var firstErr error
-	for _, subj := range slices.Sorted(maps.Keys(want)) {
-		r.mu.Lock()
-		_, have := r.subs[subj]
-		if !have {
-			r.scopes[subj] = want[subj] // before any message can arrive
+// unsubscribe drops what registration id of client rc needed and no other
+// registration needs.
+func (r *router) unsubscribe(rc recipient, id bus.ID) {
+	r.updMu.Lock()
+	defer r.updMu.Unlock()
+	needs, ok := r.contrib[rc][id]
+	if !ok {
+		return
+	}
+	delete(r.contrib[rc], id)
+	if len(r.contrib[rc]) == 0 {
+		delete(r.contrib, rc)
+	}
+	r.release(needs)
+}
+
+// acquire counts needs in, subscribing where a count leaves zero, and
+// reports whether it subscribed to anything. A scope moving to its
+// wildcard subscribes to it before dropping its code subjects, so no event
+// is missed meanwhile; the id filter drops the duplicates the overlap may
+// bring. Called with updMu held.
+func (r *router) acquire(needs []scopeNeed) (added bool, err error) {
+	sub := func(sc subjects.Scope, subjs []string) {
+		for _, subj := range subjs {
+			if e := r.subscribeSubject(sc, subj); e != nil && err == nil {
+				err = e
+			}
+			added = true
 		}
-		r.mu.Unlock()
-		if have {
+	}
+	for _, n := range needs {
+		in := r.interest[n.scope.Prefix()]
+		if in == nil {
+			in = &scopeInterest{scope: n.scope, codes: map[pmix.Status]int{}}
+			r.interest[n.scope.Prefix()] = in
+		}
+		if n.all {
+			in.all++
+			if in.all == 1 {
+				sub(in.scope, in.scope.Patterns(nil))
+				for c := range in.codes {
+					r.unsubscribeSubjects(in.scope.Patterns([]pmix.Status{c}))
+				}
+			}
 			continue
 		}
-		sub, err := r.nc.Subscribe(subj, r.msgs)
-		r.mu.Lock()
-		if err != nil {
-			delete(r.scopes, subj)
-		} else {
-			r.subs[subj] = sub
-		}
-		r.mu.Unlock()
-		if err != nil && firstErr == nil {
-			firstErr = pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %w", subj, err)
+		for _, c := range n.codes {
+			in.codes[c]++
+			if in.codes[c] == 1 && in.all == 0 {
+				sub(in.scope, in.scope.Patterns([]pmix.Status{c}))
+			}
 		}
 	}
-	r.mu.Lock()
-	var drop []subscription
-	for subj, sub := range r.subs {
-		if _, ok := want[subj]; !ok {
-			drop = append(drop, sub)
-			delete(r.subs, subj)
-			delete(r.scopes, subj)
+	return added, err
+}
+
+// release counts needs out, unsubscribing where a count reaches zero.
+// Called with updMu held.
+func (r *router) release(needs []scopeNeed) {
+	for _, n := range needs {
+		in := r.interest[n.scope.Prefix()]
+		if in == nil {
+			continue
 		}
+		if n.all {
+			in.all--
+			if in.all == 0 {
+				for c := range in.codes {
+					_ = r.subscribeSubjects(in.scope, in.scope.Patterns([]pmix.Status{c}))
+				}
+				r.unsubscribeSubjects(in.scope.Patterns(nil))
+			}
+		} else {
+			for _, c := range n.codes {
+				in.codes[c]--
+				if in.codes[c] <= 0 {
+					delete(in.codes, c)
+					if in.all == 0 {
+						r.unsubscribeSubjects(in.scope.Patterns([]pmix.Status{c}))
+					}
+				}
+			}
+		}
+		if in.all == 0 && len(in.codes) == 0 {
+			delete(r.interest, n.scope.Prefix())
+		}
+	}
+}
+
+func (r *router) subscribeSubjects(sc subjects.Scope, subjs []string) error {
+	var first error
+	for _, subj := range subjs {
+		if err := r.subscribeSubject(sc, subj); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// subscribeSubject subscribes to one subject of scope sc, if not yet.
+func (r *router) subscribeSubject(sc subjects.Scope, subj string) error {
+	r.mu.Lock()
+	_, have := r.subs[subj]
+	if !have {
+		r.scopes[subj] = sc // before any message can arrive
 	}
 	r.mu.Unlock()
-	for _, sub := range drop {
+	if have {
+		return nil
+	}
+	sub, err := r.nc.Subscribe(subj, r.msgs)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		delete(r.scopes, subj)
+		return pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %w", subj, err)
+	}
+	r.subs[subj] = sub
+	return nil
+}
+
+func (r *router) unsubscribeSubjects(subjs []string) {
+	for _, subj := range subjs {
+		r.mu.Lock()
+		sub, ok := r.subs[subj]
+		delete(r.subs, subj)
+		delete(r.scopes, subj)
+		r.mu.Unlock()
+		if !ok {
+			continue
+		}
 		if n, err := sub.Dropped(); err == nil {
 			r.stats.droppedGone.Add(uint64(n))
 		}
 		_ = sub.Unsubscribe()
 	}
-	return firstErr
 }
 
 // dropped is how many arriving events NATS dropped because the inbox was
@@ -464,7 +572,12 @@ func (r *router) subjects() []string {
 func (r *router) close() {
 	r.updMu.Lock()
 	defer r.updMu.Unlock()
-	_ = r.apply(nil)
+	r.mu.Lock()
+	subjs := slices.Collect(maps.Keys(r.subs))
+	r.mu.Unlock()
+	r.unsubscribeSubjects(subjs)
+	clear(r.interest)
+	clear(r.contrib)
 }
 
 // hold is a registration being replayed to: the live events it would have

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -162,12 +163,81 @@ func TestRouterInMemory(t *testing.T) {
 		t.Errorf("b0 got %v", got)
 	}
 
-	if err := r.deregister(t.Context(), a0.reg, idA); err != nil {
+	if err := r.deregister(a0, a0.reg, idA); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range r.subjects() {
 		if strings.HasPrefix(s, "pmix.evt.") {
 			t.Errorf("subscription %s left after the only job-event registration went", s)
 		}
+	}
+}
+
+// Subscriptions are counted per scope and code: a subject stays while any
+// registration needs it; a scope's wildcard replaces its code subjects
+// while a registration needs every code (or more than wildcardAbove); a
+// registration of too many codes is refused.
+func TestRouterSubscriptionCounting(t *testing.T) {
+	place := event.Place{Cluster: "A", Node: "n1"}
+	c1 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 0}, "")
+	c2 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 1}, "")
+	host := &fakeHost{clients: []recipient{c1, c2}}
+	done := make(chan struct{})
+	defer close(done)
+	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done)
+	go r.dispatch()
+	jobOnly := []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))}
+	register := func(c *fakeClient, codes []pmix.Status) bus.ID {
+		t.Helper()
+		id, replied, err := r.register(t.Context(), c, codes, jobOnly, c.handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replied()
+		return id
+	}
+	node := func() []string {
+		var out []string
+		for _, s := range r.subjects() {
+			if strings.HasPrefix(s, "pmix.evt.A.node.n1.") {
+				out = append(out, strings.TrimPrefix(s, "pmix.evt.A.node.n1."))
+			}
+		}
+		return out
+	}
+	want := func(what string, subjs ...string) {
+		t.Helper()
+		if got := node(); !slices.Equal(got, subjs) {
+			t.Fatalf("%s: node scope subscribed to %v, want %v", what, got, subjs)
+		}
+	}
+	a := register(c1, []pmix.Status{-3001})
+	register(c2, []pmix.Status{-3001, -3002})
+	want("two registrations", "-3001", "-3001.nc", "-3002", "-3002.nc")
+	if err := r.deregister(c1, c1.reg, a); err != nil {
+		t.Fatal(err)
+	}
+	want("-3001 still needed by c2", "-3001", "-3001.nc", "-3002", "-3002.nc")
+	d := register(c1, nil)
+	want("a default registration takes the wildcard", ">")
+	if err := r.deregister(c1, c1.reg, d); err != nil {
+		t.Fatal(err)
+	}
+	want("the codes come back", "-3001", "-3001.nc", "-3002", "-3002.nc")
+	r.forget(c2)
+	want("the client left")
+
+	many := make([]pmix.Status, wildcardAbove+1)
+	for i := range many {
+		many[i] = pmix.Status(-4000 - i)
+	}
+	register(c1, many)
+	want("many codes take the wildcard", ">")
+	tooMany := make([]pmix.Status, MaxRegistrationCodes+1)
+	for i := range tooMany {
+		tooMany[i] = pmix.Status(-5000 - i)
+	}
+	if _, _, err := r.register(t.Context(), c2, tooMany, nil, c2.handler); !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("a registration of %d codes: %v", len(tooMany), err)
 	}
 }
