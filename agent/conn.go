@@ -62,7 +62,7 @@ func (w deadlineWriter) Write(p []byte) (int, error) {
 func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)) {
 	f := &proto.Frame{Type: proto.TypeReply, Seq: req.Seq}
 	if err != nil {
-		f.Status, f.Message = pmix.StatusOf(err), err.Error()
+		f.SetErr(err)
 	} else if fill != nil {
 		fill(f)
 	}
@@ -98,12 +98,13 @@ func (cc *clientConn) serve() {
 
 // fail tells the client why it is being dropped, if the socket still works.
 func (cc *clientConn) fail(err error) {
-	status := pmix.StatusOf(err)
-	if status == pmix.ErrGeneral {
-		status = pmix.ErrCommFailure
+	f := &proto.Frame{Type: proto.TypeError}
+	f.SetErr(err)
+	if f.Status == pmix.ErrGeneral {
+		f.Status = pmix.ErrCommFailure
 	}
 	_ = cc.c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = cc.write(&proto.Frame{Type: proto.TypeError, Status: status, Message: err.Error()})
+	_ = cc.write(f)
 }
 
 func (cc *clientConn) hello() error {
