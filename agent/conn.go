@@ -31,6 +31,8 @@ type clientConn struct {
 	pending map[uint64]*pendingInvoke
 	closed  bool
 	once    sync.Once
+
+	released sync.Once // the entry's detach, see release
 }
 
 type pendingInvoke struct {
@@ -202,6 +204,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFinalize:
+		cc.release(cc.entry)
 		cc.reply(f, nil, nil)
 		return false
 	default:
@@ -301,13 +304,21 @@ func (cc *clientConn) close(why error) {
 			reg.Close()
 		}
 		if entry != nil {
-			cc.a.detach(entry, cc)
+			cc.release(entry)
 			if err := cc.a.router.update(); err != nil {
 				cc.log.Warn("updating subscriptions after a client left", "err", err)
 			}
 			cc.log.Debug("client detached")
 		}
 	})
+}
+
+// release detaches the connection from its client entry, once: at finalize
+// before the reply, so that the identity is free (and its
+// PMIX_PERSIST_PROC data gone) when the client's Finalize returns and the
+// next process with it can attach at once; or when the connection closes.
+func (cc *clientConn) release(e *clientEntry) {
+	cc.released.Do(func() { cc.a.detach(e, cc) })
 }
 
 // attached reports the client's entry and registry, or false before hello

@@ -1,14 +1,18 @@
 package test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -189,5 +194,131 @@ func checkSentinelList(t *testing.T) {
 	}
 	if seen != len(sentinels) {
 		t.Errorf("errors.go files define %d sentinels, the test lists %d", seen, len(sentinels))
+	}
+}
+
+// refusals counts the agent's "client refused" warnings, passing records
+// on to the test log at its level.
+type refusals struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h refusals) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.Handler.Enabled(ctx, l)
+}
+
+func (h refusals) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "client refused" {
+		h.n.Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h refusals) WithAttrs(as []slog.Attr) slog.Handler {
+	return refusals{h.Handler.WithAttrs(as), h.n}
+}
+
+func (h refusals) WithGroup(g string) slog.Handler { return refusals{h.Handler.WithGroup(g), h.n} }
+
+// soloAgent starts one agent on a server of its own, with a job "j" of
+// ranks 0 and 1 on its node, and counts the clients it refuses. GLOBAL
+// data stays in the cluster's domain unless mod says otherwise.
+func soloAgent(t *testing.T, mod func(*agent.Config)) (*agent.Agent, *atomic.Int64) {
+	t.Helper()
+	srv := clustertest.StartServer(t, "A")
+	dir := shortDir(t)
+	cfg := agent.DefaultConfig("A", "n1")
+	cfg.URL = srv.ClientURL()
+	cfg.Listen = "unix:" + filepath.Join(dir, "n1.sock")
+	cfg.GlobalDomain = ""
+	if mod != nil {
+		mod(&cfg)
+	}
+	n := &atomic.Int64{}
+	var base slog.Handler = slog.DiscardHandler
+	if l := clustertest.Logger(t); l != nil {
+		base = l.Handler()
+	}
+	cfg.Logger = slog.New(refusals{base, n})
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("agent shutdown: %v", err)
+		}
+	})
+	if err := a.RegisterJob(agent.Job{Nspace: "j", Session: "s1", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	return a, n
+}
+
+func initClient(t *testing.T, env map[string]string) *client.Client {
+	t.Helper()
+	c, err := client.Init(t.Context(), client.WithEnv(env))
+	if err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	return c
+}
+
+// TestSecondAttachRefusedAtOnce: a second process attaching with an
+// identity already attached is refused at once with ErrAlreadyAttached,
+// which a client tells apart from other errors of the status without
+// knowing the agent; the agent says so once. When the holder's Finalize
+// returns, the identity is free.
+func TestSecondAttachRefusedAtOnce(t *testing.T) {
+	a, refused := soloAgent(t, nil)
+	env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := initClient(t, env)
+
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	start := time.Now()
+	_, err = client.Init(ctx, client.WithEnv(env))
+	if took := time.Since(start); took > waitTime/2 {
+		t.Errorf("the refusal took %v", took)
+	}
+	switch {
+	case !errors.Is(err, agent.ErrAlreadyAttached), !errors.Is(err, client.ErrAlreadyAttached),
+		!errors.Is(err, pmix.ErrInvalidOperation):
+		t.Fatalf("second attach: %v, want ErrAlreadyAttached", err)
+	case errors.Is(err, agent.ErrClosed), errors.Is(err, publishlookup.ErrClosed):
+		t.Fatalf("second attach: %v matches other sentinels of its status", err)
+	}
+	if want := "client already attached: j.0 (PMIX_ERR_INVALID_OPERATION)"; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("the agent logged %d refusals, want 1", n)
+	}
+
+	// The identity is free when Finalize returns: no retry needed.
+	if err := first.Finalize(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		c, err := client.Init(t.Context(), client.WithEnv(env))
+		if err != nil {
+			t.Fatalf("attach %d right after a finalize: %v", i, err)
+		}
+		if err := c.Finalize(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
