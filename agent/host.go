@@ -41,14 +41,18 @@ type Job struct {
 
 // RegisterJob registers or replaces a job.
 //
-// Errors: pmix.ErrBadParam for an empty or over-long nspace, or a proc
-// with an invalid rank or no node; ErrClosed after Shutdown.
+// Errors: pmix.ErrBadParam for an empty or over-long nspace, a session or
+// node name over subjects.MaxNameLen, or a proc with an invalid rank or no
+// node; ErrClosed after Shutdown.
 func (a *Agent) RegisterJob(j Job) error {
 	if j.Nspace == "" || len(j.Nspace) > pmix.MaxNspaceLen {
 		return pmix.Errorf(pmix.ErrBadParam, "job nspace %s: %d bytes, want 1 to %d", pmix.Quote(j.Nspace), len(j.Nspace), pmix.MaxNspaceLen)
 	}
+	if err := subjects.CheckName("job session", j.Session); err != nil {
+		return err
+	}
 	for r, n := range j.Procs {
-		if !r.Valid() || n == "" {
+		if !r.Valid() || n == "" || len(n) > subjects.MaxNameLen {
 			return pmix.Errorf(pmix.ErrBadParam, "job %s: proc rank %v on node %s is invalid", j.Nspace, r, pmix.Quote(n))
 		}
 	}
@@ -235,9 +239,9 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // It returns the event's id, which the outcome reports of the chains it
 // causes carry (event.OutcomeReport.EventID).
 //
-// Errors: pmix.ErrBadParam for a missing target, PROC_LOCAL or an invalid
-// range; pmix.ErrUnreach if NATS refused the publish; ctx.Err() if ctx
-// ended first.
+// Errors: pmix.ErrBadParam for a missing target, PROC_LOCAL, an invalid
+// range, or a target name too long for a subject; pmix.ErrUnreach if NATS
+// refused the publish; ctx.Err() if ctx ended first.
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
 	m := &event.Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,

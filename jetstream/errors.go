@@ -30,7 +30,8 @@ var (
 	// succeed.
 	ErrUnreachable = pmix.NewCodedError(pmix.ErrUnreach, "jetstream.unreachable", "domain unreachable")
 
-	// ErrInvalidKey: a key outside the alphabet of KV keys, or empty.
+	// ErrInvalidKey: a key outside the alphabet of KV keys, empty, or over
+	// MaxKeyLen bytes.
 	ErrInvalidKey = pmix.NewCodedError(pmix.ErrBadParam, "jetstream.invalid_key", "invalid key")
 
 	// ErrInvalidKVConfig: KVConfig.Validate found a problem.
@@ -97,5 +98,8 @@ func statusError(status, description, what string) error {
 
 // keyError reports an invalid key.
 func keyError(key string) error {
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key too long: %d bytes, at most %d (%s)", ErrInvalidKey, len(key), MaxKeyLen, pmix.Quote(key))
+	}
 	return fmt.Errorf("%w: %s: want letters, digits, '-', '_', '=', '/' and non-empty '.'-separated tokens", ErrInvalidKey, pmix.Quote(key))
 }

@@ -244,20 +244,7 @@ func soloAgent(t *testing.T, mod func(*agent.Config)) (*agent.Agent, *atomic.Int
 		base = l.Handler()
 	}
 	cfg.Logger = slog.New(refusals{base, n})
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("agent shutdown: %v", err)
-		}
-	})
+	a := runAgent(t, cfg)
 	if err := a.RegisterJob(agent.Job{Nspace: "j", Session: "s1", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +308,90 @@ func TestSecondAttachRefusedAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestErrorsReachTheClient: the errors a client gets from the agent keep
+// the identity of the sentinel behind them and print their status once,
+// without package prefixes; user input is not echoed at length; and a key
+// or name too long for a NATS subject is refused before anything is sent,
+// so the agent's connection survives it.
+func TestErrorsReachTheClient(t *testing.T) {
+	a, _ := soloAgent(t, nil)
+	env0, _ := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env1, _ := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 1})
+	c0, c1 := initClient(t, env0), initClient(t, env1)
+
+	checkText := func(what string, err error) {
+		t.Helper()
+		text := err.Error()
+		if n := strings.Count(text, "("+pmix.StatusOf(err).String()+")"); n != 1 {
+			t.Errorf("%s: %q names its status %d times", what, text, n)
+		}
+		for _, prefix := range []string{"publishlookup: ", "jetstream: ", "agent: ", "bus: "} {
+			if strings.Contains(text, prefix) {
+				t.Errorf("%s: %q has the package prefix %q", what, text, prefix)
+			}
+		}
+		if len(text) > 300 {
+			t.Errorf("%s: a message of %d bytes: %.100q…", what, len(text), text)
+		}
+	}
+
+	_, err := c0.Lookup(t.Context(), []string{"absent"}, nil)
+	if !errors.Is(err, publishlookup.ErrNotFound) || !errors.Is(err, pmix.ErrNotFound) || errors.Is(err, agent.ErrUnknownClient) {
+		t.Errorf("lookup of an absent key: %v", err)
+	}
+	checkText("not found", err)
+
+	if err := c0.Publish(t.Context(), []pmix.Info{str("k", "v")}); err != nil {
+		t.Fatal(err)
+	}
+	err = c1.Publish(t.Context(), []pmix.Info{str("k", "w")})
+	if !errors.Is(err, publishlookup.ErrDuplicate) || !errors.Is(err, pmix.ErrDuplicateKey) || errors.Is(err, jetstream.ErrKeyExists) {
+		t.Errorf("duplicate publish: %v", err)
+	}
+	checkText("duplicate", err)
+
+	long := strings.Repeat("k", 3000)
+	err = c0.Publish(t.Context(), []pmix.Info{str(long, "v")})
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "key too long: 3000 bytes, at most 511") {
+		t.Errorf("publish of a long key: %v", err)
+	}
+	checkText("long key", err)
+	_, err = c0.Lookup(t.Context(), []string{long}, nil)
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "key too long") {
+		t.Errorf("lookup of a long key: %v", err)
+	}
+
+	// Names made into subjects: a client's CUSTOM target, the host's
+	// NAMESPACE target.
+	longProc := pmix.Proc{Nspace: strings.Repeat("n", 3000), Rank: 0}
+	err = c0.NotifyEvent(t.Context(), 1, pmix.RangeCustom, []pmix.Info{pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{longProc}))})
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "nspace too long: 3000 bytes, at most 255") {
+		t.Errorf("notify to a long nspace: %v", err)
+	}
+	checkText("long nspace", err)
+	_, err = a.Notify(t.Context(), 1, pmix.RangeNamespace, false, []pmix.Info{str(pmix.KeyNspace, longProc.Nspace)})
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "nspace too long") {
+		t.Errorf("host notify to a long nspace: %v", err)
+	}
+	if err := a.RegisterJob(agent.Job{Nspace: "j2", Session: longProc.Nspace}); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("job with a long session: %v", err)
+	}
+	if err := a.NATS().FlushTimeout(waitTime); err != nil || !a.NATS().IsConnected() {
+		t.Fatalf("the agent's NATS connection: %v (last error %v)", err, a.NATS().LastError())
+	}
+	if err := c1.NotifyEvent(t.Context(), 1, pmix.RangeNamespace, nil); err != nil {
+		t.Errorf("notify after the refusals: %v", err)
+	}
+
+	// GLOBAL data in a hub domain that does not answer: the error keeps
+	// the bucket's sentinel and says PMIX_ERR_UNREACH once.
+	cut, _ := soloAgent(t, func(c *agent.Config) { c.GlobalDomain = "hub" })
+	env, _ := cut.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	_, err = initClient(t, env).Lookup(t.Context(), []string{"k"}, []pmix.Info{rng(pmix.RangeGlobal)})
+	if !errors.Is(err, jetstream.ErrUnreachable) || !errors.Is(err, pmix.ErrUnreach) {
+		t.Errorf("lookup in an unreachable domain: %v", err)
+	}
+	checkText("unreachable", err)
 }
