@@ -13,6 +13,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/publishlookup"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -112,6 +113,8 @@ func (c Config) Validate() error {
 	}
 	if c.Node == "" {
 		errs = append(errs, errors.New("node: must not be empty"))
+	} else if err := subjects.CheckName("node", c.Node); err != nil {
+		errs = append(errs, errors.New(pmix.MessageOf(err)))
 	}
 	if _, _, err := splitListen(c.Listen); err != nil {
 		errs = append(errs, err)

@@ -32,6 +32,8 @@ type clientConn struct {
 	pending map[uint64]*pendingInvoke
 	closed  bool
 	once    sync.Once
+
+	released sync.Once // the entry's detach, see release
 }
 
 type pendingInvoke struct {
@@ -63,7 +65,7 @@ func (w deadlineWriter) Write(p []byte) (int, error) {
 func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)) {
 	f := &proto.Frame{Type: proto.TypeReply, Seq: req.Seq}
 	if err != nil {
-		f.Status, f.Message = pmix.StatusOf(err), err.Error()
+		f.SetErr(err)
 	} else if fill != nil {
 		fill(f)
 	}
@@ -99,12 +101,13 @@ func (cc *clientConn) serve() {
 
 // fail tells the client why it is being dropped, if the socket still works.
 func (cc *clientConn) fail(err error) {
-	status := pmix.StatusOf(err)
-	if status == pmix.ErrGeneral {
-		status = pmix.ErrCommFailure
+	f := &proto.Frame{Type: proto.TypeError}
+	f.SetErr(err)
+	if f.Status == pmix.ErrGeneral {
+		f.Status = pmix.ErrCommFailure
 	}
 	_ = cc.c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = cc.write(&proto.Frame{Type: proto.TypeError, Status: status, Message: err.Error()})
+	_ = cc.write(f)
 }
 
 func (cc *clientConn) hello() error {
@@ -172,6 +175,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFinalize:
+		cc.release(cc.entry)
 		cc.reply(f, nil, nil)
 		return false
 	default:
@@ -271,7 +275,7 @@ func (cc *clientConn) close(why error) {
 			reg.Close()
 		}
 		if entry != nil {
-			cc.a.detach(entry, cc)
+			cc.release(entry)
 			if !cc.a.isClosed() { // Shutdown drops every subscription at once
 				cc.a.router.forget(cc)
 			}
@@ -296,6 +300,14 @@ func (cc *clientConn) uncork() {
 	if err := cc.w.Uncork(); err != nil {
 		cc.close(nil) // it stopped reading; see writeTimeout
 	}
+}
+
+// release detaches the connection from its client entry, once: at finalize
+// before the reply, so that the identity is free (and its
+// PMIX_PERSIST_PROC data gone) when the client's Finalize returns and the
+// next process with it can attach at once; or when the connection closes.
+func (cc *clientConn) release(e *clientEntry) {
+	cc.released.Do(func() { cc.a.detach(e, cc) })
 }
 
 // attached reports the client's entry and registry, or false before hello

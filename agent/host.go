@@ -42,15 +42,19 @@ type Job struct {
 
 // RegisterJob registers or replaces a job.
 //
-// Errors: ErrBadParam for an empty or over-long nspace, or a proc with an
-// invalid rank or no node; ErrClosed after Shutdown.
+// Errors: pmix.ErrBadParam for an empty or over-long nspace, a session or
+// node name over subjects.MaxNameLen, or a proc with an invalid rank or no
+// node; ErrClosed after Shutdown.
 func (a *Agent) RegisterJob(j Job) error {
 	if j.Nspace == "" || len(j.Nspace) > pmix.MaxNspaceLen {
-		return pmix.Errorf(pmix.ErrBadParam, "job nspace %q: must be 1 to %d bytes", j.Nspace, pmix.MaxNspaceLen)
+		return pmix.Errorf(pmix.ErrBadParam, "job nspace %s: %d bytes, want 1 to %d", pmix.Quote(j.Nspace), len(j.Nspace), pmix.MaxNspaceLen)
+	}
+	if err := subjects.CheckName("job session", j.Session); err != nil {
+		return err
 	}
 	for r, n := range j.Procs {
-		if !r.Valid() || n == "" {
-			return pmix.Errorf(pmix.ErrBadParam, "job %s: proc rank %v on node %q is invalid", j.Nspace, r, n)
+		if !r.Valid() || n == "" || len(n) > subjects.MaxNameLen {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: proc rank %v on node %s is invalid", j.Nspace, r, pmix.Quote(n))
 		}
 	}
 	a.mu.Lock()
@@ -72,7 +76,8 @@ func (a *Agent) RegisterJob(j Job) error {
 // DeregisterJob forgets a job and its local clients; attached clients of
 // the job are disconnected.
 //
-// Errors: ErrUnknownJob; ErrClosed after Shutdown.
+// Errors: ErrUnknownJob for a job not registered (or deregistered
+// already); ErrClosed after Shutdown.
 func (a *Agent) DeregisterJob(nspace string) error {
 	a.mu.Lock()
 	if a.closed {
@@ -115,8 +120,10 @@ func WithUID(uid int) ClientOption { return func(e *clientEntry) { e.uid = uid }
 // EnvCredential). The credential is fresh for every registration; a
 // process attaching with it is the client nspace.rank and no other.
 //
-// Errors: ErrUnknownJob; ErrBadParam for an invalid rank;
-// ErrDuplicateKey if the proc is already registered.
+// Errors: ErrUnknownJob; pmix.ErrBadParam for an invalid rank;
+// ErrClientRegistered (pmix.ErrDuplicateKey) if the proc is already
+// registered; pmix.ErrOutOfResource if no credential could be made;
+// ErrClosed after Shutdown.
 func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string]string, error) {
 	if !proc.Rank.Valid() {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "client rank %v: must be a real rank", proc.Rank)
@@ -152,7 +159,7 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 		return nil, fmt.Errorf("%w: %s", ErrUnknownJob, proc.Nspace)
 	}
 	if _, dup := a.expected[proc]; dup {
-		return nil, pmix.Errorf(pmix.ErrDuplicateKey, "client %v is already registered", proc)
+		return nil, fmt.Errorf("%w: %v", ErrClientRegistered, proc)
 	}
 	e := &clientEntry{proc: proc, job: j, credential: credential, uid: os.Getuid()}
 	for _, o := range opts {
@@ -165,7 +172,8 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 // DeregisterClient forgets a local client; if it is attached, it is
 // disconnected.
 //
-// Errors: ErrUnknownClient; ErrClosed after Shutdown.
+// Errors: ErrUnknownClient for a proc not registered (or deregistered
+// already); ErrClosed after Shutdown.
 func (a *Agent) DeregisterClient(proc pmix.Proc) error {
 	a.mu.Lock()
 	if a.closed {
@@ -207,7 +215,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 		return nil, pmix.Errorf(pmix.ErrNoPermissions, "client %v must run as uid %d, peer is uid %d", proc, e.uid, uid)
 	}
 	if e.conn != nil {
-		return nil, pmix.Errorf(pmix.ErrInvalidOperation, "client %v is already attached", proc)
+		return nil, fmt.Errorf("%w: %v", ErrAlreadyAttached, proc)
 	}
 	e.conn = cc
 	a.attachedChangedLocked()
@@ -240,9 +248,10 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // It returns the event's id, which the outcome reports of the chains it
 // causes carry (event.OutcomeReport.EventID).
 //
-// Errors: ErrBadParam for a missing target or PROC_LOCAL; ErrUnreach if
-// NATS refused the publish; ErrClosed after Shutdown; ctx's error if it
-// ended.
+// Errors: pmix.ErrBadParam for a missing target, PROC_LOCAL, an invalid
+// range, or a target name too long for a subject; pmix.ErrUnreach if NATS
+// refused the publish; ErrClosed before Start or after Shutdown; ctx.Err()
+// if ctx ended first.
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
 	m := &event.Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,

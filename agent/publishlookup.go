@@ -215,9 +215,7 @@ func (cc *clientConn) publishLookup(f *proto.Frame) {
 		case proto.TypeUnpublish:
 			err = p.svc.Unpublish(pc.ctx, pc.who, f.Keys, f.Info)
 		}
-		if err != nil {
-			r.Status, r.Message = pmix.StatusOf(err), pmix.MessageOf(err)
-		}
+		r.SetErr(err)
 		// Not cc.reply: a failed write means the connection is closing,
 		// and its reader sees to that; closing it from here would wait on
 		// the detach that waits on this goroutine.

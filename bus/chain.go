@@ -52,7 +52,7 @@ func (r *Registry) Replay(id ID, ev Event, done func(Outcome)) error {
 	e, ok := r.byID[id]
 	if !ok {
 		r.mu.Unlock()
-		return pmix.Errorf(pmix.ErrNotFound, "bus: no registration with id %d", id)
+		return pmix.Errorf(pmix.ErrNotFound, "no registration with id %d", id)
 	}
 	c.steps = []*entry{e}
 	r.trackLocked(c)

@@ -55,13 +55,13 @@ func DefaultConfig() Config {
 // pmix.ErrBadParam.
 func (c Config) Validate() error {
 	if c.DefaultTimeout < 0 {
-		return pmix.Errorf(pmix.ErrBadParam, "bus: negative DefaultTimeout %v", c.DefaultTimeout)
+		return pmix.Errorf(pmix.ErrBadParam, "negative DefaultTimeout %v", c.DefaultTimeout)
 	}
 	if len(c.Self.Proc.Nspace) > pmix.MaxNspaceLen {
-		return pmix.Errorf(pmix.ErrBadParam, "bus: Self nspace is %d bytes, more than %d", len(c.Self.Proc.Nspace), pmix.MaxNspaceLen)
+		return pmix.Errorf(pmix.ErrBadParam, "Self nspace is %d bytes, more than %d", len(c.Self.Proc.Nspace), pmix.MaxNspaceLen)
 	}
 	if !c.Self.Proc.IsZero() && !c.Self.Proc.Rank.Valid() {
-		return pmix.Errorf(pmix.ErrBadParam, "bus: Self proc %v must have a real rank", c.Self.Proc)
+		return pmix.Errorf(pmix.ErrBadParam, "Self proc %v must have a real rank", c.Self.Proc)
 	}
 	return nil
 }

@@ -119,8 +119,10 @@
 // # Errors
 //
 // Errors are *pmix.Error values, tested by status, e.g.
-// errors.Is(err, pmix.ErrEventRegistration). Every message starts with
-// "bus: " and says what was wrong.
+// errors.Is(err, pmix.ErrEventRegistration), or by sentinel (ErrClosed).
+// Messages say what was wrong, with no package prefix: the agent passes
+// them on to the client that registered, and names it gave are quoted at
+// most pmix.MaxQuoted bytes long.
 //
 //   - pmix.ErrEventRegistration (-144): a registration that cannot be
 //     placed (see Registration above).

@@ -277,7 +277,7 @@ func regName(info []pmix.Info) (string, error) {
 		return "", badType(in, "a string")
 	}
 	if strings.HasPrefix(name, UnnamedPrefix) {
-		return "", pmix.Errorf(pmix.ErrBadParam, "bus: handler name %q uses the reserved prefix %q", name, UnnamedPrefix)
+		return "", pmix.Errorf(pmix.ErrBadParam, "handler name %s uses the reserved prefix %q", pmix.Quote(name), UnnamedPrefix)
 	}
 	return name, nil
 }
@@ -295,7 +295,7 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 				// several affected procs may be listed one by one
 			default:
 				if isRegistrationKey(in.Key) {
-					return pmix.Errorf(pmix.ErrBadParam, "bus: attribute %s given twice", in.Key)
+					return pmix.Errorf(pmix.ErrBadParam, "attribute %s given twice", in.Key)
 				}
 			}
 		}
@@ -317,7 +317,7 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 				return badType(in, "a handler name (string)")
 			}
 			if s == "" {
-				return pmix.Errorf(pmix.ErrBadParam, "bus: %s needs a handler name, got an empty string", in.Key)
+				return pmix.Errorf(pmix.ErrBadParam, "%s needs a handler name, got an empty string", in.Key)
 			}
 			e.target = s
 			placeKeys = append(placeKeys, in.Key)
@@ -365,9 +365,9 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 	case len(e.filter.procs) > 0 && !rangeGiven:
 		e.filter.rng = pmix.RangeCustom
 	case len(e.filter.procs) > 0 && e.filter.rng != pmix.RangeCustom:
-		return pmix.Errorf(pmix.ErrBadParam, "bus: %s given with %s %v; it goes with %v", pmix.KeyEventCustomRange, pmix.KeyRange, e.filter.rng, pmix.RangeCustom)
+		return pmix.Errorf(pmix.ErrBadParam, "%s given with %s %v; it goes with %v", pmix.KeyEventCustomRange, pmix.KeyRange, e.filter.rng, pmix.RangeCustom)
 	case e.filter.rng == pmix.RangeCustom && len(e.filter.procs) == 0:
-		return pmix.Errorf(pmix.ErrBadParam, "bus: %s %v needs the accepted sources in %s", pmix.KeyRange, pmix.RangeCustom, pmix.KeyEventCustomRange)
+		return pmix.Errorf(pmix.ErrBadParam, "%s %v needs the accepted sources in %s", pmix.KeyRange, pmix.RangeCustom, pmix.KeyEventCustomRange)
 	}
 
 	switch len(placeKeys) {
@@ -380,7 +380,7 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 			}
 		}
 	default:
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: conflicting placement attributes %s: give at most one", strings.Join(placeKeys, " and "))
+		return pmix.Errorf(pmix.ErrEventRegistration, "conflicting placement attributes %s: give at most one", strings.Join(placeKeys, " and "))
 	}
 	if e.place != PlaceBefore && e.place != PlaceAfter {
 		e.target = ""
@@ -402,7 +402,7 @@ func isRegistrationKey(k string) bool {
 }
 
 func badType(in pmix.Info, want string) error {
-	return pmix.Errorf(pmix.ErrBadParam, "bus: %s must be %s, got %v (%v)", in.Key, want, in.Value.Type(), in.Value)
+	return pmix.Errorf(pmix.ErrBadParam, "%s must be %s, got %v (%v)", in.Key, want, in.Value.Type(), in.Value)
 }
 
 // flagValue reads a flag attribute: a bool, or no value at all (which PMIx
@@ -439,7 +439,7 @@ func rangeValue(in pmix.Info) (pmix.Range, error) {
 	}
 	r := pmix.Range(n)
 	if n < 0 || n > math.MaxUint8 || (r != pmix.RangeUndef && !r.Valid()) {
-		return 0, pmix.Errorf(pmix.ErrBadParam, "bus: %s %d is not a range (want %d…%d)", in.Key, n, pmix.RangeRM, pmix.RangeProcLocal)
+		return 0, pmix.Errorf(pmix.ErrBadParam, "%s %d is not a range (want %d…%d)", in.Key, n, pmix.RangeRM, pmix.RangeProcLocal)
 	}
 	return r, nil
 }
@@ -450,11 +450,11 @@ func procsValue(in pmix.Info) ([]pmix.Proc, error) {
 		return nil, badType(in, "a proc or a list of procs")
 	}
 	if len(ps) == 0 {
-		return nil, pmix.Errorf(pmix.ErrBadParam, "bus: %s is an empty list of procs", in.Key)
+		return nil, pmix.Errorf(pmix.ErrBadParam, "%s is an empty list of procs", in.Key)
 	}
 	for _, p := range ps {
 		if p.IsZero() {
-			return nil, pmix.Errorf(pmix.ErrBadParam, "bus: %s lists a proc with no nspace", in.Key)
+			return nil, pmix.Errorf(pmix.ErrBadParam, "%s lists a proc with no nspace", in.Key)
 		}
 	}
 	return slices.Clone(ps), nil
@@ -469,14 +469,14 @@ func timeoutValue(in pmix.Info) (time.Duration, error) {
 	case pmix.TypeFloat64:
 		f, _ := in.Value.Float64()
 		if math.IsNaN(f) || f < 0 || f > float64(maxSeconds) {
-			return 0, pmix.Errorf(pmix.ErrBadParam, "bus: %s %v is not a duration in seconds", in.Key, f)
+			return 0, pmix.Errorf(pmix.ErrBadParam, "%s %v is not a duration in seconds", in.Key, f)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	case pmix.TypeInt8, pmix.TypeInt16, pmix.TypeInt32, pmix.TypeInt64,
 		pmix.TypeUint8, pmix.TypeUint16, pmix.TypeUint32, pmix.TypeUint64:
 		n, ok := in.Value.Int()
 		if !ok || n < 0 || n > maxSeconds {
-			return 0, pmix.Errorf(pmix.ErrBadParam, "bus: %s %v is not a duration in seconds", in.Key, in.Value)
+			return 0, pmix.Errorf(pmix.ErrBadParam, "%s %v is not a duration in seconds", in.Key, in.Value)
 		}
 		return time.Duration(n) * time.Second, nil
 	}

@@ -135,7 +135,7 @@ func (r *Registry) Release(id ID) error {
 	defer r.mu.Unlock()
 	e, ok := r.byID[id]
 	if !ok {
-		return pmix.Errorf(pmix.ErrNotFound, "bus: no registration with id %d", id)
+		return pmix.Errorf(pmix.ErrNotFound, "no registration with id %d", id)
 	}
 	if e.activeFrom.Load() == heldEpoch {
 		e.activeFrom.Store(r.epoch.Add(1))
@@ -145,7 +145,7 @@ func (r *Registry) Release(id ID) error {
 
 func (r *Registry) register(codes []pmix.Status, info []pmix.Info, h Handler, held bool) (ID, error) {
 	if h == nil {
-		return 0, pmix.Errorf(pmix.ErrBadParam, "bus: nil handler")
+		return 0, pmix.Errorf(pmix.ErrBadParam, "nil handler")
 	}
 	name, err := regName(info)
 	if err != nil {
@@ -167,7 +167,7 @@ func (r *Registry) register(codes []pmix.Status, info []pmix.Info, h Handler, he
 		return 0, ErrClosed
 	}
 	if old, dup := r.byName[name]; dup && name != "" {
-		return 0, pmix.Errorf(pmix.ErrEventRegistration, "bus: a handler named %q is already registered (id %d)", name, old.id)
+		return 0, pmix.Errorf(pmix.ErrEventRegistration, "a handler named %s is already registered (id %d)", pmix.Quote(name), old.id)
 	}
 	if attrErr != nil {
 		return 0, attrErr
@@ -195,25 +195,25 @@ func (r *Registry) placeLocked(e *entry) error {
 	switch e.place {
 	case PlaceFirst:
 		if r.first != nil {
-			return pmix.Errorf(pmix.ErrEventRegistration, "bus: a FIRST handler is already registered (%s)", r.first.describe())
+			return pmix.Errorf(pmix.ErrEventRegistration, "a FIRST handler is already registered (%s)", r.first.describe())
 		}
 		r.first = e
 		return nil
 	case PlaceLast:
 		if r.last != nil {
-			return pmix.Errorf(pmix.ErrEventRegistration, "bus: a LAST handler is already registered (%s)", r.last.describe())
+			return pmix.Errorf(pmix.ErrEventRegistration, "a LAST handler is already registered (%s)", r.last.describe())
 		}
 		r.last = e
 		return nil
 	case PlaceFirstInCategory:
 		if cat.head != nil {
-			return pmix.Errorf(pmix.ErrEventRegistration, "bus: the %s category already has a FIRST_IN_CATEGORY handler (%s)", e.cat, cat.head.describe())
+			return pmix.Errorf(pmix.ErrEventRegistration, "the %s category already has a FIRST_IN_CATEGORY handler (%s)", e.cat, cat.head.describe())
 		}
 		cat.head = e
 		return nil
 	case PlaceLastInCategory:
 		if cat.tail != nil {
-			return pmix.Errorf(pmix.ErrEventRegistration, "bus: the %s category already has a LAST_IN_CATEGORY handler (%s)", e.cat, cat.tail.describe())
+			return pmix.Errorf(pmix.ErrEventRegistration, "the %s category already has a LAST_IN_CATEGORY handler (%s)", e.cat, cat.tail.describe())
 		}
 		cat.tail = e
 		return nil
@@ -239,20 +239,20 @@ func (r *Registry) placeRelativeLocked(e *entry, cat *categoryOrder) error {
 	before := e.place == PlaceBefore
 	t, ok := r.byName[e.target]
 	if !ok {
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: no handler of that name is registered", e.placeKey(), e.target)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: no handler of that name is registered", e.placeKey(), pmix.Quote(e.target))
 	}
 	if t.cat != e.cat {
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: that handler is in the %s category, this one in the %s category", e.placeKey(), e.target, t.cat, e.cat)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: that handler is in the %s category, this one in the %s category", e.placeKey(), pmix.Quote(e.target), t.cat, e.cat)
 	}
 	switch {
 	case t == r.first && before:
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: nothing can go before the FIRST handler", e.placeKey(), e.target)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: nothing can go before the FIRST handler", e.placeKey(), pmix.Quote(e.target))
 	case t == r.last && !before:
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: nothing can go after the LAST handler", e.placeKey(), e.target)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: nothing can go after the LAST handler", e.placeKey(), pmix.Quote(e.target))
 	case t == cat.head && before:
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: nothing can go before the FIRST_IN_CATEGORY handler of the %s category", e.placeKey(), e.target, e.cat)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: nothing can go before the FIRST_IN_CATEGORY handler of the %s category", e.placeKey(), pmix.Quote(e.target), e.cat)
 	case t == cat.tail && !before:
-		return pmix.Errorf(pmix.ErrEventRegistration, "bus: %s %q: nothing can go after the LAST_IN_CATEGORY handler of the %s category", e.placeKey(), e.target, e.cat)
+		return pmix.Errorf(pmix.ErrEventRegistration, "%s %s: nothing can go after the LAST_IN_CATEGORY handler of the %s category", e.placeKey(), pmix.Quote(e.target), e.cat)
 	case t == r.first || t == cat.head: // after it
 		cat.list.pushFront(e)
 	case t == r.last || t == cat.tail: // before it
@@ -277,7 +277,7 @@ func (e *entry) describe() string {
 	if e.name == "" {
 		return "unnamed, id " + strconv.FormatUint(uint64(e.id), 10)
 	}
-	return strconv.Quote(e.name) + ", id " + strconv.FormatUint(uint64(e.id), 10)
+	return pmix.Quote(e.name) + ", id " + strconv.FormatUint(uint64(e.id), 10)
 }
 
 // codeIndex is the by-code index of a category's list entries; nil for the
@@ -335,7 +335,7 @@ func (r *Registry) Deregister(id ID) error {
 	defer r.mu.Unlock()
 	e, ok := r.byID[id]
 	if !ok {
-		return pmix.Errorf(pmix.ErrNotFound, "bus: no registration with id %d", id)
+		return pmix.Errorf(pmix.ErrNotFound, "no registration with id %d", id)
 	}
 	e.removed.Store(true)
 	delete(r.byID, id)

@@ -102,9 +102,11 @@ func WithLogger(l *slog.Logger) Option {
 
 // Init attaches to the agent, as PMIx_Init does.
 //
-// Errors: ErrInit when the environment lacks the identity (the message
-// names what is missing); ErrUnreach when the agent cannot be reached;
-// ErrInvalidCred or ErrNoPermissions when the agent refuses the identity.
+// Errors: pmix.ErrInit when the environment lacks the identity (the
+// message names what is missing); pmix.ErrUnreach when the agent cannot be
+// reached; pmix.ErrInvalidCred or pmix.ErrNoPermissions when the agent
+// refuses the identity; ErrAlreadyAttached, at once, when another process
+// holds it; ErrInvalidOption.
 func Init(ctx context.Context, opts ...Option) (*Client, error) {
 	o := options{env: os.Getenv, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
@@ -207,7 +209,12 @@ func (c *Client) Info() []pmix.Info { return c.info }
 
 // Finalize detaches from the agent, as PMIx_Finalize does. Handlers still
 // running are waited for until ctx ends. Finalize after the agent was lost
-// only releases the client's resources. It is safe to call twice.
+// only releases the client's resources. It is safe to call twice. When it
+// returns nil, the agent has released the identity: another process may
+// attach with it.
+//
+// Errors: pmix.ErrTimeout if ctx ends before the agent answers; ctx.Err()
+// if it ends while handlers are still running. A lost agent is no error.
 func (c *Client) Finalize(ctx context.Context) error {
 	c.mu.Lock()
 	already := c.final
@@ -257,7 +264,7 @@ func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *re
 	c.mu.Unlock()
 	if err := c.write(f); err != nil {
 		c.forget(f.Seq)
-		return nil, pmix.Errorf(pmix.ErrLostConnection, "sending %v: %w", f.Type, err)
+		return nil, fmt.Errorf("%w: sending %v: %w", ErrLostConnection, f.Type, err)
 	}
 	select {
 	case r, ok := <-ch:
@@ -287,7 +294,7 @@ func (c *Client) lostErr() error {
 	if c.lost != nil {
 		return c.lost
 	}
-	return pmix.NewError(pmix.ErrLostConnection, "connection to the agent lost")
+	return ErrLostConnection
 }
 
 func (c *Client) write(f *proto.Frame) error { return c.w.WriteFrame(f) }
@@ -340,11 +347,11 @@ func (c *Client) readLoop() {
 // connectionEnded fails the requests in flight and, unless the client
 // finalized, raises PMIX_ERR_LOST_CONNECTION in its own handlers.
 func (c *Client) connectionEnded(why error) {
-	msg := "connection to the agent lost"
+	msg := ErrLostConnection.Message
 	if why != nil {
 		msg += ": " + why.Error()
 	}
-	lost := pmix.NewError(pmix.ErrLostConnection, msg)
+	lost := pmix.NewCodedError(ErrLostConnection.Status, ErrLostConnection.Code, msg)
 	c.mu.Lock()
 	c.lost = lost
 	waiting := c.waiting

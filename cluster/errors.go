@@ -27,4 +27,9 @@ var (
 	// ErrClosed is returned for an operation on a Cluster or MultiCluster
 	// after its Shutdown began.
 	ErrClosed = errors.New("cluster: shut down")
+
+	// ErrStoreInUse is returned by StartServer and Restart for a store
+	// directory that another running server holds (in this process or
+	// another); the message names its pid. Nothing of the store is read.
+	ErrStoreInUse = errors.New("cluster: store dir in use by another server")
 )

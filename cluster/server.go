@@ -22,6 +22,7 @@ type Server struct {
 	mu       sync.Mutex
 	cfg      Config // ports pinned to the ones first bound, so Restart reuses them
 	ns       *server.Server
+	lock     *storeLock // the store directory, held while ns runs
 	stopping bool
 	stopped  chan struct{} // closed once ns has shut down completely
 }
@@ -32,9 +33,11 @@ type Server struct {
 // ready only once its cluster has a JetStream quorum, so start the members
 // of a cluster concurrently, or use StartCluster.
 //
-// It returns an error wrapping ErrInvalidConfig for a bad cfg, ErrNotReady if
-// the server did not become ready before ctx ended or cfg.ReadyTimeout passed
-// (the server is then shut down), or the error nats-server gave.
+// It returns an error wrapping ErrInvalidConfig for a bad cfg, ErrStoreInUse
+// if another running server holds cfg.StoreDir (checked before the store is
+// read), ErrNotReady if the server did not become ready before ctx ended or
+// cfg.ReadyTimeout passed (the server is then shut down), or the error
+// nats-server gave.
 func StartServer(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,8 +74,13 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 	if err := os.MkdirAll(cfg.StoreDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: server %s: %w", cfg.Name, err)
 	}
+	lock, err := lockStore(cfg.StoreDir)
+	if err != nil {
+		return err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		lock.release()
 		return fmt.Errorf("cluster: server %s: %w", cfg.Name, err)
 	}
 	if len(cfg.LeafRemotes) == 0 {
@@ -91,6 +99,7 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 	if ns.Addr() == nil || !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		lock.release()
 		return fmt.Errorf("%w: server %s: %w; the server log says why", ErrNotReady, cfg.Name, errStart)
 	}
 
@@ -101,10 +110,12 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+		lock.release()
 		return fmt.Errorf("%w: server %s: %w after %v", ErrNotReady, cfg.Name, errListen, wait.Round(time.Millisecond))
 	}
 	s.mu.Lock()
 	s.ns = ns
+	s.lock = lock
 	s.stopping = false
 	s.stopped = make(chan struct{})
 	s.pinPorts()
@@ -212,12 +223,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	ns, stopped := s.ns, s.stopped
+	ns, lock, stopped := s.ns, s.lock, s.stopped
 	if !s.stopping {
 		s.stopping = true
 		go func() {
 			ns.Shutdown()
 			ns.WaitForShutdown()
+			lock.release()
 			close(stopped)
 		}()
 	}
@@ -231,7 +243,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Restart starts a server that was shut down again, on the same ports and
-// store directory, and waits until its JetStream answers.
+// store directory, and waits until its JetStream answers. The directory is
+// free for another server while this one is down.
 //
 // It returns ErrRunning if the server was not shut down, ctx.Err() if ctx
 // ends while the previous instance is still stopping, and otherwise what

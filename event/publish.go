@@ -21,36 +21,38 @@ type Publisher interface {
 // which keeps it for clients that have not received it (see package
 // jetstream); environment and RM-range events have no such copy.
 //
-// Errors: pmix.ErrPackFailure if m cannot be encoded; pmix.ErrUnreach if
-// NATS refused a publish.
+// Errors: pmix.ErrPackFailure if m cannot be encoded; pmix.ErrBadParam for
+// a subject over subjects.MaxSubjectLen (nothing is sent then);
+// pmix.ErrUnreach if NATS refused a publish.
 func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
 	b, err := m.Marshal()
 	if err != nil {
 		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
 	}
 	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
-	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
-	send := func(subj string) error {
-		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
-			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
-		}
-		return nil
-	}
+	var subjs []string
 	for _, sc := range scopes {
 		if transient {
-			if err := send(sc.TransientSubject(m.Code)); err != nil {
-				return err
-			}
+			subjs = append(subjs, sc.TransientSubject(m.Code))
 			continue
 		}
 		subj := sc.Subject(m.Code)
-		if err := send(subj); err != nil {
+		subjs = append(subjs, subj)
+		if !sc.IsEnvironment() && sc.Kind() != subjects.KindRM {
+			subjs = append(subjs, subjects.JobCacheSubject(subj))
+		}
+	}
+	// Checked before any is sent: a server drops the connection over a
+	// subject too long for its protocol line.
+	for _, subj := range subjs {
+		if err := subjects.CheckSubject(subj); err != nil {
 			return err
 		}
-		if !sc.IsEnvironment() && sc.Kind() != subjects.KindRM {
-			if err := send(subjects.JobCacheSubject(subj)); err != nil {
-				return err
-			}
+	}
+	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
+	for _, subj := range subjs {
+		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
 		}
 	}
 	return nil

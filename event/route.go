@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -53,8 +54,9 @@ type Jobs interface {
 //   - GLOBAL: every cluster.
 //
 // jobs may be nil (a tool with no job table). Errors: pmix.ErrBadParam for
-// PROC_LOCAL, an invalid range, a missing target (see MissingTarget), or a
-// CUSTOM target rank its job does not have.
+// PROC_LOCAL, an invalid range, a missing target (see MissingTarget), a
+// target name over subjects.MaxNameLen, or a CUSTOM target rank its job
+// does not have.
 func Scopes(at Place, m *Message, from *Sender, jobs Jobs) ([]subjects.Scope, error) {
 	out, err := jobScopes(at, m, from, jobs)
 	if err != nil || !m.Environment {
@@ -83,17 +85,28 @@ func jobScopes(at Place, m *Message, from *Sender, jobs Jobs) ([]subjects.Scope,
 				node = s
 			}
 		}
+		if err := subjects.CheckName("hostname", node); err != nil {
+			return nil, err
+		}
 		return []subjects.Scope{subjects.Node(c, node)}, nil
 	case pmix.RangeNamespace:
 		if from != nil {
 			return []subjects.Scope{subjects.Namespace(c, from.Proc.Nspace)}, nil
 		}
-		return []subjects.Scope{nspaceScope(at.Cluster, targetNspace(m.Info))}, nil
+		sc, err := nspaceScope(at.Cluster, targetNspace(m.Info))
+		if err != nil {
+			return nil, err
+		}
+		return []subjects.Scope{sc}, nil
 	case pmix.RangeSession:
 		if from != nil {
 			return []subjects.Scope{subjects.Session(c, from.Session)}, nil
 		}
-		return []subjects.Scope{subjects.Session(c, sessionOf(m.Info))}, nil
+		session := sessionOf(m.Info)
+		if err := subjects.CheckName("session", session); err != nil {
+			return nil, err
+		}
+		return []subjects.Scope{subjects.Session(c, session)}, nil
 	case pmix.RangeCustom:
 		return customScopes(at, m, jobs)
 	case pmix.RangeProcLocal:
@@ -168,11 +181,16 @@ func sessionOf(info []pmix.Info) string {
 }
 
 // nspaceScope is the namespace scope of a possibly cluster-qualified nspace.
-func nspaceScope(self cluster.ID, ns string) subjects.Scope {
-	if id, local, q := cluster.Split(ns); q {
-		return subjects.Namespace(string(id), local)
+// It returns pmix.ErrBadParam for an nspace too long to be a subject token.
+func nspaceScope(self cluster.ID, ns string) (subjects.Scope, error) {
+	id, local, q := cluster.Split(ns)
+	if !q {
+		id, local = self, ns
 	}
-	return subjects.Namespace(string(self), ns)
+	if err := subjects.CheckName("nspace", local); err != nil {
+		return subjects.Scope{}, err
+	}
+	return subjects.Namespace(string(id), local), nil
 }
 
 // targetNspace is the nspace a host RM's NAMESPACE event names: KeyNspace,
@@ -218,7 +236,11 @@ func customScopes(at Place, m *Message, jobs Jobs) ([]subjects.Scope, error) {
 			nodes, known = jobs.Nodes(lt.Nspace, lt.Rank)
 		}
 		if !known {
-			add(nspaceScope(at.Cluster, t.Nspace))
+			sc, err := nspaceScope(at.Cluster, t.Nspace)
+			if err != nil {
+				return nil, fmt.Errorf("custom range target: %w", err)
+			}
+			add(sc)
 			continue
 		}
 		if len(nodes) == 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -45,6 +47,7 @@ func info(kv ...any) []pmix.Info {
 // environment events alike.
 func TestScopes(t *testing.T) {
 	at := Place{Cluster: "A", Node: "n1"}
+	long := strings.Repeat("x", 3000)
 	jobs := jobTable{"job1": {0: "n1", 1: "n2", 2: "n2"}}
 	client := &Sender{Proc: pmix.Proc{Nspace: "job1", Rank: 0}, Session: "s1"}
 	p := func(ns string, r pmix.Rank) pmix.Proc { return pmix.Proc{Nspace: ns, Rank: r} }
@@ -81,6 +84,15 @@ func TestScopes(t *testing.T) {
 		{name: "custom no such rank", rng: pmix.RangeCustom, info: info(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{p("job1", 9)})), err: true},
 		{name: "custom no targets", rng: pmix.RangeCustom, info: info(pmix.KeyEventCustomRange, pmix.Procs(nil)), err: true},
 		{name: "proc local", rng: pmix.RangeProcLocal, err: true},
+		// Names too long for a subject token are refused before NATS sees
+		// them ("maximum control line exceeded" drops the connection).
+		{name: "namespace host long nspace", rng: pmix.RangeNamespace, info: info(pmix.KeyNspace, pmix.String(long)), err: true},
+		{name: "namespace host long qualified nspace", rng: pmix.RangeNamespace, info: info(pmix.KeyNspace, pmix.String("B:"+long)), err: true},
+		{name: "namespace host longest nspace", rng: pmix.RangeNamespace, info: info(pmix.KeyNspace, pmix.String("B:"+long[:subjects.MaxNameLen])),
+			want: []string{"pmix.evt.B.ns." + long[:subjects.MaxNameLen] + ".1"}},
+		{name: "session host long", rng: pmix.RangeSession, info: info(pmix.KeySessionID, pmix.String(long)), err: true},
+		{name: "local host long hostname", rng: pmix.RangeLocal, info: info(pmix.KeyHostname, pmix.String(long)), err: true},
+		{name: "custom long nspace", rng: pmix.RangeCustom, from: client, info: info(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{p(long, 0)})), err: true},
 		{name: "invalid", rng: pmix.Range(42), err: true},
 	}
 	for _, c := range cases {
@@ -122,6 +134,34 @@ func TestScopes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// sent records what Publish sends.
+type sent []string
+
+func (s *sent) PublishMsg(m *nats.Msg) error {
+	*s = append(*s, m.Subject)
+	return nil
+}
+
+// TestPublishChecksSubjects: a subject a NATS server would refuse (and
+// drop the connection for) fails Publish before any of the event's
+// subjects is sent.
+func TestPublishChecksSubjects(t *testing.T) {
+	ok := subjects.Namespace("A", "job")
+	tooLong := subjects.Namespace("A", strings.Repeat("\xff", subjects.MaxSubjectLen/3+1)) // escaped: 3 bytes each
+	m := &Message{ID: "e1", Code: 1, Range: pmix.RangeNamespace}
+	var got sent
+	err := Publish(&got, m, []subjects.Scope{ok, tooLong})
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "subject too long") || len(err.Error()) > 200 {
+		t.Fatalf("Publish to a long subject: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("sent %d subjects before refusing", len(got))
+	}
+	if err := Publish(&got, m, []subjects.Scope{ok}); err != nil || len(got) != 2 {
+		t.Fatalf("Publish: %v, sent %v", err, got)
 	}
 }
 

@@ -7,13 +7,10 @@ import (
 	"math"
 	"regexp"
 	"slices"
-
 	"time"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/pmixbus/pmixbus/pmix"
 )
 
 // The event cache replaces RFC0002's ring buffer with two streams in a
@@ -63,9 +60,6 @@ type EventCacheConfig struct {
 
 // DefaultEventCacheSize is RFC0002's default cache size.
 const DefaultEventCacheSize = 512
-
-// ErrInvalidCacheConfig: EventCacheConfig.Validate found a problem.
-var ErrInvalidCacheConfig = pmix.NewError(pmix.ErrBadParam, "jetstream: invalid event cache config")
 
 var streamNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -176,6 +170,9 @@ type CacheStats struct {
 }
 
 // Stats reads the streams' state.
+//
+// Errors: ErrUnreachable when JetStream does not answer; pmix.ErrTimeout
+// when ctx was cancelled; pmix.ErrGeneral for another refusal.
 func (c *EventCache) Stats(ctx context.Context) (CacheStats, error) {
 	ei, err := c.events.Info(ctx)
 	if err != nil {
@@ -218,6 +215,8 @@ func barrierSubject(cluster, stream string) string {
 // it is certain to refuse (it expects a last sequence the stream cannot
 // have); the refusal comes back only once the queue ahead of it is stored,
 // and nothing is stored for it.
+//
+// Errors: as Stats.
 func (c *EventCache) Sync(ctx context.Context) error {
 	return errors.Join(c.sync(ctx, "events"), c.sync(ctx, "jobs"))
 }
@@ -245,6 +244,8 @@ func (c *EventCache) sync(ctx context.Context, stream string) error {
 // a publisher sends a job event to the events stream before its copy, so a
 // copy read from the job-events stream whose event is not in the events
 // stream read after it was evicted, not yet to come.
+//
+// Errors: as Stats.
 func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
 	jobs, err := readAll(ctx, c.jobs, jobFilters)
 	if err != nil {
@@ -321,7 +322,10 @@ type RetainedMsg struct {
 }
 
 // Ack tells the stream this consumer no longer needs the message.
-func (m *RetainedMsg) Ack() error { return m.msg.Ack() }
+//
+// Errors: ErrUnreachable when the connection is closed; pmix.ErrGeneral
+// for another refusal (the message was acked already).
+func (m *RetainedMsg) Ack() error { return kvError(m.msg.Ack(), "acking a job event") }
 
 // Retainer is a durable consumer on the job-events stream whose unacked
 // messages the stream keeps. Stop it to stop receiving (the retention
@@ -336,6 +340,8 @@ type Retainer struct {
 // stream with the given filters and calls f for every message, from one
 // goroutine, in stream order. A message not acked within ackWait is
 // delivered again (after a restart, say); f sees the same Seq then.
+//
+// Errors: as Stats.
 func (c *EventCache) Retain(ctx context.Context, name string, filters []string, ackWait time.Duration, f func(*RetainedMsg)) (*Retainer, error) {
 	cons, err := c.jobs.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable:        name,
@@ -369,7 +375,9 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 func (r *Retainer) Stop() { r.cc.Stop() }
 
 // Delete stops the retainer and deletes its consumer: the stream keeps
-// nothing for it any more.
+// nothing for it any more. A consumer deleted already is no error.
+//
+// Errors: as Stats.
 func (r *Retainer) Delete(ctx context.Context) error {
 	r.cc.Stop()
 	if err := r.c.jobs.DeleteConsumer(ctx, r.name); err != nil && !errors.Is(err, natsjs.ErrConsumerNotFound) {

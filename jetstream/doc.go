@@ -23,10 +23,11 @@
 // injection (SetUnreachable), so code above a bucket is tested without a
 // server and the same tests then run against NATSKV.
 //
-// Errors are *pmix.Error values with a PMIx status: ErrKeyExists
-// (PMIX_ERR_DUPLICATE_KEY), ErrRevisionMismatch, ErrUnreachable
-// (PMIX_ERR_UNREACH, for no responders, timeouts and lost links), so callers
-// can pass them on to PMIx clients as they are.
+// Errors are *pmix.Error values with a PMIx status and the code of this
+// package's sentinel: ErrKeyExists (PMIX_ERR_DUPLICATE_KEY),
+// ErrRevisionMismatch, ErrUnreachable (PMIX_ERR_UNREACH, for no
+// responders, timeouts and lost links), so callers can pass them on to
+// PMIx clients as they are and still tell them apart with errors.Is.
 //
 // # Concurrency
 //

@@ -344,9 +344,16 @@ func (nw *natsWatcher) Stop() error {
 	return err
 }
 
-// KeyValid reports whether key is a valid KV key (see KV).
+// MaxKeyLen is the longest KV key: made into a subject, with the bucket's
+// and JetStream's prefixes and a reply subject, a longer one could exceed
+// the 4096-byte protocol line of a NATS server, which answers "maximum
+// control line exceeded" and drops the connection.
+const MaxKeyLen = 3072
+
+// KeyValid reports whether key is a valid KV key (see KV): at most
+// MaxKeyLen bytes.
 func KeyValid(key string) bool {
-	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+	if key == "" || len(key) > MaxKeyLen || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
 		return false
 	}
 	for i := 0; i < len(key); i++ {

@@ -72,6 +72,15 @@ func TestKV(t *testing.T) {
 			if _, err := kv.GetMany(ctx, []string{"bad key"}); !errors.Is(err, ErrInvalidKey) {
 				t.Fatalf("invalid key: %v", err)
 			}
+			// Refused before it reaches the server, which would drop the
+			// connection for a subject over its protocol line.
+			long := strings.Repeat("k", MaxKeyLen+1)
+			if _, err := kv.Create(ctx, long, nil); !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), "key too long") || len(err.Error()) > 300 {
+				t.Fatalf("long key: %v", err)
+			}
+			if _, err := kv.Create(ctx, strings.Repeat("k", MaxKeyLen), nil); err != nil {
+				t.Fatalf("longest key: %v", err)
+			}
 			if got, err := kv.GetMany(ctx, nil); err != nil || len(got) != 0 {
 				t.Fatalf("no keys: %v %v", got, err)
 			}

@@ -22,7 +22,9 @@
 //
 // Errors carry a [Status]: every error this project returns for a PMIx
 // condition is a *[Error], and errors.Is(err, pmix.ErrNotFound) holds for it
-// whether it was made here or decoded from the wire.
+// whether it was made here or decoded from the wire. A package's sentinels
+// ([NewCodedError]) add a code, so that errors.Is(err, agent.ErrClosed)
+// holds for that error alone and not for every error of its status.
 //
 // Values of this package are plain data; they are safe for concurrent reads.
 // [Value]s are immutable once built; []Info slices follow the usual Go rule

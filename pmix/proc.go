@@ -116,7 +116,7 @@ func parseEnum[T ~uint8](s, prefix string, names []string, what string, lo, hi T
 	for i := int(lo); i <= int(hi); i++ {
 		want = append(want, strings.ToLower(strings.TrimPrefix(names[i], prefix)))
 	}
-	return 0, Errorf(ErrBadParam, "unknown %s %q: want one of %s", what, s, strings.Join(want, ", "))
+	return 0, Errorf(ErrBadParam, "unknown %s %s: want one of %s", what, Quote(s), strings.Join(want, ", "))
 }
 
 // Rank is a process rank within an nspace (pmix_rank_t).
@@ -157,7 +157,7 @@ func ParseRank(s string) (Rank, error) {
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
 	if err != nil || !Rank(n).Valid() {
-		return 0, Errorf(ErrBadParam, "invalid rank %q: want a number below %d, '*' or 'undef'", s, RankValidMax)
+		return 0, Errorf(ErrBadParam, "invalid rank %s: want a number below %d, '*' or 'undef'", Quote(s), RankValidMax)
 	}
 	return Rank(n), nil
 }
@@ -196,11 +196,11 @@ func (p Proc) Matches(q Proc) bool {
 func ParseProc(s string) (Proc, error) {
 	i := strings.LastIndexByte(s, '.')
 	if i <= 0 {
-		return Proc{}, Errorf(ErrBadParam, "invalid proc %q: want nspace.rank", s)
+		return Proc{}, Errorf(ErrBadParam, "invalid proc %s: want nspace.rank", Quote(s))
 	}
 	r, err := ParseRank(s[i+1:])
 	if err != nil {
-		return Proc{}, Errorf(ErrBadParam, "invalid proc %q: %v", s, err)
+		return Proc{}, Errorf(ErrBadParam, "invalid proc %s: %v", Quote(s), err)
 	}
 	return Proc{Nspace: s[:i], Rank: r}, nil
 }

@@ -242,7 +242,7 @@ func ParseStatus(s string) (Status, error) {
 			return Status(n), nil
 		}
 	}
-	return 0, Errorf(ErrBadParam, "unknown status %q: want a PMIx name such as PMIX_EVENT_NODE_DOWN or a number", s)
+	return 0, Errorf(ErrBadParam, "unknown status %s: want a PMIx name such as PMIX_EVENT_NODE_DOWN or a number", Quote(s))
 }
 
 // GoString makes %#v print the name too.

@@ -56,21 +56,37 @@ func (v Value) EncodeMsgpack(enc *msgpack.Encoder) error { return encodeValue(en
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (v *Value) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeValue(dec, v, 0) }
 
-// EncodeMsgpack implements msgpack.CustomEncoder.
+// EncodeMsgpack implements msgpack.CustomEncoder: [status, message], and
+// the code third when there is one.
 func (e *Error) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(2); err != nil {
+	n := 2
+	if e.Code != "" {
+		n = 3
+	}
+	if err := enc.EncodeArrayLen(n); err != nil {
 		return err
 	}
 	if err := enc.EncodeInt(int64(e.Status)); err != nil {
 		return err
 	}
-	return enc.EncodeString(e.Message)
+	if err := enc.EncodeString(e.Message); err != nil {
+		return err
+	}
+	if n == 3 {
+		return enc.EncodeString(e.Code)
+	}
+	return nil
 }
 
-// DecodeMsgpack implements msgpack.CustomDecoder.
+// DecodeMsgpack implements msgpack.CustomDecoder. It takes the two-element
+// form of peers that send no code.
 func (e *Error) DecodeMsgpack(dec *msgpack.Decoder) error {
-	if err := expectArray(dec, 2, "error"); err != nil {
-		return err
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return wireErr("error", err)
+	}
+	if n != 2 && n != 3 {
+		return Errorf(ErrUnpackFailure, "error: want an array of 2 or 3, got %d elements", n)
 	}
 	st, err := dec.DecodeInt64()
 	if err != nil {
@@ -83,7 +99,13 @@ func (e *Error) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if err != nil {
 		return wireErr("error message", err)
 	}
-	*e = Error{Status: Status(st), Message: msg}
+	code := ""
+	if n == 3 {
+		if code, err = dec.DecodeString(); err != nil {
+			return wireErr("error code", err)
+		}
+	}
+	*e = Error{Status: Status(st), Code: code, Message: msg}
 	return nil
 }
 

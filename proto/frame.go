@@ -27,14 +27,14 @@ type Type uint8
 // Frame types. The direction is client→agent (c→a) or agent→client (a→c).
 const (
 	TypeHello      Type = 1 // c→a: first frame; Version, Nspace, Rank, Credential
-	TypeReply      Type = 2 // a→c: answers the request with the same Seq; Status, Message, ID, Info
+	TypeReply      Type = 2 // a→c: answers the request with the same Seq; Status, ErrorCode, Message, ID, Info
 	TypeRegister   Type = 3 // c→a: Codes, Info
 	TypeDeregister Type = 4 // c→a: ID
 	TypeNotify     Type = 5 // c→a: Code, Range, Info
 	TypeFinalize   Type = 6 // c→a: the agent replies, then closes
 	TypeInvoke     Type = 7 // a→c: run handler ID; Name, Code, Source, Info, Results
 	TypeInvokeDone Type = 8 // c→a: the handler completed; Status, Results, Prior
-	TypeError      Type = 9 // a→c: unsolicited; Status, Message; the agent closes after it
+	TypeError      Type = 9 // a→c: unsolicited; Status, ErrorCode, Message; the agent closes after it
 
 	// Publish/lookup (docs/protocol.md). Replies carry Status and Message;
 	// a lookup's reply carries Data, also with PMIX_ERR_PARTIAL_SUCCESS
@@ -64,6 +64,10 @@ type Frame struct {
 	Seq     uint64 // the request id a reply answers; in invoke, the id the invoke-done answers
 	Status  pmix.Status
 	Message string
+	// ErrorCode is the pmix.Error code of a failed reply or an error
+	// ("agent.closed"): what lets errors.Is tell apart errors of one
+	// status. Optional: peers that send none give status-only errors.
+	ErrorCode string
 
 	Version    uint32
 	Nspace     string
@@ -99,19 +103,28 @@ type PData struct {
 // Keys of the frame map. They are short because every event crosses the
 // socket at least twice.
 const (
-	kType, kSeq, kStatus, kMessage             = "t", "s", "st", "m"
+	kType, kSeq, kStatus, kMessage, kErrorCode = "t", "s", "st", "m", "ec"
 	kVersion, kNspace, kRank, kCredential      = "v", "ns", "rk", "cr"
 	kID, kName, kCodes, kCode, kRange, kSource = "id", "nm", "cs", "c", "r", "src"
 	kInfo, kResults, kPrior                    = "in", "res", "pr"
 	kKeys, kData                               = "ks", "pd"
 )
 
-// Err returns the frame's status and message as an error: nil for success.
+// Err returns the frame's status, error code and message as an error: nil
+// for success.
 func (f *Frame) Err() error {
 	if f.Status == pmix.Success {
 		return nil
 	}
-	return &pmix.Error{Status: f.Status, Message: f.Message}
+	return &pmix.Error{Status: f.Status, Code: f.ErrorCode, Message: f.Message}
+}
+
+// SetErr fills Status, ErrorCode and Message from err, which Err gives
+// back: the status once (pmix.MessageOf leaves its name out of Message)
+// and the code of the sentinel err derives from. A nil err leaves them
+// zero.
+func (f *Frame) SetErr(err error) {
+	f.Status, f.ErrorCode, f.Message = pmix.StatusOf(err), pmix.CodeOf(err), pmix.MessageOf(err)
 }
 
 // Marshal encodes the frame body (without the length prefix).
@@ -123,6 +136,7 @@ const (
 	bSeq
 	bStatus
 	bMessage
+	bErrorCode
 	bVersion
 	bNspace
 	bRank
@@ -152,6 +166,7 @@ func (f *Frame) present() uint32 {
 	set(f.Seq != 0, bSeq)
 	set(f.Status != 0, bStatus)
 	set(f.Message != "", bMessage)
+	set(f.ErrorCode != "", bErrorCode)
 	set(f.Version != 0, bVersion)
 	set(f.Nspace != "", bNspace)
 	set(f.Rank != 0 || f.Type == TypeHello, bRank)
@@ -215,6 +230,10 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 	case bMessage:
 		if err = key(kMessage); err == nil {
 			err = enc.EncodeString(f.Message)
+		}
+	case bErrorCode:
+		if err = key(kErrorCode); err == nil {
+			err = enc.EncodeString(f.ErrorCode)
 		}
 	case bVersion:
 		if err = key(kVersion); err == nil {
@@ -378,6 +397,8 @@ func keyBit(kb []byte) uint32 {
 		return bStatus
 	case kMessage:
 		return bMessage
+	case kErrorCode:
+		return bErrorCode
 	case kVersion:
 		return bVersion
 	case kNspace:
@@ -451,6 +472,8 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 		f.Status, err = i32()
 	case kMessage:
 		f.Message, err = str()
+	case kErrorCode:
+		f.ErrorCode, err = str()
 	case kVersion:
 		n, err = u(math.MaxUint32)
 		f.Version = uint32(n)

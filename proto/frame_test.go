@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"slices"
@@ -30,6 +31,7 @@ func sampleFrames() map[string]*Frame {
 		"invoke-done":             {Type: TypeInvokeDone, Seq: 17, Status: pmix.EventActionComplete, Results: infos, Prior: infos, HasPrior: true},
 		"invoke-done all removed": {Type: TypeInvokeDone, Seq: 18, Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true},
 		"error":                   {Type: TypeError, Status: pmix.ErrUnpackFailure, Message: "bad frame"},
+		"error with a code":       {Type: TypeError, Status: pmix.ErrInvalidOperation, ErrorCode: "proto.already_attached", Message: "client already attached: job.0"},
 		"publish":                 {Type: TypePublish, Seq: 19, Info: append(infos, pmix.NewInfo(pmix.KeyRange, pmix.RangeValue(pmix.RangeGlobal)))},
 		"lookup":                  {Type: TypeLookup, Seq: 20, Keys: []string{"a", "pmix.b", ""}, Info: infos},
 		"lookup reply":            {Type: TypeReply, Seq: 20, Status: pmix.ErrPartialSuccess, Message: "1 of 2", Data: []PData{{Proc: pmix.Proc{Nspace: "B:job", Rank: 3}, Key: "a", Value: pmix.String("A:job1")}, {Key: "b", Value: pmix.Infos(infos)}}},
@@ -83,6 +85,53 @@ func framesEqual(a, b *Frame) bool {
 	return reflect.DeepEqual(ca, cb)
 }
 
+// TestFrameErr: an error set on a frame is the same error, by status and
+// by sentinel, when the receiver reads it back; a frame of a peer that
+// sends no code still gives an error of the right status.
+func TestFrameErr(t *testing.T) {
+	other := pmix.NewCodedError(pmix.ErrInvalidOperation, "proto.test_other", "other")
+	sent := fmt.Errorf("%w: job.0", ErrAlreadyAttached)
+	f := &Frame{Type: TypeError}
+	f.SetErr(sent)
+	if f.Status != pmix.ErrInvalidOperation || f.ErrorCode != ErrAlreadyAttached.Code || f.Message != "client already attached: job.0" {
+		t.Fatalf("SetErr: %+v", f)
+	}
+	b, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.Err()
+	if !errors.Is(got, ErrAlreadyAttached) || !errors.Is(got, pmix.ErrInvalidOperation) || errors.Is(got, other) {
+		t.Fatalf("decoded %v lost its identity", got)
+	}
+	if got.Error() != "client already attached: job.0 (PMIX_ERR_INVALID_OPERATION)" {
+		t.Errorf("decoded text %q", got.Error())
+	}
+	old, err := Unmarshal(mustMarshal(t, map[string]any{"t": 9, "st": int32(pmix.ErrInvalidOperation), "m": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Err(); !errors.Is(err, pmix.ErrInvalidOperation) || errors.Is(err, ErrAlreadyAttached) {
+		t.Errorf("codeless error %v", err)
+	}
+	if (&Frame{Type: TypeReply}).Err() != nil {
+		t.Error("a successful reply has an error")
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestReadFrameLimits(t *testing.T) {
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], 1<<30)
@@ -112,6 +161,7 @@ func TestUnmarshalRejects(t *testing.T) {
 		"status too big": enc(map[string]any{"t": 2, "st": int64(1) << 40}),
 		"trailing":       append(enc(map[string]any{"t": 1}), 0xc0),
 		"keys not strs":  enc(map[string]any{"t": 11, "ks": []int{1}}),
+		"code not str":   enc(map[string]any{"t": 9, "ec": 5}),
 		"data not array": enc(map[string]any{"t": 2, "pd": "x"}),
 		"data short":     enc(map[string]any{"t": 2, "pd": []any{[]any{[]any{"ns", 1}, "k"}}}),
 		"data bad proc":  enc(map[string]any{"t": 2, "pd": []any{[]any{"ns", "k", []any{3, "v"}}}}),

@@ -64,7 +64,7 @@ func parsePublish(infos []pmix.Info) (*publishRequest, error) {
 				case pmix.KeyAccessUserIDs, pmix.KeyAccessGroupIDs:
 					err = req.addIDs(p)
 				default:
-					err = pmix.Errorf(pmix.ErrBadParam, "%s: unknown permission %q; a restriction that cannot be enforced is refused", in.Key, p.Key)
+					err = pmix.Errorf(pmix.ErrBadParam, "%s: unknown permission %s; a restriction that cannot be enforced is refused", in.Key, pmix.Quote(p.Key))
 				}
 				if err != nil {
 					return nil, err
@@ -85,7 +85,7 @@ func parsePublish(infos []pmix.Info) (*publishRequest, error) {
 				return nil, err
 			}
 			if slices.ContainsFunc(req.data, func(d pmix.Info) bool { return d.Key == in.Key }) {
-				return nil, pmix.Errorf(pmix.ErrDuplicateKey, "key %q given twice in one publish", in.Key)
+				return nil, pmix.Errorf(pmix.ErrDuplicateKey, "key %s given twice in one publish", pmix.Quote(in.Key))
 			}
 			req.data = append(req.data, in)
 		}
@@ -125,7 +125,7 @@ func idsOf(in pmix.Info) ([]uint32, error) {
 		for f := range strings.SplitSeq(s, ",") {
 			n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
 			if err != nil {
-				return nil, pmix.Errorf(pmix.ErrBadParam, "%s %q: want comma-separated ids", in.Key, s)
+				return nil, pmix.Errorf(pmix.ErrBadParam, "%s %s: want comma-separated ids", in.Key, pmix.Quote(s))
 			}
 			ids = append(ids, uint32(n))
 		}
@@ -182,9 +182,16 @@ func timeoutOf(v pmix.Value) (time.Duration, error) {
 	return time.Duration(n) * time.Second, nil
 }
 
+// checkKey refuses an empty key, and one longer than MaxKeyLen: made into
+// a KV key and then a subject, it would exceed what a NATS server accepts
+// in a protocol line ("maximum control line exceeded", which drops the
+// connection).
 func checkKey(key string) error {
-	if key == "" || len(key) > MaxKeyLen {
-		return pmix.Errorf(pmix.ErrBadParam, "key %q: want 1 to %d bytes", key, MaxKeyLen)
+	switch {
+	case key == "":
+		return pmix.Errorf(pmix.ErrBadParam, "empty key")
+	case len(key) > MaxKeyLen:
+		return pmix.Errorf(pmix.ErrBadParam, "key too long: %d bytes, at most %d (%s)", len(key), MaxKeyLen, pmix.Quote(key))
 	}
 	return nil
 }

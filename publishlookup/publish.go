@@ -2,6 +2,7 @@ package publishlookup
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pmixbus/pmixbus/pmix"
@@ -52,9 +53,9 @@ func (s *Service) Publish(ctx context.Context, p Identity, infos []pmix.Info) er
 				s.log.Warn("undoing a failed publish", "proc", p.Proc.String(), "err", rerr)
 			}
 			if pmix.StatusOf(err) == pmix.ErrDuplicateKey {
-				return pmix.Errorf(pmix.ErrDuplicateKey, "key %q is already published at %v in %s", in.Key, req.rng, sc.kv.Name())
+				return fmt.Errorf("%w: %s at %v in %s", ErrDuplicate, pmix.Quote(in.Key), req.rng, sc.kv.Name())
 			}
-			return pmix.Errorf(pmix.StatusOf(err), "publishing %q: %w", in.Key, err)
+			return pmix.Errorf(pmix.StatusOf(err), "publishing %s: %w", pmix.Quote(in.Key), err)
 		}
 		done = append(done, publication{scope: sc, key: in.Key, revision: rev, persistence: req.persistence, session: p.Session})
 	}

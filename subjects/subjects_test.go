@@ -229,3 +229,26 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestLimits(t *testing.T) {
+	if err := CheckName("nspace", strings.Repeat("n", MaxNameLen)); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckName("nspace", strings.Repeat("n", 3000))
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.HasPrefix(err.Error(), "nspace too long: 3000 bytes, at most 255 (") {
+		t.Fatalf("long nspace: %v", err)
+	}
+	if len(err.Error()) > 200 {
+		t.Fatalf("the message echoes the name: %d bytes", len(err.Error()))
+	}
+	// The longest names and key escape to subjects within the limit: every
+	// byte escaped triples.
+	worst := func(n int) string { return EscapeToken(strings.Repeat("\xff", n)) }
+	kv := "$JS.API.DIRECT.GET.KV_PMIXBUS_PUBLISH.$KV.PMIXBUS_PUBLISH.s." + worst(MaxNameLen) + "." + worst(511)
+	if err := CheckSubject(kv); err != nil {
+		t.Fatalf("a KV subject of the longest session and key: %v", err)
+	}
+	if err := CheckSubject(strings.Repeat("x", MaxSubjectLen+1)); !errors.Is(err, pmix.ErrBadParam) {
+		t.Fatalf("long subject: %v", err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
@@ -284,18 +283,7 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 	cfg.CacheMemory = true
 	cfg.CacheSize = 4
 	cfg.Logger = clustertest.Logger(t)
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.Shutdown(ctx)
-	})
+	a := runAgent(t, cfg)
 	if a.Server() == nil {
 		t.Fatal("no embedded server")
 	}

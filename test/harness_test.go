@@ -107,21 +107,28 @@ func (w *world) startAgent(node string) *agent.Agent {
 	cfg.Listen = "unix:" + filepath.Join(w.sockDir, node+".sock")
 	cfg.Logger = clustertest.Logger(w.t)
 	cfg.HandlerTimeout = 10 * time.Second
+	a := runAgent(w.t, cfg)
+	w.agents[node] = a
+	return a
+}
+
+// runAgent starts an agent, and shuts it down when the test ends.
+func runAgent(t *testing.T, cfg agent.Config) *agent.Agent {
+	t.Helper()
 	a, err := agent.New(cfg)
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	if err := a.Start(w.t.Context()); err != nil {
-		w.t.Fatal(err)
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
 	}
-	w.t.Cleanup(func() {
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := a.Shutdown(ctx); err != nil {
-			w.t.Errorf("agent %s shutdown: %v", node, err)
+			t.Errorf("agent %s shutdown: %v", cfg.Node, err)
 		}
 	})
-	w.agents[node] = a
 	return a
 }
 

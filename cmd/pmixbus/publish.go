@@ -87,23 +87,12 @@ nobody (or unpublished already) PMIX_ERR_NOT_FOUND.
 ` + publishLookupIdentity
 
 // attachClient attaches as the client the environment names. An identity
-// the agent still holds for a process that just finalized (a previous
-// command, whose detach the agent has not finished) is tried again until
-// timeout.
+// another process holds is refused at once (client.ErrAlreadyAttached);
+// one whose previous holder finalized is free when its Finalize returned.
 func attachClient(ctx context.Context, timeout time.Duration) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for {
-		c, err := client.Init(ctx)
-		if !errors.Is(err, pmix.ErrInvalidOperation) || ctx.Err() != nil {
-			return c, err
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, err
-		}
-	}
+	return client.Init(ctx)
 }
 
 // finish finalizes c, reporting a failure only if the command succeeded.

@@ -28,6 +28,15 @@ func TestPublishLookupCommands(t *testing.T) {
 		if code != wantCode || !strings.Contains(stdout+stderr, want) {
 			t.Fatalf("exit %d (want %d), want %q in\nstdout: %s\nstderr: %s", code, wantCode, want, stdout, stderr)
 		}
+		// What a user reads: no package prefixes, a status named once.
+		for _, internal := range []string{"publishlookup: ", "jetstream: ", "bus: ", "agent: "} {
+			if strings.Contains(stderr, internal) {
+				t.Errorf("stderr %q has the package prefix %q", stderr, internal)
+			}
+		}
+		if strings.Count(stderr, "(PMIX_") > 1 {
+			t.Errorf("stderr %q names a status twice", stderr)
+		}
 	}
 	code, out, errOut := as("sim.0", "publish", "--range", "namespace", "--persistence", "indef", "port=tcp://n1:7000", "size:int32=4")
 	expect(code, out, errOut, 0, "published port as sim.0")
@@ -51,6 +60,12 @@ func TestPublishLookupCommands(t *testing.T) {
 	expect(code, out, errOut, 0, "unpublished everything sim.0 published")
 	code, out, errOut = as("sim.1", "lookup", "port")
 	expect(code, out, errOut, 1, "PMIX_ERR_NOT_FOUND")
+
+	code, out, errOut = as("sim.0", "publish", strings.Repeat("k", 3000)+"=v")
+	expect(code, out, errOut, 1, "key too long: 3000 bytes, at most 511")
+	if len(errOut) > 300 {
+		t.Errorf("%d bytes of error for a long key: %.100q…", len(errOut), errOut)
+	}
 
 	code, out, errOut = runCmd(t, "publish")
 	expect(code, out, errOut, 2, "nothing to publish")
