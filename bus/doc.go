@@ -59,14 +59,41 @@
 //
 // # Filters
 //
-// PMIX_EVENT_JOB_LEVEL takes job events only, PMIX_EVENT_ENVIRO_LEVEL
-// environment events only, both take both. With neither, a registration
-// takes job events, plus environment events for codes it names (single or
-// multi category); a default registration then gets no environment events.
-// RFC0002 defaults ENVIRO_LEVEL to false, but a registration for
-// PMIX_EVENT_NODE_DOWN must see it, and a default handler should not pull
-// every environment event to its node. Registration.WantsEnvironment tells
-// an agent which environment events to subscribe to.
+// Job events are "characterized by directly targeting processes within
+// session jobs" (RFC0002); environment events (Event.Environment) are
+// "generated without specifying a particular target". Which of them a
+// registration takes is set by two attributes, each given true, given
+// false, or absent. RFC0002's attribute list is normative:
+//
+//   - PMIX_EVENT_JOB_LEVEL: "whether or not job-specific events are to be
+//     delivered to this handler. Job-specific events will be delivered to a
+//     registered handler by default."
+//   - PMIX_EVENT_ENVIRO_LEVEL: "whether or not environmenal [sic] events
+//     are to be delivered to this handler. Default: false"
+//
+// and its prose says that including PMIX_EVENT_JOB_LEVEL registers "solely
+// for job-specific events", including PMIX_EVENT_ENVIRO_LEVEL "solely for
+// environment events of a given type". The rule that honours both:
+//
+//	environment events: ENVIRO_LEVEL if given, else false
+//	job events:         JOB_LEVEL if given, else not (ENVIRO_LEVEL given true)
+//
+// So neither attribute takes job events only (both defaults); ENVIRO_LEVEL
+// true alone takes environment events only (the "solely" of the prose, which
+// would mean nothing if job events still came); both true take both; an
+// explicit false is honoured, never read as absent. The rule is the same in
+// every category (single, multi, default): naming a code does not bring its
+// environment events. A registration that would take neither kind
+// (JOB_LEVEL false with ENVIRO_LEVEL absent or false) is refused with
+// pmix.ErrBadParam: it would receive nothing.
+//
+// A PMIX_EVENT_NODE_DOWN that affects a job's processes is a job event
+// (RFC0002: job-specific events target processes of the job), so a plain
+// NODE_DOWN handler sees those; a NODE_DOWN the host RM raises as an
+// environment event (no target) needs PMIX_EVENT_ENVIRO_LEVEL.
+// Registration.WantsJob and WantsEnvironment tell an agent which subjects
+// to subscribe to for a registration, so environment events reach a node
+// only when one of its registrations asked for them (RFC0002).
 //
 // PMIX_RANGE in a registration is RFC0018's receiver-level filter on the
 // event's source (Event.Source) as seen from Config.Self: PROC_LOCAL, only
@@ -76,7 +103,11 @@
 // CUSTOM, the procs in PMIX_EVENT_CUSTOM_RANGE (wildcard ranks match).
 // PMIX_EVENT_AFFECTED_PROC(S) in a registration passes only events whose own
 // affected procs include one of them. A registration with no filter is not
-// filtered.
+// filtered. Procs are compared as seen from Config.Self's cluster: a proc
+// named with that cluster's qualifier ("A:job" seen from cluster A, RFC0003)
+// is the same as the bare nspace ("job"), on either side, so a filter may
+// name its own cluster's procs either way; other clusters' procs are
+// qualified.
 //
 // # Chains
 //

@@ -22,6 +22,14 @@ import (
 
 const waitTime = 20 * time.Second
 
+// Registration attributes for the two kinds of event (RFC0002): a
+// registration takes job events only unless it gives PMIX_EVENT_ENVIRO_LEVEL
+// (see package bus, Filters).
+var (
+	jobLevel    = pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))
+	enviroLevel = pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))
+)
+
 // world is two clusters (A, B) of one NATS server each, joined by leaf
 // nodes through a hub, with two agents per cluster and clients of three
 // jobs:
