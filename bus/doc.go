@@ -127,17 +127,32 @@
 // run for their bookkeeping returns pmix.KeyEventResolved true among its
 // results instead: the flag is then true for the handlers that follow.
 //
-// Handlers report pmix.KeyEventNoTermination or KeyEventWantTermination in
-// their results; each overrides the decision so far, except a
-// WantTermination marked pmix.InfoRequired. Outcome.Termination holds the
-// result.
+// Handlers state their view on terminating the application with
+// pmix.KeyEventNoTermination or KeyEventWantTermination in their results.
+// RFC0018 lets later handlers edit the results ("the value of a particular
+// key can be altered", or the entry removed), says NO_TERMINATION "can be
+// overwritten by subsequent handlers", and WANT_TERMINATION "can be
+// overridden by subsequent event handlers unless the PMIX_INFO_REQD
+// directive is set". So the decision (Outcome.Termination) is read from the
+// consolidated array as the chain ends, never kept apart from it: each true
+// entry, in array order, overrides the decision so far. A later handler
+// overrides an earlier view by returning its own, or by editing or removing
+// the earlier entry. A WANT_TERMINATION marked pmix.InfoRequired is final:
+// later entries do not override it, and later handlers cannot change or
+// remove it (their edits to it are ignored; the entry stays as it was). The
+// array and the decision never disagree.
 //
 // A handler asks for an abort by returning pmix.KeyEventAbortRequested
 // true. When the chain has ended, the registry raises pmix.EventAbortRequested
 // (PMIX_ERR_PROC_REQUESTED_ABORT, -8) from Config.Self with range
 // PROC_LOCAL, so that a handler registered for it can abort the process;
 // its outcome is Outcome.Abort. An abort asked for during a chain for
-// pmix.EventAbortRequested raises nothing more.
+// pmix.EventAbortRequested raises nothing more. The minutes' own way, a
+// handler notifying the abort event ("Once the current event callback stack
+// has completed, the new PMIX_ABORT event will be triggered"), waits too:
+// Notify of an EventAbortRequested from Config.Self while chains run holds
+// it until those chains have ended. (The client library turns a PROC_LOCAL
+// one notified by a handler still running into the result above.)
 //
 // A handler that does not complete within PMIX_EVENT_ACTION_TIMEOUT
 // (integer or float64 seconds), or Config.DefaultTimeout when its
