@@ -11,8 +11,11 @@ import (
 // may take to complete before the chain passes it over, when its
 // registration gives no PMIX_EVENT_ACTION_TIMEOUT. Handlers are meant to
 // answer promptly (a long action returns PMIX_EVENT_ACTION_DEFERRED), so this
-// only bounds how long a lost or hung handler stalls a chain.
-const DefaultHandlerTimeout = 10 * time.Second
+// only bounds how long a lost or hung handler stalls a chain. It is the
+// default of every registry pmixbus runs: an agent's registries of its
+// clients (agent.DefaultConfig) and a client's own (PROC_LOCAL and internal
+// events).
+const DefaultHandlerTimeout = 30 * time.Second
 
 // Config configures a Registry.
 type Config struct {
