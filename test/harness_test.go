@@ -149,6 +149,22 @@ func (w *world) attach(clusterID string, p pmix.Proc, node string) *tclient {
 	return tc
 }
 
+// soloEnv registers a job of one process, rank 0 on node, with node's
+// agent, and returns the launch environment of that process: for clients a
+// test attaches its own way.
+func (w *world) soloEnv(node, nspace string) map[string]string {
+	w.t.Helper()
+	a := w.agents[node]
+	if err := a.RegisterJob(agent.Job{Nspace: nspace, Session: "s1", Procs: map[pmix.Rank]string{0: node}}); err != nil {
+		w.t.Fatal(err)
+	}
+	env, err := a.RegisterClient(pmix.Proc{Nspace: nspace, Rank: 0})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return env
+}
+
 func (w *world) client(name string) *tclient {
 	w.t.Helper()
 	c, ok := w.clients[name]
