@@ -149,7 +149,10 @@ func (s *setup) replay(ctx context.Context, c *client.Client, want int) (time.Du
 	var got atomic.Int64
 	all := make(chan struct{})
 	start := time.Now()
-	if _, err := c.RegisterEventHandler(ctx, []pmix.Status{pmix.EventNodeDown}, nil, func(_ *bus.Call, done bus.Done) {
+	// The cached events are environment events: a registration takes those
+	// only with PMIX_EVENT_ENVIRO_LEVEL (RFC0002's default is false).
+	enviro := []pmix.Info{pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))}
+	if _, err := c.RegisterEventHandler(ctx, []pmix.Status{pmix.EventNodeDown}, enviro, func(_ *bus.Call, done bus.Done) {
 		done(pmix.EventNoActionTaken, nil)
 		if got.Add(1) == int64(want) {
 			close(all)

@@ -20,12 +20,24 @@ import (
 // registered while it runs are not called; handlers deregistered before
 // their turn are skipped.
 //
+// The abort event of this process (pmix.EventAbortRequested from
+// Config.Self, as a handler's PMIx_Notify_event asks for it in the
+// 2016-04-07 minutes) never starts in the middle of this registry's chains:
+// notified while chains run, it starts once those chains have ended.
+//
 // After Close, done is called at once with an Outcome whose Status is
 // pmix.ErrInit.
 func (r *Registry) Notify(ev Event, done func(Outcome)) {
 	if done == nil {
 		done = func(Outcome) {}
 	}
+	if ev.Code == pmix.EventAbortRequested && r.deferOwnAbort(ev, done) {
+		return
+	}
+	r.notify(ev, done)
+}
+
+func (r *Registry) notify(ev Event, done func(Outcome)) {
 	c := &chain{r: r, ev: ev, done: done}
 	if !r.start(c, ev.Code) {
 		done(Outcome{Code: ev.Code, Status: pmix.ErrInit})
@@ -102,13 +114,46 @@ type chain struct {
 	resolvedAt int
 	results    []pmix.Info // the consolidated results
 	spare      []pmix.Info // a free buffer for the next handler's copy
-	out        Outcome
-	abortBy    *entry
+	// owners[i] added results[i]; nil until a termination entry is added.
+	owners  []*entry
+	pinned  int // required WANT_TERMINATION entries handlers returned
+	out     Outcome
+	abortBy *entry
 
 	mu      sync.Mutex
 	waiting *step // the step whose handler returned without completing
 
 	prevActive, nextActive *chain // the registry's ring of running chains
+	// aborts waits for this chain to end (guarded by Registry.mu).
+	aborts []*pendingAbort
+}
+
+// pendingAbort is an abort event of the registry's own process notified
+// while chains ran; it starts when the last of them has ended.
+type pendingAbort struct {
+	ev      Event
+	done    func(Outcome)
+	waiting int // chains still running (guarded by Registry.mu)
+}
+
+// deferOwnAbort holds ev, an abort event, until the chains running now
+// have ended, if it comes from the registry's own process and chains are
+// running. It reports whether it held it.
+func (r *Registry) deferOwnAbort(ev Event, done func(Outcome)) bool {
+	if !sourceInRange(pmix.RangeProcLocal, nil, &ev.Source, &r.self) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return false
+	}
+	p := &pendingAbort{ev: ev, done: done}
+	for c := r.active.nextActive; c != &r.active; c = c.nextActive {
+		c.aborts = append(c.aborts, p)
+		p.waiting++
+	}
+	return p.waiting > 0
 }
 
 // step is one handler invocation. Its done func and timer refer to it, not
@@ -149,15 +194,24 @@ func (r *Registry) start(c *chain, code pmix.Status) bool {
 	return true
 }
 
-func (r *Registry) untrack(c *chain) {
+// untrack removes a chain that ended from the running ones, and returns the
+// pending aborts that waited for it last.
+func (r *Registry) untrack(c *chain) (due []*pendingAbort) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.nextActive == nil {
-		return
+		return nil
 	}
 	c.prevActive.nextActive = c.nextActive
 	c.nextActive.prevActive = c.prevActive
 	c.prevActive, c.nextActive = nil, nil
+	for _, p := range c.aborts {
+		if p.waiting--; p.waiting == 0 {
+			due = append(due, p)
+		}
+	}
+	c.aborts = nil
+	return due
 }
 
 // prepare reads the event once: its filter view, and the info the handlers
@@ -339,28 +393,17 @@ func (c *chain) interrupt() {
 	c.finish()
 }
 
-// recordCompletion consolidates the handler's copy of the results (dropping
-// entries whose key it cleared), appends its entry and returned infos, and
-// applies what they ask of the chain.
+// recordCompletion consolidates the handler's copy of the results (see
+// consolidate), appends its entry and returned infos, and applies what they
+// ask of the chain.
 func (c *chain) recordCompletion(s *step, status pmix.Status, returned []pmix.Info) {
-	buf := s.buf
-	w := 0
-	for w < len(buf) && buf[w].Key != "" {
-		w++
-	}
-	for i := w + 1; i < len(buf); i++ { // only when something was removed
-		if buf[i].Key != "" {
-			buf[w] = buf[i]
-			w++
-		}
-	}
-	clear(buf[w:])
-	buf = append(buf[:w], pmix.NewInfo(s.e.key, pmix.StatusValue(status)))
+	buf := c.consolidate(s.buf)
+	buf = c.appendResult(buf, pmix.NewInfo(s.e.key, pmix.StatusValue(status)), s.e)
 	for _, in := range returned {
 		if in.Key == "" {
 			continue
 		}
-		buf = append(buf, in)
+		buf = c.appendResult(buf, in, s.e)
 		c.observe(s.e, in)
 	}
 	c.spare, c.results = c.results, buf
@@ -374,7 +417,7 @@ func (c *chain) recordCompletion(s *step, status pmix.Status, returned []pmix.In
 // recordLost records a handler that will not complete in this chain. The
 // copy it holds is abandoned, since it may still write to it.
 func (c *chain) recordLost(s *step, status pmix.Status, timedOut bool) {
-	c.results = append(c.results, pmix.NewInfo(s.e.key, pmix.StatusValue(status)))
+	c.results = c.appendResult(c.results, pmix.NewInfo(s.e.key, pmix.StatusValue(status)), s.e)
 	c.out.Ran = c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status, TimedOut: timedOut})
 }
 
@@ -385,17 +428,11 @@ func (c *chain) appendRan(r Ran) []Ran {
 	return append(c.out.Ran, r)
 }
 
-// observe applies one returned info to the chain's decisions.
+// observe applies one returned info to the chain's flow: the abort request
+// and the resolved flag. (Termination is read from the array as the chain
+// ends.)
 func (c *chain) observe(e *entry, in pmix.Info) {
 	switch in.Key {
-	case pmix.KeyEventWantTermination:
-		if flagSet(in) {
-			c.decide(WantTermination, in.IsRequired(), e)
-		}
-	case pmix.KeyEventNoTermination:
-		if flagSet(in) {
-			c.decide(NoTermination, false, e)
-		}
 	case pmix.KeyEventAbortRequested:
 		if flagSet(in) && c.abortBy == nil {
 			c.abortBy = e
@@ -405,14 +442,6 @@ func (c *chain) observe(e *entry, in pmix.Info) {
 			c.setResolved()
 		}
 	}
-}
-
-func (c *chain) decide(d Decision, required bool, e *entry) {
-	t := &c.out.Termination
-	if t.Decision == WantTermination && t.Required {
-		return
-	}
-	*t = Termination{Decision: d, Required: required, By: e.id, ByName: e.name}
 }
 
 // setResolved sets the resolved flag for the handlers still to come. The
@@ -429,24 +458,31 @@ func (c *chain) setResolved() {
 }
 
 // finish delivers the outcome, after raising the abort event if a handler
-// asked for it. The abort event's own chain never raises another.
+// asked for it, then starts the abort events that waited for this chain.
+// The abort event's own chain never raises another.
 func (c *chain) finish() {
 	r := c.r
-	r.untrack(c)
+	due := r.untrack(c)
 	out := c.out
 	out.Code = c.ev.Code
 	out.Results = c.results
+	out.Termination = c.termination()
 	if c.abortBy != nil && c.ev.Code != pmix.EventAbortRequested {
 		c.raiseAbort(out)
-		return
+	} else {
+		c.done(out)
 	}
-	c.done(out)
+	for _, p := range due {
+		r.notify(p.ev, p.done)
+	}
 }
 
 // raiseAbort runs the abort chain, then delivers out with its outcome. (A
 // function of its own, so that only chains that abort pay for the closure.)
+// The chain that asked has ended, so the abort starts now, whatever other
+// chains run.
 func (c *chain) raiseAbort(out Outcome) {
-	c.r.Notify(c.r.abortEvent(c.ev.Code, c.abortBy), func(ab Outcome) {
+	c.r.notify(c.r.abortEvent(c.ev.Code, c.abortBy), func(ab Outcome) {
 		out.Abort = &ab
 		c.done(out)
 	})

@@ -228,7 +228,8 @@ func TestTermination(t *testing.T) {
 			}
 		})
 	}
-	// Editing the results does not undo a required decision.
+	// Removing every entry does not undo a required decision: that entry
+	// stays, the others go.
 	r := newTestRegistry(t)
 	mustRegister(t, r, codes(codeA), "h1", completeWith(pmix.EventPartialActionTaken, wantReq), appendAt)
 	mustRegister(t, r, codes(codeA), "h2", func(c *Call, done Done) {
@@ -237,8 +238,81 @@ func TestTermination(t *testing.T) {
 		}
 		done(pmix.EventNoActionTaken, []pmix.Info{no})
 	}, appendAt)
-	if o := run(t, r, Event{Code: codeA}); !o.Termination.Want() || !o.Termination.Required {
+	o := run(t, r, Event{Code: codeA})
+	if !o.Termination.Want() || !o.Termination.Required || o.Termination.ByName != "h1" {
 		t.Errorf("required want lost to an edit: %+v", o.Termination)
+	}
+	wantInfos(t, "results", o.Results, []pmix.Info{wantReq, statusInfo("h2", pmix.EventNoActionTaken), no})
+}
+
+// TestTerminationFollowsEdits: the decision is read from the consolidated
+// array, so edits by later handlers count, except to a required
+// WANT_TERMINATION, which stays as it was; the array and the decision agree.
+func TestTerminationFollowsEdits(t *testing.T) {
+	want := pmix.NewInfo(pmix.KeyEventWantTermination, pmix.Bool(true))
+	wantReq := pmix.Required(want)
+	no := pmix.NewInfo(pmix.KeyEventNoTermination, pmix.Bool(true))
+	// edit applies f to every entry of the handler's copy with key k.
+	edit := func(k string, f func(*pmix.Info)) Handler {
+		return func(c *Call, done Done) {
+			for i := range c.Results {
+				if c.Results[i].Key == k {
+					f(&c.Results[i])
+				}
+			}
+			done(pmix.EventNoActionTaken, nil)
+		}
+	}
+	remove := func(in *pmix.Info) { in.Key = "" }
+	setFalse := func(in *pmix.Info) { in.Value = pmix.Bool(false) }
+	cases := []struct {
+		name     string
+		handlers []Handler // h1, h2, … in chain order
+		decision Decision
+		required bool
+		by       string
+		kept     pmix.Info // what the array holds of the first termination entry, if anything
+	}{
+		{"no withdrawn by an edit", []Handler{completeWith(0, no), edit(pmix.KeyEventNoTermination, setFalse)},
+			Undecided, false, "", pmix.NewInfo(pmix.KeyEventNoTermination, pmix.Bool(false))},
+		{"want removed", []Handler{completeWith(0, want), edit(pmix.KeyEventWantTermination, remove)},
+			Undecided, false, "", pmix.Info{}},
+		{"later want removed, earlier no stands", []Handler{completeWith(0, no), completeWith(0, want), edit(pmix.KeyEventWantTermination, remove)},
+			NoTermination, false, "h1", no},
+		{"required want cannot be removed", []Handler{completeWith(0, wantReq), edit(pmix.KeyEventWantTermination, remove)},
+			WantTermination, true, "h1", wantReq},
+		{"required want cannot be set false", []Handler{completeWith(0, wantReq), edit(pmix.KeyEventWantTermination, setFalse)},
+			WantTermination, true, "h1", wantReq},
+		{"required want cannot lose its flag", []Handler{completeWith(0, wantReq), edit(pmix.KeyEventWantTermination, func(in *pmix.Info) { in.Flags = 0 }),
+			completeWith(0, no)}, WantTermination, true, "h1", wantReq},
+		{"required want cannot be renamed", []Handler{completeWith(0, wantReq), edit(pmix.KeyEventWantTermination, func(in *pmix.Info) { in.Key = pmix.KeyEventNoTermination })},
+			WantTermination, true, "h1", wantReq},
+		{"no set back to true by an edit", []Handler{completeWith(0, pmix.NewInfo(pmix.KeyEventNoTermination, pmix.Bool(false))), completeWith(0, want),
+			edit(pmix.KeyEventNoTermination, func(in *pmix.Info) { in.Value = pmix.Bool(true) })},
+			WantTermination, false, "h2", no},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRegistry(t)
+			for i, h := range c.handlers {
+				mustRegister(t, r, codes(codeA), fmt.Sprintf("h%d", i+1), h, appendAt)
+			}
+			o := run(t, r, Event{Code: codeA})
+			got := o.Termination
+			if got.Decision != c.decision || got.Required != c.required || got.ByName != c.by {
+				t.Errorf("Termination = %+v, want %v required=%v by %q", got, c.decision, c.required, c.by)
+			}
+			var first pmix.Info
+			for _, in := range o.Results {
+				if in.Key == pmix.KeyEventWantTermination || in.Key == pmix.KeyEventNoTermination {
+					first = in
+					break
+				}
+			}
+			if !first.Equal(c.kept) {
+				t.Errorf("array holds %v, want %v (results %v)", first, c.kept, pmix.FormatInfos(o.Results))
+			}
+		})
 	}
 }
 
@@ -300,6 +374,94 @@ func TestAbort(t *testing.T) {
 	if o.Abort == nil || !slices.Equal(ranNames(*o.Abort), []string{"always"}) || o.Abort.Abort != nil {
 		t.Errorf("abort from a default handler: %+v", o.Abort)
 	}
+}
+
+// TestOwnAbortWaitsForChains: the minutes' abort, notified by a handler of
+// this process while its chain runs, starts once that chain (and any other
+// running then) has ended; an abort event from another process starts at
+// once; Close starts the held ones, which report pmix.ErrInit.
+func TestOwnAbortWaitsForChains(t *testing.T) {
+	abortFrom := func(src Origin) Event {
+		return Event{Code: pmix.EventAbortRequested, Source: src, Range: pmix.RangeProcLocal}
+	}
+	peer := Origin{Cluster: "A", Node: "n2", Proc: pmix.Proc{Nspace: "A:job1", Rank: 4}}
+	for _, c := range []struct {
+		name  string
+		src   Origin
+		async bool // the asking handler completes later, from another goroutine
+		want  []string
+	}{
+		{"own, synchronous", selfOrigin, false, []string{"asks", "after", "aborter", "abort outcome"}},
+		{"own, asynchronous", selfOrigin, true, []string{"asks", "after", "aborter", "abort outcome"}},
+		{"from a peer", peer, false, []string{"asks", "aborter", "abort outcome", "after"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRegistry(t)
+			var mu sync.Mutex
+			var order []string
+			note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+			aborted := make(chan struct{})
+			mustRegister(t, r, codes(codeA), "asks", func(_ *Call, done Done) {
+				note("asks")
+				r.Notify(abortFrom(c.src), func(o Outcome) { note("abort outcome"); close(aborted) })
+				if c.async {
+					go done(pmix.EventNoActionTaken, nil)
+					return
+				}
+				done(pmix.EventNoActionTaken, nil)
+			})
+			mustRegister(t, r, codes(codeA), "after", func(_ *Call, done Done) { note("after"); done(pmix.EventNoActionTaken, nil) }, appendAt)
+			mustRegister(t, r, codes(pmix.EventAbortRequested), "aborter", func(_ *Call, done Done) { note("aborter"); done(pmix.EventNoActionTaken, nil) })
+			run(t, r, Event{Code: codeA})
+			select {
+			case <-aborted:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the abort chain never ended")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(order, c.want) {
+				t.Errorf("order %v, want %v", order, c.want)
+			}
+		})
+	}
+
+	t.Run("waits for every chain running when it came", func(t *testing.T) {
+		r := newTestRegistry(t)
+		var held []Done
+		var mu sync.Mutex
+		mustRegister(t, r, codes(codeA), "slow", func(_ *Call, done Done) { mu.Lock(); held = append(held, done); mu.Unlock() })
+		ran := make(chan Outcome, 1)
+		r.Notify(Event{Code: codeA}, nil)
+		r.Notify(Event{Code: codeA}, nil)
+		r.Notify(abortFrom(selfOrigin), func(o Outcome) { ran <- o })
+		mu.Lock()
+		first, second := held[0], held[1]
+		mu.Unlock()
+		first(pmix.EventNoActionTaken, nil)
+		select {
+		case <-ran:
+			t.Fatal("abort started while a chain still ran")
+		default:
+		}
+		r.Notify(Event{Code: codeA}, nil) // started after the abort: not waited for
+		second(pmix.EventNoActionTaken, nil)
+		if o := <-ran; o.Status != pmix.Success {
+			t.Errorf("abort outcome %+v", o)
+		}
+	})
+
+	t.Run("Close releases it", func(t *testing.T) {
+		r := newTestRegistry(t)
+		mustRegister(t, r, codes(codeA), "never", func(*Call, Done) {})
+		r.Notify(Event{Code: codeA}, nil)
+		ran := make(chan Outcome, 1)
+		r.Notify(abortFrom(selfOrigin), func(o Outcome) { ran <- o })
+		r.Close()
+		if o := <-ran; o.Status != pmix.ErrInit {
+			t.Errorf("abort outcome after Close %+v", o)
+		}
+	})
 }
 
 func TestTimeouts(t *testing.T) {
@@ -407,11 +569,13 @@ func TestAsynchronousCompletion(t *testing.T) {
 		calls.Add(1)
 		go done(pmix.EventPartialActionTaken, []pmix.Info{intInfo(c.Name, 1)})
 	}
+	var late sync.WaitGroup // the ignored completion logs: it must not outlive the test
+	defer late.Wait()
 	twice := func(c *Call, done Done) {
 		calls.Add(1)
 		done(pmix.EventNoActionTaken, nil)
 		done(pmix.EventActionComplete, nil) // ignored
-		go done(pmix.EventActionComplete, nil)
+		late.Go(func() { done(pmix.EventActionComplete, nil) })
 	}
 	mustRegister(t, r, codes(codeA), "a1", async, appendAt)
 	mustRegister(t, r, codes(codeA), "t", twice, appendAt)

@@ -59,14 +59,41 @@
 //
 // # Filters
 //
-// PMIX_EVENT_JOB_LEVEL takes job events only, PMIX_EVENT_ENVIRO_LEVEL
-// environment events only, both take both. With neither, a registration
-// takes job events, plus environment events for codes it names (single or
-// multi category); a default registration then gets no environment events.
-// RFC0002 defaults ENVIRO_LEVEL to false, but a registration for
-// PMIX_EVENT_NODE_DOWN must see it, and a default handler should not pull
-// every environment event to its node. Registration.WantsEnvironment tells
-// an agent which environment events to subscribe to.
+// Job events are "characterized by directly targeting processes within
+// session jobs" (RFC0002); environment events (Event.Environment) are
+// "generated without specifying a particular target". Which of them a
+// registration takes is set by two attributes, each given true, given
+// false, or absent. RFC0002's attribute list is normative:
+//
+//   - PMIX_EVENT_JOB_LEVEL: "whether or not job-specific events are to be
+//     delivered to this handler. Job-specific events will be delivered to a
+//     registered handler by default."
+//   - PMIX_EVENT_ENVIRO_LEVEL: "whether or not environmenal [sic] events
+//     are to be delivered to this handler. Default: false"
+//
+// and its prose says that including PMIX_EVENT_JOB_LEVEL registers "solely
+// for job-specific events", including PMIX_EVENT_ENVIRO_LEVEL "solely for
+// environment events of a given type". The rule that honours both:
+//
+//	environment events: ENVIRO_LEVEL if given, else false
+//	job events:         JOB_LEVEL if given, else not (ENVIRO_LEVEL given true)
+//
+// So neither attribute takes job events only (both defaults); ENVIRO_LEVEL
+// true alone takes environment events only (the "solely" of the prose, which
+// would mean nothing if job events still came); both true take both; an
+// explicit false is honoured, never read as absent. The rule is the same in
+// every category (single, multi, default): naming a code does not bring its
+// environment events. A registration that would take neither kind
+// (JOB_LEVEL false with ENVIRO_LEVEL absent or false) is refused with
+// pmix.ErrBadParam: it would receive nothing.
+//
+// A PMIX_EVENT_NODE_DOWN that affects a job's processes is a job event
+// (RFC0002: job-specific events target processes of the job), so a plain
+// NODE_DOWN handler sees those; a NODE_DOWN the host RM raises as an
+// environment event (no target) needs PMIX_EVENT_ENVIRO_LEVEL.
+// Registration.WantsJob and WantsEnvironment tell an agent which subjects
+// to subscribe to for a registration, so environment events reach a node
+// only when one of its registrations asked for them (RFC0002).
 //
 // PMIX_RANGE in a registration is RFC0018's receiver-level filter on the
 // event's source (Event.Source) as seen from Config.Self: PROC_LOCAL, only
@@ -76,7 +103,11 @@
 // CUSTOM, the procs in PMIX_EVENT_CUSTOM_RANGE (wildcard ranks match).
 // PMIX_EVENT_AFFECTED_PROC(S) in a registration passes only events whose own
 // affected procs include one of them. A registration with no filter is not
-// filtered.
+// filtered. Procs are compared as seen from Config.Self's cluster: a proc
+// named with that cluster's qualifier ("A:job" seen from cluster A, RFC0003)
+// is the same as the bare nspace ("job"), on either side, so a filter may
+// name its own cluster's procs either way; other clusters' procs are
+// qualified.
 //
 // # Chains
 //
@@ -96,17 +127,32 @@
 // run for their bookkeeping returns pmix.KeyEventResolved true among its
 // results instead: the flag is then true for the handlers that follow.
 //
-// Handlers report pmix.KeyEventNoTermination or KeyEventWantTermination in
-// their results; each overrides the decision so far, except a
-// WantTermination marked pmix.InfoRequired. Outcome.Termination holds the
-// result.
+// Handlers state their view on terminating the application with
+// pmix.KeyEventNoTermination or KeyEventWantTermination in their results.
+// RFC0018 lets later handlers edit the results ("the value of a particular
+// key can be altered", or the entry removed), says NO_TERMINATION "can be
+// overwritten by subsequent handlers", and WANT_TERMINATION "can be
+// overridden by subsequent event handlers unless the PMIX_INFO_REQD
+// directive is set". So the decision (Outcome.Termination) is read from the
+// consolidated array as the chain ends, never kept apart from it: each true
+// entry, in array order, overrides the decision so far. A later handler
+// overrides an earlier view by returning its own, or by editing or removing
+// the earlier entry. A WANT_TERMINATION marked pmix.InfoRequired is final:
+// later entries do not override it, and later handlers cannot change or
+// remove it (their edits to it are ignored; the entry stays as it was). The
+// array and the decision never disagree.
 //
 // A handler asks for an abort by returning pmix.KeyEventAbortRequested
 // true. When the chain has ended, the registry raises pmix.EventAbortRequested
 // (PMIX_ERR_PROC_REQUESTED_ABORT, -8) from Config.Self with range
 // PROC_LOCAL, so that a handler registered for it can abort the process;
 // its outcome is Outcome.Abort. An abort asked for during a chain for
-// pmix.EventAbortRequested raises nothing more.
+// pmix.EventAbortRequested raises nothing more. The minutes' own way, a
+// handler notifying the abort event ("Once the current event callback stack
+// has completed, the new PMIX_ABORT event will be triggered"), waits too:
+// Notify of an EventAbortRequested from Config.Self while chains run holds
+// it until those chains have ended. (The client library turns a PROC_LOCAL
+// one notified by a handler still running into the result above.)
 //
 // A handler that does not complete within PMIX_EVENT_ACTION_TIMEOUT
 // (integer or float64 seconds), or Config.DefaultTimeout when its

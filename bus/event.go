@@ -41,9 +41,11 @@ type Call struct {
 	// Results is the handler's own copy of the consolidated results so
 	// far (RFC0018). Before calling done, the handler may change values in
 	// place, or set an entry's Key to "" to remove it (RFC0018's "free the
-	// key and set it to NULL"). New entries go in done's results argument:
-	// appending to this slice adds nothing. The engine takes the storage
-	// back when done is called, so do not keep it past that.
+	// key and set it to NULL"), except a PMIX_EVENT_WANT_TERMINATION entry
+	// marked pmix.InfoRequired: edits to that one are ignored. New entries
+	// go in done's results argument: appending to this slice adds nothing.
+	// The engine takes the storage back when done is called, so do not
+	// keep it past that.
 	Results []pmix.Info
 }
 
@@ -108,13 +110,12 @@ type Outcome struct {
 type Decision int
 
 const (
-	// Undecided: no handler returned KeyEventNoTermination or
+	// Undecided: the results hold no true KeyEventNoTermination or
 	// KeyEventWantTermination.
 	Undecided Decision = iota
-	// NoTermination: the deciding handler returned KeyEventNoTermination.
+	// NoTermination: the deciding entry is KeyEventNoTermination.
 	NoTermination
-	// WantTermination: the deciding handler returned
-	// KeyEventWantTermination.
+	// WantTermination: the deciding entry is KeyEventWantTermination.
 	WantTermination
 )
 
@@ -129,16 +130,19 @@ func (d Decision) String() string {
 	return "undecided"
 }
 
-// Termination is the consolidated termination decision of a chain. Each
-// handler that returns KeyEventNoTermination or KeyEventWantTermination as
-// true overrides the decision so far, unless that decision is a
-// WantTermination returned with pmix.InfoRequired, which nothing overrides.
-// The decision is taken from what handlers return through done; editing the
-// results array does not change it.
+// Termination is the consolidated termination decision of a chain, read
+// from Outcome.Results as the chain ends, so the two always agree: each
+// KeyEventNoTermination or KeyEventWantTermination entry that is true, in
+// array order, overrides the decision so far, unless that decision is a
+// WantTermination marked pmix.InfoRequired, which nothing overrides. A
+// later handler overrides an earlier view by returning its own, or by
+// editing or removing the earlier entry in Call.Results; edits to a
+// required WantTermination entry are ignored. See the package
+// documentation, Chains.
 type Termination struct {
 	Decision Decision
 	Required bool   // the WantTermination carried pmix.InfoRequired
-	By       ID     // the deciding handler; 0 when Undecided
+	By       ID     // the handler that added the deciding entry; 0 when Undecided
 	ByName   string // its name
 }
 

@@ -2,60 +2,122 @@ package bus
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-func TestLevelFilter(t *testing.T) {
-	jobL := pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))
-	envL := pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))
-	cases := []struct {
-		name     string
-		cs       []pmix.Status
-		attrs    []pmix.Info
-		job, env bool // does it run for a job / environment event with codeA?
-	}{
-		{"single, neither", codes(codeA), nil, true, true},
-		{"multi, neither", codes(codeA, codeB), nil, true, true},
-		{"default, neither", nil, nil, true, false},
-		{"single, JOB_LEVEL", codes(codeA), []pmix.Info{jobL}, true, false},
-		{"default, JOB_LEVEL", nil, []pmix.Info{jobL}, true, false},
-		{"single, ENVIRO_LEVEL", codes(codeA), []pmix.Info{envL}, false, true},
-		{"multi, ENVIRO_LEVEL", codes(codeA, codeB), []pmix.Info{envL}, false, true},
-		{"default, ENVIRO_LEVEL", nil, []pmix.Info{envL}, false, true},
-		{"single, both", codes(codeA), []pmix.Info{jobL, envL}, true, true},
-		{"default, both", nil, []pmix.Info{jobL, envL}, true, true},
-		{"default, both false", nil, []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(false)), pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(false))}, true, false},
+// levelAttr is how a registration gives PMIX_EVENT_JOB_LEVEL or
+// PMIX_EVENT_ENVIRO_LEVEL.
+type levelAttr int
+
+const (
+	absent  levelAttr = iota
+	givenT            // given true
+	givenF            // given false
+	noValue           // given without a value, which PMIx reads as true
+)
+
+func (a levelAttr) String() string { return [...]string{"absent", "true", "false", "no-value"}[a] }
+
+func (a levelAttr) info(key string) []pmix.Info {
+	switch a {
+	case givenT:
+		return []pmix.Info{pmix.NewInfo(key, pmix.Bool(true))}
+	case givenF:
+		return []pmix.Info{pmix.NewInfo(key, pmix.Bool(false))}
+	case noValue:
+		return []pmix.Info{{Key: key}}
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := newTestRegistry(t)
-			id := mustRegister(t, r, c.cs, "h", nil, c.attrs...)
-			g, _ := r.Lookup(id)
-			for _, env := range []bool{false, true} {
-				want := c.job
-				if env {
-					want = c.env
-				}
-				ev := Event{Code: codeA, Environment: env}
-				if got := len(run(t, r, ev).Ran) == 1; got != want {
-					t.Errorf("environment=%v: ran %v, want %v", env, got, want)
-				}
-				if got := r.Wants(ev); got != want {
-					t.Errorf("environment=%v: Wants %v, want %v", env, got, want)
-				}
-				if got := g.Accepts(ev, selfOrigin); got != want {
-					t.Errorf("environment=%v: Accepts %v, want %v", env, got, want)
-				}
+	return nil
+}
+
+// rfcLevels is RFC0002's text on the two attributes, as a truth table
+// written out by hand rather than computed, keyed by (JOB_LEVEL,
+// ENVIRO_LEVEL) as given: does the handler take job events, environment
+// events? A registration missing from the table takes neither and must be
+// refused. The sentences it follows:
+//
+//   - JOB_LEVEL: "whether or not job-specific events are to be delivered to
+//     this handler. Job-specific events will be delivered to a registered
+//     handler by default."
+//   - ENVIRO_LEVEL: "whether or not environmental events are to be delivered
+//     to this handler. Default: false"
+//   - "register solely for environment events of a given type by include
+//     the PMIX_EVENT_ENVIRO_LEVEL key": ENVIRO_LEVEL true alone drops the
+//     job default.
+var rfcLevels = map[[2]levelAttr][2]bool{
+	{absent, absent}: {true, false}, // both defaults
+	{absent, givenT}: {false, true}, // "solely for environment events"
+	{absent, givenF}: {true, false}, // environment explicitly refused; job by default
+	{givenT, absent}: {true, false}, // "solely for job-specific events"
+	{givenT, givenT}: {true, true},  // both asked for
+	{givenT, givenF}: {true, false},
+	{givenF, givenT}: {false, true},
+	// {givenF, absent} and {givenF, givenF}: nothing at all.
+}
+
+func (a levelAttr) given() levelAttr {
+	if a == noValue {
+		return givenT
+	}
+	return a
+}
+
+// TestLevelsAgainstRFC runs every combination of category, the event's
+// range, job or environment event, and JOB_LEVEL / ENVIRO_LEVEL given true,
+// false, without a value or absent, against rfcLevels: the chain, Wants,
+// Accepts, WantsJob and WantsEnvironment must all agree with it, whatever
+// the category (naming a code brings no environment events) and whatever
+// the range (delivery by range happens before the registry).
+func TestLevelsAgainstRFC(t *testing.T) {
+	categories := map[string][]pmix.Status{"single": codes(codeA), "multi": codes(codeA, codeB), "default": nil}
+	ranges := []pmix.Range{pmix.RangeRM, pmix.RangeLocal, pmix.RangeNamespace, pmix.RangeSession,
+		pmix.RangeGlobal, pmix.RangeCustom, pmix.RangeProcLocal}
+	attrs := []levelAttr{absent, givenT, givenF, noValue}
+	for catName, cs := range categories {
+		for _, job := range attrs {
+			for _, env := range attrs {
+				t.Run(fmt.Sprintf("%s/job=%v/enviro=%v", catName, job, env), func(t *testing.T) {
+					want, registers := rfcLevels[[2]levelAttr{job.given(), env.given()}]
+					r := newTestRegistry(t)
+					info := append(job.info(pmix.KeyEventJobLevel), env.info(pmix.KeyEventEnviroLevel)...)
+					id, err := r.Register(cs, info, noAction)
+					if !registers {
+						wantStatus(t, err, pmix.ErrBadParam)
+						if err != nil && !strings.Contains(err.Error(), "would receive nothing") {
+							t.Errorf("refusal says %q", err)
+						}
+						return
+					}
+					if err != nil {
+						t.Fatalf("Register: %v", err)
+					}
+					g, _ := r.Lookup(id)
+					if g.JobLevelGiven != (job != absent) || g.EnviroLevelGiven != (env != absent) ||
+						g.JobLevel != (job.given() == givenT) || g.EnviroLevel != (env.given() == givenT) {
+						t.Errorf("Registration levels %v/%v given %v/%v", g.JobLevel, g.EnviroLevel, g.JobLevelGiven, g.EnviroLevelGiven)
+					}
+					if g.WantsJob() != want[0] || g.WantsEnvironment(codeA) != want[1] {
+						t.Errorf("WantsJob %v WantsEnvironment(A) %v, want %v %v", g.WantsJob(), g.WantsEnvironment(codeA), want[0], want[1])
+					}
+					if got := g.WantsEnvironment(codeC); got != (want[1] && cs == nil) {
+						t.Errorf("WantsEnvironment(C) = %v for codes %v", got, cs)
+					}
+					for _, rng := range ranges {
+						for i, environment := range []bool{false, true} {
+							ev := Event{Code: codeA, Range: rng, Environment: environment, Source: selfOrigin}
+							ran := len(run(t, r, ev).Ran) == 1
+							if ran != want[i] || r.Wants(ev) != want[i] || g.Accepts(ev, selfOrigin) != want[i] {
+								t.Errorf("range %v environment=%v: ran %v Wants %v Accepts %v, want %v",
+									rng, environment, ran, r.Wants(ev), g.Accepts(ev, selfOrigin), want[i])
+							}
+						}
+					}
+				})
 			}
-			if g.WantsJob() != c.job || g.WantsEnvironment(codeA) != c.env {
-				t.Errorf("WantsJob %v WantsEnvironment(A) %v, want %v %v", g.WantsJob(), g.WantsEnvironment(codeA), c.job, c.env)
-			}
-			if g.WantsEnvironment(codeC) != (c.env && c.cs == nil) {
-				t.Errorf("WantsEnvironment(C) = %v for codes %v", g.WantsEnvironment(codeC), c.cs)
-			}
-		})
+		}
 	}
 }
 
@@ -251,5 +313,52 @@ func TestStrings(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestOwnClusterQualifier: a proc of the registry's own cluster matches
+// whether it is named bare ("job2", as an agent names same-cluster sources)
+// or qualified ("A:job2"), on either side of a CUSTOM source filter or an
+// affected-procs filter; another cluster's procs match only qualified.
+func TestOwnClusterQualifier(t *testing.T) {
+	self := Origin{Cluster: "A", Node: "n1", Session: "s1", Proc: pmix.Proc{Nspace: "job1", Rank: 3}}
+	p := func(ns string, r pmix.Rank) pmix.Proc { return pmix.Proc{Nspace: ns, Rank: r} }
+	src := func(pr pmix.Proc) Origin { return Origin{Cluster: "A", Node: "n2", Proc: pr} }
+	custom := func(ps ...pmix.Proc) []pmix.Info {
+		return []pmix.Info{pmix.NewInfo(pmix.KeyRange, pmix.RangeValue(pmix.RangeCustom)), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(ps))}
+	}
+	affected := func(ps ...pmix.Proc) []pmix.Info {
+		return []pmix.Info{pmix.NewInfo(pmix.KeyEventAffectedProcs, pmix.Procs(ps))}
+	}
+	cases := []struct {
+		name string
+		reg  []pmix.Info
+		ev   Event
+		want bool
+	}{
+		{"custom qualified, source bare", custom(p("A:job2", pmix.RankWildcard)), Event{Source: src(p("job2", 0))}, true},
+		{"custom bare, source qualified", custom(p("job2", 0)), Event{Source: src(p("A:job2", 0))}, true},
+		{"custom qualified, other rank", custom(p("A:job2", 1)), Event{Source: src(p("job2", 0))}, false},
+		{"custom other cluster, source bare", custom(p("B:job2", 0)), Event{Source: src(p("job2", 0))}, false},
+		{"custom other cluster, source of it", custom(p("B:job2", 0)), Event{Source: Origin{Cluster: "B", Proc: p("B:job2", 0)}}, true},
+		{"custom bare, source of another cluster", custom(p("job2", 0)), Event{Source: Origin{Cluster: "B", Proc: p("B:job2", 0)}}, false},
+		{"a prefix is not a qualifier", custom(p("A:job2", 0)), Event{Source: src(p("AA:job2", 0))}, false},
+		{"affected qualified, event bare", affected(p("A:job3", 1)), Event{Info: affected(p("job3", 1))}, true},
+		{"affected bare, event qualified", affected(p("job3", pmix.RankWildcard)), Event{Info: affected(p("A:job3", 4))}, true},
+		{"affected other cluster", affected(p("B:job3", 1)), Event{Info: affected(p("job3", 1))}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRegistry(t, func(cfg *Config) { cfg.Self = self })
+			id := mustRegister(t, r, codes(codeA), "h", nil, c.reg...)
+			g, _ := r.Lookup(id)
+			c.ev.Code = codeA
+			if got := len(run(t, r, c.ev).Ran) == 1; got != c.want {
+				t.Errorf("ran %v, want %v", got, c.want)
+			}
+			if r.Wants(c.ev) != c.want || g.Accepts(c.ev, self) != c.want {
+				t.Error("Wants or Accepts disagree with the chain")
+			}
+		})
 	}
 }

@@ -134,10 +134,12 @@ type Registration struct {
 	Placement Placement
 	Target    string // the handler named by PlaceBefore / PlaceAfter
 
-	// JobLevel and EnviroLevel are PMIX_EVENT_JOB_LEVEL and
-	// PMIX_EVENT_ENVIRO_LEVEL as given; see WantsJob and WantsEnvironment
-	// for what they select.
-	JobLevel, EnviroLevel bool
+	// JobLevel and EnviroLevel are the values of PMIX_EVENT_JOB_LEVEL and
+	// PMIX_EVENT_ENVIRO_LEVEL, and JobLevelGiven and EnviroLevelGiven
+	// whether each was given at all: an explicit false is not an absent
+	// attribute. WantsJob and WantsEnvironment say what they select.
+	JobLevel, EnviroLevel           bool
+	JobLevelGiven, EnviroLevelGiven bool
 
 	// SourceRange is the receiver-side range filter (PMIX_RANGE given at
 	// registration, RFC0018); pmix.RangeUndef means none.
@@ -160,24 +162,27 @@ func (g Registration) Matches(code pmix.Status) bool {
 	return g.Category == CategoryDefault || hasCode(g.Codes, code)
 }
 
-// WantsJob reports whether the registration accepts job events (events
-// that target processes). Only a registration with PMIX_EVENT_ENVIRO_LEVEL
-// and without PMIX_EVENT_JOB_LEVEL refuses them.
+// WantsJob reports whether the registration takes job events (events
+// that target processes, RFC0002): as PMIX_EVENT_JOB_LEVEL says when it is
+// given, and otherwise unless PMIX_EVENT_ENVIRO_LEVEL is given true (which
+// alone registers "solely for environment events"). See the package
+// documentation, Filters.
 func (g Registration) WantsJob() bool {
-	return wantsLevel(g.Category, g.JobLevel, g.EnviroLevel, false)
+	job, _ := g.levels().takes()
+	return job
 }
 
-// WantsEnvironment reports whether the registration accepts environment
+// WantsEnvironment reports whether the registration takes environment
 // events with the given code, which tells an agent whether to subscribe to
-// them for it:
-//
-//   - with PMIX_EVENT_ENVIRO_LEVEL: yes, for every code it matches;
-//   - with PMIX_EVENT_JOB_LEVEL only: no;
-//   - with neither: yes for a code the registration names (single or multi
-//     category), no for a default registration, so that a default handler
-//     does not pull every environment event to its node.
+// them for it: the registration matches code, and PMIX_EVENT_ENVIRO_LEVEL
+// was given true (RFC0002: "Default: false"), whatever its category.
 func (g Registration) WantsEnvironment(code pmix.Status) bool {
-	return g.Matches(code) && wantsLevel(g.Category, g.JobLevel, g.EnviroLevel, true)
+	_, env := g.levels().takes()
+	return env && g.Matches(code)
+}
+
+func (g Registration) levels() levels {
+	return levels{job: g.JobLevel, env: g.EnviroLevel, jobSet: g.JobLevelGiven, envSet: g.EnviroLevelGiven}
 }
 
 // Accepts reports whether a chain for ev would invoke this registration in a
@@ -190,8 +195,8 @@ func (g Registration) Accepts(ev Event, self Origin) bool {
 	}
 	v := newEventView(&ev)
 	return v.passes(g.Category, &filter{
-		jobLevel: g.JobLevel, enviroLevel: g.EnviroLevel,
-		rng: g.SourceRange, procs: g.SourceProcs, affected: g.AffectedProcs,
+		levels: g.levels(),
+		rng:    g.SourceRange, procs: g.SourceProcs, affected: g.AffectedProcs,
 	}, &self)
 }
 
@@ -239,7 +244,8 @@ func (e *entry) registration() Registration {
 	return Registration{
 		ID: e.id, Name: e.name, Codes: slices.Clone(e.codes), Category: e.cat,
 		Placement: e.place, Target: e.target,
-		JobLevel: e.filter.jobLevel, EnviroLevel: e.filter.enviroLevel,
+		JobLevel: e.filter.levels.job, EnviroLevel: e.filter.levels.env,
+		JobLevelGiven: e.filter.levels.jobSet, EnviroLevelGiven: e.filter.levels.envSet,
 		SourceRange: e.filter.rng, SourceProcs: slices.Clone(e.filter.procs),
 		AffectedProcs: slices.Clone(e.filter.affected),
 		Timeout:       e.timeout,
@@ -326,13 +332,13 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 			if err != nil {
 				return err
 			}
-			e.filter.jobLevel = on
+			e.filter.levels.job, e.filter.levels.jobSet = on, true
 		case pmix.KeyEventEnviroLevel:
 			on, err := flagValue(in)
 			if err != nil {
 				return err
 			}
-			e.filter.enviroLevel = on
+			e.filter.levels.env, e.filter.levels.envSet = on, true
 		case pmix.KeyRange:
 			r, err := rangeValue(in)
 			if err != nil {
@@ -359,6 +365,11 @@ func parseAttrs(e *entry, info []pmix.Info) error {
 			}
 			e.timeout = d
 		}
+	}
+
+	if job, env := e.filter.levels.takes(); !job && !env {
+		return pmix.Errorf(pmix.ErrBadParam, "bus: %s false without %s true takes neither job nor environment events: the handler would receive nothing",
+			pmix.KeyEventJobLevel, pmix.KeyEventEnviroLevel)
 	}
 
 	switch {

@@ -93,21 +93,23 @@ func NewRegistry(cfg Config) (*Registry, error) {
 //     KeyEventHdlrPrepend, KeyEventHdlrAppend (bools), KeyEventHdlrBefore,
 //     KeyEventHdlrAfter (string: a handler name). With none, the handler is
 //     prepended within its category.
-//   - filters: pmix.KeyEventJobLevel, KeyEventEnviroLevel (bools);
-//     pmix.KeyRange (the accepted source range) with, for
+//   - filters: pmix.KeyEventJobLevel, KeyEventEnviroLevel (bools, where
+//     false is not the same as absent; see the package documentation,
+//     Filters); pmix.KeyRange (the accepted source range) with, for
 //     pmix.RangeCustom, pmix.KeyEventCustomRange (the accepted source
 //     procs; given alone it implies RangeCustom);
 //     pmix.KeyEventAffectedProc / KeyEventAffectedProcs.
 //   - pmix.KeyEventActionTimeout: integer seconds, or float64 seconds.
 //
-// Flags count when they are true (or carry no value). Other keys are
-// ignored.
+// Placement flags count when they are true (or carry no value, which also
+// makes a level true). Other keys are ignored.
 //
 // It returns the new registration's id, or an *pmix.Error with:
 // pmix.ErrEventRegistration for a duplicate name (whatever the other
 // attributes) or a placement that cannot be honoured (see errors.go);
-// pmix.ErrBadParam for a nil handler or a malformed attribute; ErrClosed
-// after Close.
+// pmix.ErrBadParam for a nil handler, a malformed attribute, or levels
+// that take no event at all (PMIX_EVENT_JOB_LEVEL false without
+// PMIX_EVENT_ENVIRO_LEVEL true); ErrClosed after Close.
 //
 // Register may be called from inside a handler. It does not change the
 // order of chains already running.

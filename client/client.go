@@ -54,6 +54,12 @@ type Client struct {
 	toAgent     map[bus.ID]uint64 // local id → agent id
 	lost        error             // set when the connection ended
 	final       bool
+	// running: invocations of this process's handlers that have not
+	// completed (abort.go).
+	running map[*invocation]struct{}
+	pruneAt int
+
+	handlerTimeout time.Duration // the default of the local registry
 
 	wg      sync.WaitGroup
 	stopped chan struct{}
@@ -70,8 +76,9 @@ type registered struct {
 }
 
 type options struct {
-	env    func(string) string
-	logger *slog.Logger
+	env            func(string) string
+	logger         *slog.Logger
+	handlerTimeout time.Duration
 }
 
 // Option adjusts Init.
@@ -100,6 +107,21 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithHandlerTimeout sets how long a handler of the client's own chains
+// (PROC_LOCAL and internal events) may take to complete when its
+// registration gives no PMIX_EVENT_ACTION_TIMEOUT, before the chain passes
+// it over. The default is bus.DefaultHandlerTimeout, the agent's default for
+// the chains it runs; zero waits forever.
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative handler timeout %v", ErrInvalidOption, d)
+		}
+		o.handlerTimeout = d
+		return nil
+	}
+}
+
 // Init attaches to the agent, as PMIx_Init does.
 //
 // Errors: pmix.ErrInit when the environment lacks the identity (the
@@ -108,7 +130,7 @@ func WithLogger(l *slog.Logger) Option {
 // refuses the identity; ErrAlreadyAttached, at once, when another process
 // holds it; ErrInvalidOption.
 func Init(ctx context.Context, opts ...Option) (*Client, error) {
-	o := options{env: os.Getenv, logger: slog.New(slog.DiscardHandler)}
+	o := options{env: os.Getenv, logger: slog.New(slog.DiscardHandler), handlerTimeout: bus.DefaultHandlerTimeout}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -145,14 +167,18 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 		registering: make(map[uint64]registered),
 		abandoned:   make(map[uint64]bool),
 		toAgent:     make(map[bus.ID]uint64),
+		running:     make(map[*invocation]struct{}),
+		pruneAt:     minPrune,
 		stopped:     make(chan struct{}),
+
+		handlerTimeout: o.handlerTimeout,
 	}
 	c.r, c.w = proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
 	if err := c.hello(ctx, o.env(EnvCredential)); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	local, err := bus.NewRegistry(bus.Config{Self: c.self, Logger: c.log})
+	local, err := bus.NewRegistry(bus.Config{Self: c.self, DefaultTimeout: c.handlerTimeout, Logger: c.log})
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -302,10 +328,17 @@ func (c *Client) write(f *proto.Frame) error { return c.w.WriteFrame(f) }
 // readLoop dispatches the agent's frames until the connection ends.
 func (c *Client) readLoop() {
 	defer c.wg.Done()
-	var why error
+	var why, garbled error
 	for {
 		f, err := c.r.ReadFrame()
 		if err != nil {
+			if undecodable(err) && inStep(err) {
+				c.failedComm(err)
+				continue
+			}
+			if undecodable(err) {
+				garbled = err
+			}
 			if why == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				why = err
 			}
@@ -341,12 +374,14 @@ func (c *Client) readLoop() {
 			c.log.Warn("ignoring unexpected frame from the agent", "type", f.Type.String())
 		}
 	}
-	c.connectionEnded(why)
+	c.connectionEnded(why, garbled)
 }
 
 // connectionEnded fails the requests in flight and, unless the client
-// finalized, raises PMIX_ERR_LOST_CONNECTION in its own handlers.
-func (c *Client) connectionEnded(why error) {
+// finalized, raises PMIX_ERR_LOST_CONNECTION in its own handlers, after
+// PMIX_ERR_COMM_FAILURE if a frame that could not be decoded (garbled)
+// ended it.
+func (c *Client) connectionEnded(why, garbled error) {
 	msg := ErrLostConnection.Message
 	if why != nil {
 		msg += ": " + why.Error()
@@ -367,14 +402,11 @@ func (c *Client) connectionEnded(why error) {
 	if final {
 		return
 	}
-	c.log.Warn(msg)
-	ev := bus.Event{
-		Code:   pmix.ErrLostConnection,
-		Source: c.self,
-		Range:  pmix.RangeProcLocal,
-		Info:   []pmix.Info{pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(msg))},
+	if garbled != nil {
+		c.local.Notify(c.commFailure(garbled), nil)
 	}
-	c.local.Notify(ev, func(bus.Outcome) {})
+	c.log.Warn(msg)
+	c.local.Notify(c.internalEvent(pmix.LostServerConnection, msg), nil)
 }
 
 // Lost returns a channel closed when the connection to the agent ends.

@@ -16,8 +16,17 @@
 // Registrations are recorded in the client first (RFC0002) and then with
 // the agent, which runs the chains for events that arrive over NATS;
 // ordering errors come back from the call. PROC_LOCAL events and the
-// client's internal events (PMIX_ERR_LOST_CONNECTION when the agent goes
-// away) run the client's own copy of the chain and never leave the process.
+// client's internal events (RFC0002's: PMIX_ERR_LOST_CONNECTION, its
+// LOST_SERVER_CONNECTION, when the agent goes away; PMIX_ERR_COMM_FAILURE,
+// its FAILED_COMM, when a frame from the agent cannot be decoded) run the
+// client's own copy of the chain and never leave the process. That chain
+// passes over a handler that does not complete within its
+// PMIX_EVENT_ACTION_TIMEOUT, or bus.DefaultHandlerTimeout
+// (WithHandlerTimeout), as the agent's do.
+//
+// A handler that notifies pmix.EventAbortRequested before it completes asks
+// for the 2016-04-07 minutes' abort, which runs once its chain has ended
+// (see NotifyEvent).
 //
 // Handlers run one at a time, in the order the agent sent the events, on a
 // goroutine of the client's own (a PMIx progress thread), never on the

@@ -26,7 +26,7 @@ func (c *Client) RegisterEventHandler(ctx context.Context, codes []pmix.Status, 
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
-	id, err := c.local.Register(codes, info, h)
+	id, err := c.local.Register(codes, info, c.tracked(h))
 	if err != nil {
 		return 0, err
 	}
@@ -89,10 +89,24 @@ func (c *Client) DeregisterEventHandlerCB(id bus.ID, cb func(error)) {
 // chain and never leaves it; NotifyEvent returns once that chain ended.
 // The source receives its own event when the range includes it.
 //
+// pmix.EventAbortRequested (PMIX_ERR_PROC_REQUESTED_ABORT) notified by one
+// of this process's handlers before it completes is the 2016-04-07
+// minutes' abort request, which must wait for the chain to end. With
+// PMIX_RANGE_PROC_LOCAL, NotifyEvent returns at once and the handler's
+// results carry pmix.KeyEventAbortRequested, so the registry running its
+// chain raises the abort event (from this process, PROC_LOCAL, with a text
+// of its own; info is not used) once the chain has ended. Several handlers
+// of concurrent chains running then each raise it. With a wider range the
+// event goes out as any other, and the agent holds this process's own copy
+// until its chains running then have ended.
+//
 // Errors: ErrBadParam for an invalid range or a CUSTOM range without
 // targets; ErrLostConnection; ErrUnreach if the agent could not publish.
 func (c *Client) NotifyEvent(ctx context.Context, code pmix.Status, rng pmix.Range, info []pmix.Info) error {
 	if rng == pmix.RangeProcLocal {
+		if code == pmix.EventAbortRequested && c.deferAbort() {
+			return nil
+		}
 		done := make(chan struct{})
 		c.local.Notify(bus.Event{Code: code, Source: c.self, Range: rng, Info: info}, func(bus.Outcome) { close(done) })
 		select {
@@ -157,8 +171,9 @@ func (c *Client) invoke(f *proto.Frame) {
 	if call.Results == nil {
 		call.Results = []pmix.Info{}
 	}
+	inv := c.begin(reg.local)
 	var once sync.Once
 	reg.h(call, func(status pmix.Status, results []pmix.Info) {
-		once.Do(func() { answer(status, results, call.Results) })
+		once.Do(func() { answer(status, c.settle(inv, results), call.Results) })
 	})
 }

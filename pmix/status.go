@@ -117,6 +117,11 @@ const EventAbortRequested = ErrProcRequestedAbort
 // OpenPMIx names PMIX_ERR_LOST_CONNECTION.
 const LostServerConnection = ErrLostConnection
 
+// FailedComm is RFC0002's PMIX_ERR_FAILED_COMM ("a message from the local
+// server could not be correctly unpacked, or … an outbound message could not
+// be packed"), which OpenPMIx names PMIX_ERR_COMM_FAILURE.
+const FailedComm = ErrCommFailure
+
 var statusNames = map[Status]string{
 	Success:                   "PMIX_SUCCESS",
 	ErrGeneral:                "PMIX_ERROR",

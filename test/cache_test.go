@@ -80,7 +80,7 @@ func TestLateRegistrationGetsCachedEvents(t *testing.T) {
 	var early atomic.Bool
 	rec := newRecorder()
 	h := rec.handler(pmix.EventNoActionTaken)
-	_, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code, pmix.EventProcTerminated}, nil, func(call *bus.Call, done bus.Done) {
+	_, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code, pmix.EventProcTerminated}, []pmix.Info{jobLevel, enviroLevel}, func(call *bus.Call, done bus.Done) {
 		if !returned.Load() {
 			early.Store(true)
 		}
@@ -108,7 +108,7 @@ func TestLateRegistrationGetsCachedEvents(t *testing.T) {
 	checkRun(t, seqs(rec.all()), 0, 6)
 	// A second registration replays again, to it alone.
 	rec2 := newRecorder()
-	if _, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code}, nil, rec2.handler(pmix.EventNoActionTaken)); err != nil {
+	if _, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code}, []pmix.Info{enviroLevel}, rec2.handler(pmix.EventNoActionTaken)); err != nil {
 		t.Fatal(err)
 	}
 	rec2.waitCount(t, code, 6)
@@ -210,7 +210,7 @@ func TestCacheFlood(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lc.Finalize(context.Background()) })
 	envRec, jobRec := newRecorder(), newRecorder()
-	if _, err := lc.RegisterEventHandler(t.Context(), []pmix.Status{env}, nil, envRec.handler(pmix.EventNoActionTaken)); err != nil {
+	if _, err := lc.RegisterEventHandler(t.Context(), []pmix.Status{env}, []pmix.Info{enviroLevel}, envRec.handler(pmix.EventNoActionTaken)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lc.RegisterEventHandler(t.Context(), []pmix.Status{jobCode}, nil, jobRec.handler(pmix.EventNoActionTaken)); err != nil {
@@ -266,7 +266,7 @@ func TestCacheSurvivesServerRestart(t *testing.T) {
 	})
 	c := w.client("B:jobB.0")
 	rec := newRecorder()
-	if _, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code}, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+	if _, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{code}, []pmix.Info{enviroLevel}, rec.handler(pmix.EventNoActionTaken)); err != nil {
 		t.Fatal(err)
 	}
 	rec.waitCount(t, code, 3)
@@ -306,7 +306,7 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
 	rec := newRecorder()
-	if _, err := c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventNodeDown}, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+	if _, err := c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventNodeDown}, []pmix.Info{enviroLevel}, rec.handler(pmix.EventNoActionTaken)); err != nil {
 		t.Fatal(err)
 	}
 	rec.waitCount(t, pmix.EventNodeDown, 4)

@@ -25,6 +25,14 @@ import (
 
 const waitTime = 20 * time.Second
 
+// Registration attributes for the two kinds of event (RFC0002): a
+// registration takes job events only unless it gives PMIX_EVENT_ENVIRO_LEVEL
+// (see package bus, Filters).
+var (
+	jobLevel    = pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))
+	enviroLevel = pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))
+)
+
 // world is two clusters (A, B) of one NATS server each, joined by leaf
 // nodes through a hub, with two agents per cluster and clients of three
 // jobs:
@@ -150,6 +158,22 @@ func (w *world) attach(clusterID string, p pmix.Proc, node string) *tclient {
 	tc := &tclient{name: clusterID + ":" + p.String(), cluster: clusterID, node: node, c: c, rec: newRecorder()}
 	w.clients[tc.name] = tc
 	return tc
+}
+
+// soloEnv registers a job of one process, rank 0 on node, with node's
+// agent, and returns the launch environment of that process: for clients a
+// test attaches its own way.
+func (w *world) soloEnv(node, nspace string) map[string]string {
+	w.t.Helper()
+	a := w.agents[node]
+	if err := a.RegisterJob(agent.Job{Nspace: nspace, Session: "s1", Procs: map[pmix.Rank]string{0: node}}); err != nil {
+		w.t.Fatal(err)
+	}
+	env, err := a.RegisterClient(pmix.Proc{Nspace: nspace, Rank: 0})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return env
 }
 
 func (w *world) client(name string) *tclient {

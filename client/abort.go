@@ -1,0 +1,101 @@
+package client
+
+import (
+	"slices"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// The 2016-04-07 minutes let a handler ask for an abort by notifying
+// PMIX_ABORT (pmix.EventAbortRequested): "Once the current event callback
+// stack has completed, the new PMIX_ABORT event will be triggered". A
+// PROC_LOCAL notification would run the abort chain at once, in the middle
+// of the chain whose handler asked; so while a handler of this process is
+// running, NotifyEvent turns it into the engine's deferred abort
+// (pmix.KeyEventAbortRequested among that handler's results), which the
+// registry running the chain — the agent's for agent-invoked handlers, the
+// client's own for PROC_LOCAL and internal events — raises once the chain
+// has ended.
+
+// invocation is one call of a handler of this process that has not
+// completed yet.
+type invocation struct {
+	local   bus.ID // its registration in the client's registry
+	started time.Time
+	abort   bool // an abort was asked for meanwhile (guarded by Client.mu)
+}
+
+// minPrune is how many invocations may be recorded before begin looks for
+// stale ones.
+const minPrune = 64
+
+// begin records that the handler of local registration id is being called.
+func (c *Client) begin(id bus.ID) *invocation {
+	inv := &invocation{local: id, started: time.Now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[inv] = struct{}{}
+	if len(c.running) >= c.pruneAt {
+		// Handlers that never complete leave entries behind; drop those
+		// their chains have passed over.
+		c.pruneLocked(inv.started)
+		c.pruneAt = max(minPrune, 2*len(c.running))
+	}
+	return inv
+}
+
+// settle records that inv completed with results, and adds the abort
+// request to them if one was asked for while it ran.
+func (c *Client) settle(inv *invocation, results []pmix.Info) []pmix.Info {
+	c.mu.Lock()
+	delete(c.running, inv)
+	abort := inv.abort
+	c.mu.Unlock()
+	if abort {
+		results = append(slices.Clip(results), pmix.NewInfo(pmix.KeyEventAbortRequested, pmix.Bool(true)))
+	}
+	return results
+}
+
+// tracked wraps a handler of the client's own registry so that its
+// invocations are recorded like the agent's.
+func (c *Client) tracked(h bus.Handler) bus.Handler {
+	return func(call *bus.Call, done bus.Done) {
+		inv := c.begin(call.ID)
+		h(call, func(status pmix.Status, results []pmix.Info) { done(status, c.settle(inv, results)) })
+	}
+}
+
+// deferAbort has every chain with a handler of this process still running
+// raise the abort event when it ends, and reports whether there was one.
+// The client cannot tell which running handler asked, so when several run
+// (handlers of concurrent chains that have not completed), each chain
+// raises it; handlers passed over by their timeout are not running.
+func (c *Client) deferAbort() bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pruneLocked(now)
+	for inv := range c.running {
+		inv.abort = true
+	}
+	return len(c.running) > 0
+}
+
+// pruneLocked forgets invocations older than their handler's timeout: the
+// chain has passed them over (the agent's timeout is assumed to be the
+// client's default, bus.DefaultHandlerTimeout unless WithHandlerTimeout
+// says otherwise).
+func (c *Client) pruneLocked(now time.Time) {
+	for inv := range c.running {
+		d := c.handlerTimeout
+		if g, ok := c.local.Lookup(inv.local); ok && g.Timeout > 0 {
+			d = g.Timeout
+		}
+		if d > 0 && now.Sub(inv.started) >= d {
+			delete(c.running, inv)
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// kindKey marks the test's events as job or environment events, so that a
+// recorder can tell which kind reached a handler.
+const kindKey = "test.kind"
+
+func kindOf(d delivery) string {
+	v, _ := pmix.LookupValue(d.Info, kindKey)
+	s, _ := v.Str()
+	return s
+}
+
+// TestLevelsEndToEnd: PMIX_EVENT_JOB_LEVEL and PMIX_EVENT_ENVIRO_LEVEL
+// select job and environment events as package bus documents (Filters):
+// environment events only with ENVIRO_LEVEL given true, job events by
+// default unless ENVIRO_LEVEL true is given alone, an explicit false
+// honoured. A NODE_DOWN from the host RM arrives once as each kind, and a
+// fence from the same RM after them proves what did not arrive. Agents
+// whose clients want no environment events subscribe to none.
+func TestLevelsEndToEnd(t *testing.T) {
+	w := newWorld(t)
+	code := pmix.EventNodeDown
+	level := func(k string, v bool) pmix.Info { return pmix.NewInfo(k, pmix.Bool(v)) }
+	cases := []struct {
+		client   string
+		codes    []pmix.Status
+		attrs    []pmix.Info
+		job, env int // deliveries of each kind
+	}{
+		{"A:jobA.0", []pmix.Status{code}, nil, 1, 0},                                                 // both defaults
+		{"A:jobA.1", []pmix.Status{code}, []pmix.Info{level(pmix.KeyEventEnviroLevel, false)}, 1, 0}, // explicit false
+		{"A:jobA2.0", []pmix.Status{code}, []pmix.Info{enviroLevel}, 0, 1},                           // "solely for environment events"
+		{"A:jobA.2", []pmix.Status{code}, []pmix.Info{level(pmix.KeyEventJobLevel, false), enviroLevel}, 0, 1},
+		{"A:jobA.3", nil, []pmix.Info{jobLevel, enviroLevel}, 1, 1},
+		// Cluster B: nobody asks for environment events.
+		{"B:jobB.0", nil, nil, 1, 0},
+		{"B:jobB.1", []pmix.Status{code}, []pmix.Info{level(pmix.KeyEventEnviroLevel, false)}, 1, 0},
+		{"B:jobB.2", []pmix.Status{code}, nil, 1, 0},
+	}
+	for _, c := range cases {
+		w.client(c.client).register(t, c.codes, c.attrs, pmix.EventNoActionTaken)
+		w.client(c.client).register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
+	}
+	for _, node := range []string{"b1", "b2"} {
+		for _, s := range w.agents[node].Subjects() {
+			if strings.Contains(s, ".env.") {
+				t.Errorf("agent %s subscribed to %s though no client there asked for environment events", node, s)
+			}
+		}
+	}
+	w.waitInterest("A", "pmix.evt.global.-3999")
+	w.waitInterest("B", "pmix.evt.global.-3999")
+
+	// From the RM of each cluster, to its session s1 (every client of the
+	// cluster): an environment NODE_DOWN, a job NODE_DOWN, then a fence.
+	for _, node := range []string{"a1", "b1"} {
+		sess := pmix.NewInfo(pmix.KeySessionID, pmix.String("s1"))
+		rm := w.agents[node]
+		if _, err := rm.Notify(t.Context(), code, pmix.RangeSession, true, []pmix.Info{sess, pmix.NewInfo(kindKey, pmix.String("env"))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rm.Notify(t.Context(), code, pmix.RangeSession, false, []pmix.Info{sess, pmix.NewInfo(kindKey, pmix.String("job"))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rm.Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		rec := w.client(c.client).rec
+		rec.waitCount(t, fenceCode, 2)
+		got := map[string]int{}
+		for _, d := range rec.of(code) {
+			got[kindOf(d)]++
+		}
+		if got["job"] != c.job || got["env"] != c.env || len(got) > 2 {
+			t.Errorf("%s (codes %v, %s): got %v, want %d job and %d environment events",
+				c.client, c.codes, pmix.FormatInfos(c.attrs), got, c.job, c.env)
+		}
+	}
+}
+
+// TestLevelsThatTakeNothing: a registration with PMIX_EVENT_JOB_LEVEL false
+// and no ENVIRO_LEVEL true would receive nothing; the client refuses it,
+// and so does the agent when a client sends it anyway.
+func TestLevelsThatTakeNothing(t *testing.T) {
+	w := newWorld(t)
+	noJob := []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(false))}
+	_, err := w.client("A:jobA.0").c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventNodeDown}, noJob, w.client("A:jobA.0").rec.handler(0))
+	if !isStatus(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "would receive nothing") {
+		t.Fatalf("client: %v", err)
+	}
+
+	r := dialRaw(t, w.agents["a1"])
+	r.hello(w.soloEnv("a1", "raw"))
+	r.send(&proto.Frame{Type: proto.TypeRegister, Seq: 2, Codes: []pmix.Status{pmix.EventNodeDown},
+		Info: append(noJob, pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(false)))})
+	if f := r.recv(); f.Status != pmix.ErrBadParam || !strings.Contains(f.Message, "would receive nothing") {
+		t.Fatalf("agent: %+v", f)
+	}
+}
+
+// TestAbortAfterChainEndToEnd: a handler that notifies
+// PMIX_ERR_PROC_REQUESTED_ABORT — the 2016-04-07 minutes' abort request —
+// gets the abort chain after its own chain has ended, not in the middle of
+// it: PROC_LOCAL through its results, which the agent's chain raises; a
+// wider range through the agent holding the process's own copy.
+func TestAbortAfterChainEndToEnd(t *testing.T) {
+	w := newWorld(t)
+	c := w.client("A:jobA.1")
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	outcomes := make(chan event.OutcomeReport, 16)
+	w.agents["a1"].OnOutcome(func(r event.OutcomeReport) {
+		if r.Client == c.c.Proc() {
+			outcomes <- r
+		}
+	})
+	register := func(codes []pmix.Status, name string, h bus.Handler, more ...pmix.Info) {
+		t.Helper()
+		if _, err := c.c.RegisterEventHandler(t.Context(), codes, append([]pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(name))}, more...), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The asking handler "thread shifts" (minutes) before it calls into
+	// the client, and asks before it completes.
+	asker := func(rng pmix.Range) bus.Handler {
+		return func(call *bus.Call, done bus.Done) {
+			note(call.Name)
+			go func() {
+				if err := c.c.NotifyEvent(t.Context(), pmix.EventAbortRequested, rng, nil); err != nil {
+					t.Error(err)
+				}
+				done(pmix.EventPartialActionTaken, nil)
+			}()
+		}
+	}
+	recordNote := func(call *bus.Call, done bus.Done) {
+		note(call.Name)
+		done(pmix.EventNoActionTaken, nil)
+	}
+	appendAt := pmix.NewInfo(pmix.KeyEventHdlrAppend, pmix.Bool(true))
+	codeLocal, codeWide := pmix.ExternalErrBase-20, pmix.ExternalErrBase-21
+	register([]pmix.Status{pmix.EventAbortRequested}, "aborter", recordNote)
+	register([]pmix.Status{codeLocal}, "asks-proc-local", asker(pmix.RangeProcLocal))
+	register([]pmix.Status{codeLocal}, "after-proc-local", recordNote, appendAt)
+	register([]pmix.Status{codeWide}, "asks-namespace", asker(pmix.RangeNamespace))
+	register([]pmix.Status{codeWide}, "after-namespace", recordNote, appendAt)
+
+	for _, tc := range []struct {
+		code pmix.Status
+		want []string
+	}{
+		{codeLocal, []string{"asks-proc-local", "after-proc-local", "aborter"}},
+		{codeWide, []string{"asks-namespace", "after-namespace", "aborter"}},
+	} {
+		mu.Lock()
+		order = nil
+		mu.Unlock()
+		if err := w.client("A:jobA.0").c.NotifyEvent(t.Context(), tc.code, pmix.RangeNamespace, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The chain's outcome and the abort chain's (its own outcome when
+		// the agent raised it, or a separate one) both reach the host.
+		var ran []string
+		deadline := time.After(waitTime)
+		for !slices.Contains(ran, "aborter") {
+			select {
+			case r := <-outcomes:
+				for _, o := range []*bus.Outcome{&r.Outcome, r.Outcome.Abort} {
+					if o != nil {
+						for _, x := range o.Ran {
+							ran = append(ran, x.Name)
+						}
+					}
+				}
+			case <-deadline:
+				t.Fatalf("code %v: no abort chain; handlers ran %v", tc.code, ran)
+			}
+		}
+		mu.Lock()
+		got := slices.Clone(order)
+		mu.Unlock()
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("code %v: handlers ran %v, want %v", tc.code, got, tc.want)
+		}
+	}
+}
+
+// TestFailedCommEndToEnd: a frame from the agent that the client cannot
+// decode raises PMIX_ERR_COMM_FAILURE (RFC0002's PMIX_ERR_FAILED_COMM) in
+// the client's own handlers; the client stays attached while its stream is
+// in step, and loses the agent (PMIX_ERR_LOST_CONNECTION after
+// PMIX_ERR_COMM_FAILURE) when it is not. A relay between client and agent
+// slips the bad bytes in between two of the agent's frames.
+func TestFailedCommEndToEnd(t *testing.T) {
+	w := newWorld(t)
+	a := w.agents["a1"]
+	env := w.soloEnv("a1", "tampered")
+	tp := tamper(t, a.Addr())
+	env[client.EnvAgent] = tp.addr
+	c, err := client.Init(t.Context(), client.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Finalize(t.Context())
+	rec := newRecorder()
+	code := pmix.ExternalErrBase - 30
+	for _, cs := range [][]pmix.Status{{pmix.FailedComm}, {pmix.LostServerConnection}, {code}} {
+		if _, err := c.RegisterEventHandler(t.Context(), cs, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tp.inject <- lengthPrefixed(3, []byte{0xc1, 0xc1, 0xc1}) // a body that is no frame
+	rec.waitCount(t, pmix.FailedComm, 1)
+	// Still attached: an event sent afterwards arrives.
+	if _, err := a.Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("tampered"))}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitCount(t, code, 1)
+	if n := len(rec.of(pmix.LostServerConnection)); n != 0 {
+		t.Fatalf("connection lost after an undecodable frame in step (%d)", n)
+	}
+
+	tp.inject <- lengthPrefixed(proto.DefaultMaxFrame+1, nil) // a length the client refuses
+	rec.waitCount(t, pmix.LostServerConnection, 1)
+	var seq []pmix.Status
+	for _, d := range rec.all() {
+		seq = append(seq, d.Code)
+	}
+	if want := []pmix.Status{pmix.FailedComm, code, pmix.FailedComm, pmix.LostServerConnection}; !slices.Equal(seq, want) {
+		t.Fatalf("client's handlers ran for %v, want %v", seq, want)
+	}
+}
+
+func lengthPrefixed(n uint32, body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, n), body...)
+}
+
+// tamperer relays one client's connection to its agent and can slip bytes
+// into what the client reads, between two of the agent's frames.
+type tamperer struct {
+	addr   string // what the client dials instead of the agent
+	inject chan []byte
+	stop   chan struct{}
+}
+
+func tamper(t *testing.T, agentAddr string) *tamperer {
+	t.Helper()
+	sock := filepath.Join(shortDir(t), "relay.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tamperer{addr: "unix:" + sock, inject: make(chan []byte), stop: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() { tp.relay(t, ln, agentAddr, &wg) })
+	t.Cleanup(func() {
+		close(tp.stop)
+		ln.Close()
+		wg.Wait()
+	})
+	return tp
+}
+
+func (tp *tamperer) relay(t *testing.T, ln net.Listener, agentAddr string, wg *sync.WaitGroup) {
+	cc, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	network, addr, _ := strings.Cut(agentAddr, ":")
+	ac, err := net.Dial(network, addr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer ac.Close()
+	wg.Go(func() {
+		_, _ = io.Copy(ac, cc)
+		ac.Close() // the client left: so does the agent's side
+	})
+	frames := make(chan []byte)
+	wg.Go(func() {
+		defer close(frames)
+		for {
+			var hdr [4]byte
+			if _, err := io.ReadFull(ac, hdr[:]); err != nil {
+				return
+			}
+			f := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
+			copy(f, hdr[:])
+			if _, err := io.ReadFull(ac, f[4:]); err != nil {
+				return
+			}
+			select {
+			case frames <- f:
+			case <-tp.stop:
+				return
+			}
+		}
+	})
+	for {
+		var b []byte
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				return
+			}
+			b = f
+		case b = <-tp.inject:
+		case <-tp.stop:
+			return
+		}
+		if _, err := cc.Write(b); err != nil {
+			return
+		}
+	}
+}
