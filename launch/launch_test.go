@@ -1,0 +1,224 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary act as the launched process: it names
+// what the process does.
+const helperEnv = "LAUNCH_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if what := os.Getenv(helperEnv); what != "" {
+		os.Exit(helper(what))
+	}
+	os.Exit(m.Run())
+}
+
+// helper is the launched process.
+func helper(what string) int {
+	switch what {
+	case "report": // its environment, arguments and directory; exit 3
+		dir, _ := os.Getwd()
+		fmt.Printf("env=%s args=%s dir=%s\n", os.Getenv("LAUNCH_TEST_VALUE"), strings.Join(os.Args[1:], ","), dir)
+		fmt.Fprintln(os.Stderr, "to stderr")
+		return 3
+	case "echo": // its input, line by line, until its end
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println("got " + sc.Text())
+		}
+		return 0
+	case "sleep":
+		time.Sleep(time.Minute)
+		return 0
+	case "launch-sleeper": // start a sleeper, print its pid, sleep
+		exe, _ := os.Executable()
+		p, err := Start(Command{Path: exe, Env: map[string]string{helperEnv: "sleep"}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(p.Pid())
+		time.Sleep(time.Minute)
+		return 0
+	}
+	return 99
+}
+
+func start(t *testing.T, what string, c Command) *Process {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Path = exe
+	if c.Env == nil {
+		c.Env = map[string]string{}
+	}
+	c.Env[helperEnv] = what
+	p, err := Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Kill()
+		<-p.Done()
+	})
+	return p
+}
+
+// syncBuffer is an io.Writer safe for the copying goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStartAndWait(t *testing.T) {
+	var out, errOut syncBuffer
+	dir := t.TempDir()
+	p := start(t, "report", Command{
+		Args:   []string{"a", "b c"},
+		Env:    map[string]string{"LAUNCH_TEST_VALUE": "from the launcher"},
+		Dir:    dir,
+		Stdout: &out,
+		Stderr: &errOut,
+	})
+	if p.Pid() <= 0 {
+		t.Errorf("pid %d", p.Pid())
+	}
+	exit, err := p.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit != (Exit{Code: 3}) || exit.Success() || exit.String() != "exit status 3" {
+		t.Errorf("exit %+v (%v)", exit, exit)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	if want := "env=from the launcher args=a,b c dir=" + real + "\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+	if errOut.String() != "to stderr\n" {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}
+
+func TestStdin(t *testing.T) {
+	var out syncBuffer
+	p := start(t, "echo", Command{Stdin: true, Stdout: &out})
+	for i := range 3 {
+		if _, err := fmt.Fprintf(p.Stdin(), "line %d\n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := p.Wait(t.Context())
+	if err != nil || !exit.Success() {
+		t.Fatalf("exit %v, %v", exit, err)
+	}
+	if want := "got line 0\ngot line 1\ngot line 2\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+}
+
+func TestKill(t *testing.T) {
+	p := start(t, "sleep", Command{})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on a running process: %v", err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := p.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Exit{Code: -1, Signal: syscall.SIGKILL}
+	if runtime.GOOS == "windows" {
+		want = Exit{Code: 1}
+	}
+	if exit != want || exit.Success() {
+		t.Errorf("exit %+v (%v), want %+v", exit, exit, want)
+	}
+	if err := p.Kill(); err != nil {
+		t.Errorf("kill after exit: %v", err)
+	}
+}
+
+func TestStartFails(t *testing.T) {
+	_, err := Start(Command{Path: filepath.Join(t.TempDir(), "none")})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("start of a missing executable: %v", err)
+	}
+}
+
+// TestParentDeathSignal: a process started by a launcher that is killed
+// dies with it.
+func TestParentDeathSignal(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("PR_SET_PDEATHSIG is Linux's")
+	}
+	var out syncBuffer
+	// The launcher is this binary too: it starts a sleeper, prints its pid
+	// and sleeps; then it is killed.
+	launcher := start(t, "launch-sleeper", Command{Stdout: &out})
+	var pid int
+	deadline := time.Now().Add(10 * time.Second)
+	for pid == 0 && time.Now().Before(deadline) {
+		pid, _ = strconv.Atoi(strings.TrimSpace(out.String()))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatalf("the launcher printed %q", out.String())
+	}
+	if err := launcher.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Fatalf("process %d outlived its launcher", pid)
+}
+
+// alive reports whether process pid runs: it exists and is not a zombie
+// (one that nobody reaps, in a container whose first process does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
