@@ -24,6 +24,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -392,7 +393,7 @@ func (d *demo) printHeader() {
 			if i < 0 {
 				continue
 			}
-			ret := shortStatus(h.status)
+			ret := trace.Status(h.status)
 			if len(h.results) > 0 {
 				ret += " " + resultsString(h.results)
 			}
@@ -553,14 +554,14 @@ func (d *demo) report(ev demoEvent, want []expectedChain, got demoResult) []stri
 			continue
 		}
 		if !hasOutcome {
-			differ("%s reported no chain, want %s", k, chainString(w.outcome))
+			differ("%s reported no chain, want %s", k, trace.Chain(w.outcome))
 			continue
 		}
-		d.printf("   %-18s %s%s\n", where, chainString(o.Outcome), resultsNote(o.Outcome))
+		d.printf("   %-18s %s%s\n", where, trace.Chain(o.Outcome), resultsNote(o.Outcome))
 		if o.Node != c.node() || o.Cluster != c.cluster {
 			differ("%s's chain ran on %s/%s, want %s/%s", k, o.Cluster, o.Node, c.cluster, c.node())
 		}
-		if g, x := chainString(o.Outcome), chainString(w.outcome); g != x {
+		if g, x := trace.Chain(o.Outcome), trace.Chain(w.outcome); g != x {
 			differ("%s ran %s, want %s", k, g, x)
 		} else if !pmix.InfosEqual(o.Outcome.Results, w.outcome.Results) {
 			differ("%s's results are %s, want %s", k, pmix.FormatInfos(o.Outcome.Results), pmix.FormatInfos(w.outcome.Results))
@@ -568,7 +569,7 @@ func (d *demo) report(ev demoEvent, want []expectedChain, got demoResult) []stri
 		if g, x := ranString(ran), ranString(linesOf(o.Outcome)); g != x {
 			differ("%s's process reports running %s, its agent %s", k, g, x)
 		}
-		if wantSrc := procString(ev.busEvent(c).Source.Proc); len(ran) > 0 && ran[0].Source != wantSrc {
+		if wantSrc := trace.Proc(ev.busEvent(c).Source.Proc); len(ran) > 0 && ran[0].Source != wantSrc {
 			differ("%s saw the source as %q, want %q", k, ran[0].Source, wantSrc)
 		}
 	}
@@ -578,9 +579,9 @@ func (d *demo) report(ev demoEvent, want []expectedChain, got demoResult) []stri
 	if ev.rng == pmix.RangeRM && !ev.env {
 		src := ev.source()
 		for _, r := range got.rm {
-			d.printf("   RM of %-11s received it (agent %s's OnRMEvent) from %s\n", r.cluster, r.node, originString(r.msg.Source))
+			d.printf("   RM of %-11s received it (agent %s's OnRMEvent) from %s\n", r.cluster, r.node, trace.Origin(r.msg.Source))
 			if r.cluster != src.Cluster || r.msg.Source.Proc != src.Proc {
-				differ("the RM of %s received it from %s, want only the RM of %s from %v", r.cluster, originString(r.msg.Source), src.Cluster, src.Proc)
+				differ("the RM of %s received it from %s, want only the RM of %s from %v", r.cluster, trace.Origin(r.msg.Source), src.Cluster, src.Proc)
 			}
 		}
 		if len(got.rm) == 0 {
@@ -619,7 +620,7 @@ func linesOf(o bus.Outcome) []demoLine {
 func ranString(ls []demoLine) string {
 	parts := make([]string, len(ls))
 	for i, l := range ls {
-		parts[i] = l.Handler + ":" + shortStatus(pmix.Status(l.Status))
+		parts[i] = l.Handler + ":" + trace.Status(pmix.Status(l.Status))
 	}
 	if len(parts) == 0 {
 		return "no handler ran"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -118,7 +119,7 @@ func TestDemoExpectations(t *testing.T) {
 		}
 		got[ev.name] = map[string]string{}
 		for _, w := range want {
-			got[ev.name][w.client.key()] = chainString(w.outcome)
+			got[ev.name][w.client.key()] = trace.Chain(w.outcome)
 		}
 	}
 	keys := func(m map[string]string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -145,7 +146,7 @@ finalizes at the end of its input.`)
 // demoHandlerFunc reports that h ran, then completes as h declares.
 func demoHandlerFunc(h demoHandler, out *lineWriter) bus.Handler {
 	return func(call *bus.Call, done bus.Done) {
-		l := demoLine{Ev: "ran", Code: int32(call.Code), Handler: call.Name, Status: int32(h.status), Source: procString(call.Source)}
+		l := demoLine{Ev: "ran", Code: int32(call.Code), Handler: call.Name, Status: int32(h.status), Source: trace.Proc(call.Source)}
 		if v, ok := pmix.LookupValue(call.Info, demoFenceKey); ok {
 			n, _ := v.Int()
 			l.Fence = int(n)

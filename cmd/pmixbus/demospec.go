@@ -9,6 +9,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -271,9 +272,9 @@ func (ev demoEvent) source() bus.Origin {
 // title says what the event is and who sends it: "namespace: NAMESPACE
 // range, code -3002, from client east:sim.2 on e2".
 func (ev demoEvent) title() string {
-	what := shortRange(ev.rng) + " range"
+	what := trace.Range(ev.rng) + " range"
 	if ev.env {
-		what = "environment event (range " + shortRange(ev.rng) + ")"
+		what = "environment event (range " + trace.Range(ev.rng) + ")"
 	}
 	var from string
 	if ev.fromRM != "" {
@@ -282,7 +283,7 @@ func (ev demoEvent) title() string {
 		c, _ := demoClientByKey(ev.fromClient)
 		from = fmt.Sprintf("client %s on %s", ev.fromClient, c.node())
 	}
-	return fmt.Sprintf("%s: %s, %s, from %s", ev.name, what, codeName(ev.code), from)
+	return fmt.Sprintf("%s: %s, %s, from %s", ev.name, what, trace.Code(ev.code), from)
 }
 
 // reaches reports whether the event's range includes client c: it is
@@ -412,12 +413,12 @@ func (o *oracle) expect(ctx context.Context, ev demoEvent) (chains []expectedCha
 // "codes -3001, -3002".
 func codesString(codes []pmix.Status) string {
 	if len(codes) == 1 {
-		return codeName(codes[0])
+		return trace.Code(codes[0])
 	}
 	names := make([]string, len(codes))
 	app := true
 	for i, c := range codes {
-		names[i] = codeName(c)
+		names[i] = trace.Code(c)
 		if n, ok := strings.CutPrefix(names[i], "code "); ok {
 			names[i] = n
 		} else {
@@ -451,7 +452,7 @@ func describeRegistration(g bus.Registration, h demoHandler) string {
 		parts = append(parts, strings.ToUpper(g.Placement.String()))
 	}
 	if g.SourceRange != pmix.RangeUndef {
-		parts = append(parts, "source range "+shortRange(g.SourceRange))
+		parts = append(parts, "source range "+trace.Range(g.SourceRange))
 	}
 	switch {
 	case g.EnviroLevel && !g.JobLevel:
