@@ -66,8 +66,9 @@ func newWorld(spec Spec, sockDir string, log *slog.Logger) *World {
 }
 
 // New starts the world spec declares: its servers (with their JetStream
-// stores under dir; empty means a temporary directory of the world's own),
-// its agents, jobs and clients. log receives the servers', agents' and
+// stores under dir, which stays the caller's; empty means a temporary
+// directory of the world's own, removed by Close), its agents, jobs and
+// clients. log receives the servers', agents' and
 // clients' logs; nil discards them. Close shuts the world down.
 //
 // Errors: one wrapping ErrInvalidSpec; otherwise the error of the server,
