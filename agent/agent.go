@@ -145,11 +145,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	default:
 		url := a.cfg.URL
 		if url == "" {
-			scfg := cluster.DefaultConfig(a.cfg.Cluster, a.cfg.StoreDir)
-			if a.cfg.Embedded != nil {
-				a.cfg.Embedded(&scfg)
-			}
-			srv, err := cluster.StartServer(ctx, scfg)
+			srv, err := cluster.StartServer(ctx, a.cfg.embeddedServer())
 			if err != nil {
 				return fmt.Errorf("embedded NATS: %w", err)
 			}

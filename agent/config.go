@@ -30,12 +30,14 @@ type Config struct {
 	// NATS connection, in order of precedence: Conn (owned by the caller,
 	// not closed by the agent), URL (dialled by the agent), or, when both
 	// are empty, an embedded server the agent starts with its store in
-	// StoreDir.
+	// StoreDir and stops at Shutdown.
 	Conn     *nats.Conn
 	URL      string
 	StoreDir string
 	// Embedded, if set, adjusts the embedded server's configuration before
-	// it starts (its port, leaf remotes to a hub, logger, …).
+	// it starts: its client port (a free one by default), leaf remotes to a
+	// hub, logger (none by default), … It starts from
+	// cluster.DefaultConfig(Cluster, StoreDir); Validate checks the result.
 	Embedded func(*cluster.Config)
 
 	// Listen is where local clients attach: "unix:/path/to.sock" (the
@@ -145,13 +147,26 @@ func (c Config) Validate() error {
 	if c.PublishReplicas < 1 || c.PublishReplicas > 5 {
 		errs = append(errs, fmt.Errorf("publish replicas %d: want 1 to 5", c.PublishReplicas))
 	}
-	if c.Conn == nil && c.URL == "" && c.StoreDir == "" {
-		errs = append(errs, errors.New("store dir: needed for the embedded NATS server (or give a NATS URL or connection)"))
+	if c.Conn == nil && c.URL == "" {
+		if c.StoreDir == "" {
+			errs = append(errs, errors.New("store dir: needed for the embedded NATS server (or give a NATS URL or connection)"))
+		} else if err := c.embeddedServer().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("embedded NATS server: %w", err))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// embeddedServer is the configuration of the embedded NATS server.
+func (c Config) embeddedServer() cluster.Config {
+	scfg := cluster.DefaultConfig(c.Cluster, c.StoreDir)
+	if c.Embedded != nil {
+		c.Embedded(&scfg)
+	}
+	return scfg
 }
 
 func splitListen(s string) (network, addr string, err error) {

@@ -48,7 +48,7 @@ func Cache(ctx context.Context, cfg CacheConfig) (*Report, error) {
 	r := &Report{}
 	r.addf("cache: one embedded NATS server (file storage), one agent, event cache of %d", cfg.Replay)
 
-	raw, err := jsAsync(ctx, s.srv.ClientURL(), cfg.Events)
+	raw, err := jsAsync(ctx, s.url, cfg.Events)
 	if err != nil {
 		return nil, fmt.Errorf("raw JetStream: %w", err)
 	}

@@ -3,17 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
-	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -40,63 +38,45 @@ func (c *EventsConfig) defaults() {
 	}
 }
 
-// setup is one NATS server with agents and clients of one job on it.
+// benchCluster is the benchmarks' one cluster. Its one server is the top
+// of the topology, so its JetStream domain holds publish/lookup data of
+// every scope, GLOBAL included (cluster.TopDomain).
+const benchCluster = "bench"
+
+// setup is one NATS server with agents n0, n1, … and the clients of one
+// job spread over them: rank r on agent r mod the number of agents.
 type setup struct {
-	srv     *cluster.Server
+	w       *agenttest.World
+	url     string // of the NATS server
 	agents  []*agent.Agent
-	clients []*client.Client
-	dir     string
+	clients []*client.Client // by rank
 }
 
-func newSetup(ctx context.Context, nAgents, nClients int, tune ...func(*agent.Config)) (*setup, error) {
-	dir, err := os.MkdirTemp("", "pxbench")
-	if err != nil {
-		return nil, err
-	}
-	s := &setup{dir: dir}
-	srv, err := cluster.StartServer(ctx, cluster.DefaultConfig("bench", filepath.Join(dir, "nats")))
-	if err != nil {
-		s.close()
-		return nil, err
-	}
-	s.srv = srv
-	procs := map[pmix.Rank]string{}
-	for r := range nClients {
-		procs[pmix.Rank(r)] = fmt.Sprintf("n%d", r%nAgents)
-	}
+// newSetup starts a setup; tune, if not nil, adjusts each agent's
+// configuration.
+func newSetup(ctx context.Context, nAgents, nClients int, tune func(*agent.Config)) (*setup, error) {
+	nodes := make([]string, nAgents)
 	for i := range nAgents {
-		cfg := agent.DefaultConfig("bench", fmt.Sprintf("n%d", i))
-		cfg.URL = srv.ClientURL()
-		cfg.Listen = "unix:" + filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-		for _, f := range tune {
-			f(&cfg)
-		}
-		a, err := agent.New(cfg)
-		if err == nil {
-			err = a.Start(ctx)
-		}
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.agents = append(s.agents, a)
-		if err := a.RegisterJob(agent.Job{Nspace: "bench", Session: "s", Procs: procs}); err != nil {
-			s.close()
-			return nil, err
-		}
+		nodes[i] = fmt.Sprintf("n%d", i)
 	}
+	ranks := make([]string, nClients)
 	for r := range nClients {
-		env, err := s.agents[r%nAgents].RegisterClient(pmix.Proc{Nspace: "bench", Rank: pmix.Rank(r)})
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		c, err := client.Init(ctx, client.WithEnv(env))
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.clients = append(s.clients, c)
+		ranks[r] = nodes[r%nAgents]
+	}
+	w, err := agenttest.New(ctx, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: benchCluster, Nodes: nodes}},
+		Jobs:     []agenttest.Job{{Cluster: benchCluster, Nspace: "bench", Session: "s", Nodes: ranks}},
+		Agent:    tune,
+	}, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &setup{w: w, url: w.URL(benchCluster)}
+	for _, n := range nodes {
+		s.agents = append(s.agents, w.Agent(n))
+	}
+	for _, p := range w.Procs() {
+		s.clients = append(s.clients, w.Client(p.Name))
 	}
 	return s, nil
 }
@@ -104,16 +84,7 @@ func newSetup(ctx context.Context, nAgents, nClients int, tune ...func(*agent.Co
 func (s *setup) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, c := range s.clients {
-		_ = c.Finalize(ctx)
-	}
-	for _, a := range s.agents {
-		_ = a.Shutdown(ctx)
-	}
-	if s.srv != nil {
-		_ = s.srv.Shutdown(ctx)
-	}
-	_ = os.RemoveAll(s.dir)
+	_ = s.w.Close(ctx)
 }
 
 // Latency measures notify→first-handler latency from a client on one agent
@@ -277,7 +248,7 @@ func natsFanout(ctx context.Context, url string, subs, n int) (float64, error) {
 // each against raw NATS on the same server.
 func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	cfg.defaults()
-	s, err := newSetup(ctx, cfg.Agents, cfg.Clients)
+	s, err := newSetup(ctx, cfg.Agents, cfg.Clients, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +256,7 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r := &Report{}
 	r.addf("events: %d agents, %d clients, one embedded NATS server", cfg.Agents, cfg.Clients)
 
-	rtt, err := natsRTT(ctx, s.srv.ClientURL(), cfg.LatencyRounds)
+	rtt, err := natsRTT(ctx, s.url, cfg.LatencyRounds)
 	if err != nil {
 		return nil, fmt.Errorf("raw NATS RTT: %w", err)
 	}
@@ -304,7 +275,7 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r.addf("notify -> first handler (1->2)     p50 %8v  p99 %8v  ratio p50 %.2f  p99 %.2f  (cached, the default)", lat50, lat99, ratio(lat50, rtt50), ratio(lat99, rtt99))
 	r.addf("  with PMIX_EVENT_DO_NOT_CACHE     p50 %8v  p99 %8v  ratio p50 %.2f  p99 %.2f", unc50, unc99, ratio(unc50, rtt50), ratio(unc99, rtt99))
 
-	raw, err := natsFanout(ctx, s.srv.ClientURL(), cfg.Clients, cfg.FanoutEvents)
+	raw, err := natsFanout(ctx, s.url, cfg.Clients, cfg.FanoutEvents)
 	if err != nil {
 		return nil, fmt.Errorf("raw NATS fan-out: %w", err)
 	}

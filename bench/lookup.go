@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,9 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/client"
-	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/publishlookup"
 )
@@ -34,82 +30,6 @@ func (c *LookupConfig) defaults() {
 	}
 }
 
-// lookupDomain is the JetStream domain of the benchmark's single cluster,
-// where its agents keep every scope, GLOBAL included: its one server is
-// the top of the topology (cluster.TopDomain), there is no hub.
-const lookupDomain = "bench"
-
-// lookupSetup is one NATS server with two agents and one client on each:
-// a publisher and a looker, so that every operation crosses agents.
-type lookupSetup struct {
-	srv       *cluster.Server
-	agents    []*agent.Agent
-	publisher *client.Client
-	looker    *client.Client
-	dir       string
-}
-
-func newLookupSetup(ctx context.Context) (*lookupSetup, error) {
-	dir, err := os.MkdirTemp("", "pxbench")
-	if err != nil {
-		return nil, err
-	}
-	s := &lookupSetup{dir: dir}
-	fail := func(err error) (*lookupSetup, error) { s.close(); return nil, err }
-	srv, err := cluster.StartServer(ctx, cluster.DefaultConfig(lookupDomain, filepath.Join(dir, "nats")))
-	if err != nil {
-		return fail(err)
-	}
-	s.srv = srv
-	procs := map[pmix.Rank]string{0: "n0", 1: "n1"}
-	var clients []*client.Client
-	for i := range 2 {
-		node := fmt.Sprintf("n%d", i)
-		cfg := agent.DefaultConfig(lookupDomain, node)
-		cfg.URL = srv.ClientURL()
-		cfg.Listen = "unix:" + filepath.Join(dir, node+".sock")
-		a, err := agent.New(cfg)
-		if err == nil {
-			err = a.Start(ctx)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		s.agents = append(s.agents, a)
-		if err := a.RegisterJob(agent.Job{Nspace: "bench", Session: "s", Procs: procs}); err != nil {
-			return fail(err)
-		}
-		env, err := a.RegisterClient(pmix.Proc{Nspace: "bench", Rank: pmix.Rank(i)})
-		if err != nil {
-			return fail(err)
-		}
-		c, err := client.Init(ctx, client.WithEnv(env))
-		if err != nil {
-			return fail(err)
-		}
-		clients = append(clients, c)
-	}
-	s.publisher, s.looker = clients[0], clients[1]
-	return s, nil
-}
-
-func (s *lookupSetup) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, c := range []*client.Client{s.publisher, s.looker} {
-		if c != nil {
-			_ = c.Finalize(ctx)
-		}
-	}
-	for _, a := range s.agents {
-		_ = a.Shutdown(ctx)
-	}
-	if s.srv != nil {
-		_ = s.srv.Shutdown(ctx)
-	}
-	_ = os.RemoveAll(s.dir)
-}
-
 // rawKV is the publish/lookup bucket opened with nats.go alone, on a
 // connection of its own: the baseline.
 type rawKV struct {
@@ -126,7 +46,7 @@ func openRawKV(ctx context.Context, url string) (*rawKV, error) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		js, err := natsjs.NewWithDomain(nc, lookupDomain)
+		js, err := natsjs.NewWithDomain(nc, benchCluster)
 		if err != nil {
 			nc.Close()
 			return nil, nil, nil, err
@@ -214,19 +134,22 @@ const rawValueSize = 160 // bytes: about what a published record of a short key 
 // same server and bucket in the same run.
 func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 	cfg.defaults()
-	s, err := newLookupSetup(ctx)
+	// A publisher and a looker on different agents, so that every
+	// operation crosses agents.
+	s, err := newSetup(ctx, 2, 2, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
+	publisher, looker := s.clients[0], s.clients[1]
 	r := &Report{}
 	r.addf("lookup: one embedded NATS server, 2 agents, a publisher and a looker on different agents")
 
 	// Publishing once provisions the bucket the raw side opens.
-	if err := s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo("hit", pmix.String("v"))}); err != nil {
+	if err := publisher.Publish(ctx, []pmix.Info{pmix.NewInfo("hit", pmix.String("v"))}); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
-	raw, err := openRawKV(ctx, s.srv.ClientURL())
+	raw, err := openRawKV(ctx, s.url)
 	if err != nil {
 		return nil, fmt.Errorf("raw KV: %w", err)
 	}
@@ -239,7 +162,7 @@ func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 	// Lookups that find their key, against KV Gets.
 	rawGet, hit, err := paired(cfg.Rounds,
 		whole(func(int) error { _, err := raw.kv.Get(ctx, "raw.hit"); return err }),
-		whole(func(int) error { _, err := s.looker.Lookup(ctx, []string{"hit"}, nil); return err }))
+		whole(func(int) error { _, err := looker.Lookup(ctx, []string{"hit"}, nil); return err }))
 	if err != nil {
 		return nil, fmt.Errorf("lookup against KV get: %w", err)
 	}
@@ -250,7 +173,7 @@ func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 	rawCreate, publish, err := paired(cfg.Rounds,
 		whole(func(i int) error { _, err := raw.kv.Create(ctx, fmt.Sprintf("raw.c%d", i), rawValue); return err }),
 		whole(func(i int) error {
-			return s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(fmt.Sprintf("p%d", i), value), indef})
+			return publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(fmt.Sprintf("p%d", i), value), indef})
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("publish against KV create: %w", err)
@@ -258,7 +181,7 @@ func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 
 	rawWake, wake, err := paired(cfg.WaitRounds,
 		func(i int) (time.Duration, error) { return rawWatchWake(ctx, raw, rawValue, i) },
-		func(i int) (time.Duration, error) { return s.waitWake(ctx, raw, i) })
+		func(i int) (time.Duration, error) { return waitWake(ctx, publisher, looker, raw, i) })
 	if err != nil {
 		return nil, fmt.Errorf("wait wake-up against KV watch: %w", err)
 	}
@@ -321,12 +244,12 @@ func nextEntry(ctx context.Context, w natsjs.KeyWatcher) error {
 // publishes only once the lookup's watch exists — a consumer of the bucket
 // filtered on the key — so what it measures is the wake-up, not the
 // lookup's first read.
-func (s *lookupSetup) waitWake(ctx context.Context, raw *rawKV, i int) (time.Duration, error) {
+func waitWake(ctx context.Context, publisher, looker *client.Client, raw *rawKV, i int) (time.Duration, error) {
 	wait := []pmix.Info{pmix.NewInfo(pmix.KeyWait, pmix.Int32(0)), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(30))}
 	key := fmt.Sprintf("w%d", i)
 	done := make(chan error, 1)
 	var woke time.Time
-	s.looker.LookupCB([]string{key}, wait, func(_ []client.PData, err error) {
+	looker.LookupCB([]string{key}, wait, func(_ []client.PData, err error) {
 		woke = time.Now()
 		done <- err
 	})
@@ -334,7 +257,7 @@ func (s *lookupSetup) waitWake(ctx context.Context, raw *rawKV, i int) (time.Dur
 		return 0, err
 	}
 	start := time.Now()
-	if err := s.publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(key, pmix.String("v"))}); err != nil {
+	if err := publisher.Publish(ctx, []pmix.Info{pmix.NewInfo(key, pmix.String("v"))}); err != nil {
 		return 0, err
 	}
 	select {

@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -29,53 +30,22 @@ func natsAgent(id cluster.ID, url string) agent.Config {
 	return cfg
 }
 
-// jobOn starts one agent of cfg per distinct node, registers job nspace
-// (rank r on nodes[r], session s1) with each, and attaches a client per
-// rank. The clients come back in rank order.
+// jobOn starts one agent per distinct node on the NATS of cfg.URL, with
+// cfg's GLOBAL domain, registers job nspace (rank r on nodes[r], session
+// s1) with each, and attaches a client per rank. The clients come back in
+// rank order.
 func jobOn(t *testing.T, cfg agent.Config, nspace string, nodes ...string) []*tclient {
 	t.Helper()
-	w := &world{t: t, sockDir: shortDir(t), agents: map[string]*agent.Agent{}, clients: map[string]*tclient{}}
-	procs := map[pmix.Rank]string{}
-	for r, node := range nodes {
-		procs[pmix.Rank(r)] = node
-	}
-	for _, node := range nodes {
-		if w.agents[node] != nil {
-			continue
-		}
-		cfg.Node = node
-		cfg.Listen = "unix:" + filepath.Join(w.sockDir, node+".sock")
-		cfg.Logger = clustertest.Logger(t)
-		w.agents[node] = startedAgent(t, cfg)
-		if err := w.agents[node].RegisterJob(agent.Job{Nspace: nspace, Session: "s1", Procs: procs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var out []*tclient
-	for r, node := range nodes {
-		out = append(out, w.attach(string(cfg.Cluster), pmix.Proc{Nspace: nspace, Rank: pmix.Rank(r)}, node))
+	w := worldOf(t, agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: cfg.Cluster, URL: cfg.URL}},
+		Jobs:     []agenttest.Job{{Cluster: cfg.Cluster, Nspace: nspace, Session: "s1", Nodes: nodes}},
+		Agent:    func(c *agent.Config) { c.GlobalDomain = cfg.GlobalDomain },
+	}))
+	out := make([]*tclient, len(nodes))
+	for r := range nodes {
+		out[r] = w.client(string(cfg.Cluster) + ":" + pmix.Proc{Nspace: nspace, Rank: pmix.Rank(r)}.String())
 	}
 	return out
-}
-
-// startedAgent starts an agent of cfg, shut down at cleanup.
-func startedAgent(t *testing.T, cfg agent.Config) *agent.Agent {
-	t.Helper()
-	a, err := agent.New(cfg)
-	if err == nil {
-		err = a.Start(t.Context())
-	}
-	if err != nil {
-		t.Fatalf("agent %s: %v", cfg.Node, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("agent %s shutdown: %v", cfg.Node, err)
-		}
-	})
-	return a
 }
 
 // globalKeyIn reports whether GLOBAL key is published in the bucket of

@@ -3,24 +3,19 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
-	"github.com/pmixbus/pmixbus/subjects"
 )
 
 const waitTime = 20 * time.Second
@@ -35,14 +30,17 @@ var (
 
 // world is two clusters (A, B) of one NATS server each, joined by leaf
 // nodes through a hub, with two agents per cluster and clients of three
-// jobs:
+// jobs (worldSpec):
 //
 //	A: node a1: jobA.0 jobA.1 jobA2.0   node a2: jobA.2 jobA.3     (session s1)
 //	B: node b1: jobB.0 jobB.1           node b2: jobB.2            (session s1 too)
+//
+// It is a thin layer on agenttest.World that adds a recorder to every
+// client.
 type world struct {
 	t       *testing.T
+	w       *agenttest.World
 	mc      *cluster.MultiCluster
-	sockDir string
 	agents  map[string]*agent.Agent // by node
 	clients map[string]*tclient     // by "cluster:nspace.rank"
 }
@@ -55,72 +53,53 @@ type tclient struct {
 	rec     *recorder
 }
 
-var layout = []struct {
-	cluster, nspace, session string
-	nodes                    []string // node of each rank
-}{
-	{"A", "jobA", "s1", []string{"a1", "a1", "a2", "a2"}},
-	{"A", "jobA2", "s1", []string{"a1"}},
-	{"B", "jobB", "s1", []string{"b1", "b1", "b2"}},
+var worldSpec = agenttest.Spec{
+	Clusters: []agenttest.Cluster{
+		{ID: "A", Nodes: []string{"a1", "a2"}},
+		{ID: "B", Nodes: []string{"b1", "b2"}},
+	},
+	Jobs: []agenttest.Job{
+		{Cluster: "A", Nspace: "jobA", Session: "s1", Nodes: []string{"a1", "a1", "a2", "a2"}},
+		{Cluster: "A", Nspace: "jobA2", Session: "s1", Nodes: []string{"a1"}},
+		{Cluster: "B", Nspace: "jobB", Session: "s1", Nodes: []string{"b1", "b1", "b2"}},
+	},
+	Agent: func(c *agent.Config) { c.HandlerTimeout = 10 * time.Second },
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	clustertest.CheckGoroutines(t) // first, so that its check runs after every shutdown
-	w := &world{t: t, agents: map[string]*agent.Agent{}, clients: map[string]*tclient{}}
-	w.mc = clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
-	w.sockDir = shortDir(t)
-	for _, node := range []string{"a1", "a2", "b1", "b2"} {
-		w.startAgent(node)
+	return worldOf(t, agenttest.Start(t, worldSpec))
+}
+
+// worldOf wraps aw, giving each of its clients a recorder.
+func worldOf(t *testing.T, aw *agenttest.World) *world {
+	w := &world{t: t, w: aw, mc: aw.MultiCluster(), agents: map[string]*agent.Agent{}, clients: map[string]*tclient{}}
+	for _, n := range aw.Nodes() {
+		w.agents[n] = aw.Agent(n)
 	}
-	for _, j := range layout {
-		for _, node := range []string{"a1", "a2", "b1", "b2"} {
-			if clusterOf(node) != j.cluster {
-				continue
-			}
-			procs := map[pmix.Rank]string{}
-			for r, n := range j.nodes {
-				procs[pmix.Rank(r)] = n
-			}
-			if err := w.agents[node].RegisterJob(agent.Job{Nspace: j.nspace, Session: j.session, Procs: procs}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for r, node := range j.nodes {
-			w.attach(j.cluster, pmix.Proc{Nspace: j.nspace, Rank: pmix.Rank(r)}, node)
+	for _, p := range aw.Procs() {
+		if c := aw.Client(p.Name); c != nil {
+			w.clients[p.Name] = &tclient{name: p.Name, cluster: string(p.Cluster), node: p.Node, c: c, rec: newRecorder()}
 		}
 	}
 	return w
 }
 
-// shortDir is a temporary directory with a short path: Unix socket paths
-// are limited to 108 bytes, which t.TempDir can exceed.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pxb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+// shortDir is a temporary directory with a short path, for Unix sockets.
+func shortDir(t *testing.T) string { return agenttest.SocketDir(t) }
 
-func clusterOf(node string) string { return strings.ToUpper(node[:1]) }
-
+// startAgent starts node's agent again, after its Shutdown; it has no job.
 func (w *world) startAgent(node string) *agent.Agent {
 	w.t.Helper()
-	cid := cluster.ID(clusterOf(node))
-	cfg := agent.DefaultConfig(cid, node)
-	cfg.URL = w.mc.Cluster(cid).URL()
-	cfg.Listen = "unix:" + filepath.Join(w.sockDir, node+".sock")
-	cfg.Logger = clustertest.Logger(w.t)
-	cfg.HandlerTimeout = 10 * time.Second
-	a := runAgent(w.t, cfg)
+	a, err := w.w.StartAgent(w.t.Context(), node)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	w.agents[node] = a
 	return a
 }
 
-// runAgent starts an agent, and shuts it down when the test ends.
+// runAgent starts a lone agent, and shuts it down when the test ends.
 func runAgent(t *testing.T, cfg agent.Config) *agent.Agent {
 	t.Helper()
 	a, err := agent.New(cfg)
@@ -140,23 +119,17 @@ func runAgent(t *testing.T, cfg agent.Config) *agent.Agent {
 	return a
 }
 
+// attach registers proc p of cluster clusterID with the agent of its node
+// (in worldSpec) and attaches it again.
 func (w *world) attach(clusterID string, p pmix.Proc, node string) *tclient {
 	w.t.Helper()
-	env, err := w.agents[node].RegisterClient(p)
+	name := clusterID + ":" + p.String()
+	c, err := w.w.Attach(w.t.Context(), name)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	c, err := client.Init(w.t.Context(), client.WithEnv(env))
-	if err != nil {
-		w.t.Fatalf("client %v: %v", p, err)
-	}
-	w.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Finalize(ctx)
-	})
-	tc := &tclient{name: clusterID + ":" + p.String(), cluster: clusterID, node: node, c: c, rec: newRecorder()}
-	w.clients[tc.name] = tc
+	tc := &tclient{name: name, cluster: clusterID, node: node, c: c, rec: newRecorder()}
+	w.clients[name] = tc
 	return tc
 }
 
@@ -194,35 +167,15 @@ func (w *world) names() []string {
 	return out
 }
 
-// waitInterest waits until every server of cluster id routes subject
-// somewhere: a subscription made in another cluster reaches it over the leaf
-// links a moment after the subscriber's own server knows it.
-//
-// The interest must have come over a leaf link: the cluster's own
-// subscribers to the subject (GLOBAL ones, say) do not count.
+// waitInterest waits until every server of cluster id has interest in
+// subject over its leaf links (agenttest.World.WaitInterest).
 func (w *world) waitInterest(id, subject string) {
 	w.t.Helper()
-	clustertest.WaitFor(w.t, waitTime, func() error {
-		remote := false
-		for _, s := range w.mc.Cluster(cluster.ID(id)).Servers() {
-			if !s.NATS().GlobalAccount().SubscriptionInterest(subject) {
-				return fmt.Errorf("no interest in %s on %s", subject, s.Name())
-			}
-			lz, err := s.NATS().Leafz(&server.LeafzOptions{Subscriptions: true})
-			if err != nil {
-				return err
-			}
-			for _, l := range lz.Leafs {
-				for _, sub := range l.Subs {
-					remote = remote || subjects.Match(sub, subject)
-				}
-			}
-		}
-		if !remote {
-			return fmt.Errorf("no interest in %s over the leaf links of cluster %s", subject, id)
-		}
-		return nil
-	})
+	ctx, cancel := context.WithTimeout(w.t.Context(), waitTime)
+	defer cancel()
+	if err := w.w.WaitInterest(ctx, cluster.ID(id), subject); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // register registers a recording handler on c that completes at once with

@@ -166,53 +166,31 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
 		cfg.Logger = log
 	}
-	check := cfg
-	if check.URL == "" {
-		check.URL = "nats://embedded" // started below, by the command
-	}
-	if err := check.Validate(); err != nil {
-		return usageError(fs, stderr, "%v", err)
-	}
-	srvCfg := cluster.DefaultConfig(id, *store)
-	if srvCfg.StoreDir == "" {
-		srvCfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), *node)
-	}
-	srvCfg.Port = *port
-	srvCfg.LeafRemotes = leafRemotes
-	srvCfg.Logger = log
 	if cfg.URL == "" {
-		if err := srvCfg.Validate(); err != nil {
-			return usageError(fs, stderr, "%v", err)
+		// The agent starts the embedded server itself, and stops it.
+		cfg.StoreDir = *store
+		if cfg.StoreDir == "" {
+			cfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), *node)
+		}
+		cfg.Embedded = func(c *cluster.Config) {
+			c.Port = *port
+			c.LeafRemotes = leafRemotes
+			c.Logger = log
 		}
 	}
+	if err := cfg.Validate(); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, stdout, stderr)
+}
 
+// serveAgent runs the agent until ctx ends, and its embedded NATS server
+// if it has one.
+func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "pmixbus agent: "+format+"\n", a...)
 		return exitFail
 	}
-	// The command runs the embedded server rather than the agent, so that
-	// its port can be chosen (agent.Config has no field for it).
-	var srv *cluster.Server
-	if cfg.URL == "" {
-		srv, err = cluster.StartServer(ctx, srvCfg)
-		if err != nil {
-			return fail("embedded NATS: %v", err)
-		}
-		cfg.URL = srv.ClientURL()
-	}
-	code := serveAgent(ctx, cfg, specs, procs, *metricsAddr, srv, stdout, fail)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && code == exitOK {
-			code = fail("embedded NATS shutdown: %v", err)
-		}
-	}
-	return code
-}
-
-// serveAgent runs the agent until ctx ends.
-func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr string, srv *cluster.Server, stdout io.Writer, fail func(string, ...any) int) int {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return fail("%v", err)
@@ -226,7 +204,7 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 		return a.Shutdown(sctx)
 	}
 	collectors := []prometheus.Collector{metrics.Agent(a, string(cfg.Cluster), cfg.Node)}
-	if srv != nil {
+	if srv := a.Server(); srv != nil {
 		collectors = append(collectors, metrics.Server(srv))
 	}
 	stopMetrics, err := serveMetrics(metricsAddr, stdout, collectors...)

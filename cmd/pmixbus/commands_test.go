@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/internal/demo"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -171,7 +173,7 @@ func TestCommandUsageErrors(t *testing.T) {
 		{name: "demo extra argument", args: []string{"demo", "now"}, wantStderr: []string{`pmixbus demo: unexpected argument "now"`}},
 		{name: "demo bad log level", args: []string{"demo", "--log-level", "loud"}, wantStderr: []string{`--log-level: unknown level "loud"`}},
 		{name: "demo bad timeout", args: []string{"demo", "--timeout", "0s"}, wantStderr: []string{"--timeout: 0s"}},
-		{name: "demo-client without role", env: map[string]string{demoRoleEnv: ""}, args: []string{"demo-client"}, wantStderr: []string{demoRoleEnv + `="": not a demo role`}},
+		{name: "demo-client without role", env: map[string]string{demo.RoleEnv: ""}, args: []string{"demo-client"}, wantStderr: []string{demo.RoleEnv + `="": not a demo role`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,7 +414,7 @@ func TestAgentCommand(t *testing.T) {
 // TestAgentCommandEmbedded runs an agent with its own NATS server on a
 // Unix socket, the defaults a single node uses.
 func TestAgentCommandEmbedded(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agenttest.SocketDir(t)
 	a := startCmd(t, hasLine("listen: "), "agent", "--cluster", "solo", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
 		"--listen", "unix:"+dir+"/a.sock", "--log-level", "warn", "--job", "j::0=n1", "--client", "j.0")
 	if got := a.line("NATS URL: "); !strings.HasPrefix(got, "nats://127.0.0.1:") {
@@ -435,7 +437,7 @@ func TestAgentCommandEmbedded(t *testing.T) {
 
 // --metrics-addr serves the agent's and its embedded server's metrics.
 func TestAgentCommandMetrics(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agenttest.SocketDir(t)
 	a := startCmd(t, hasLine("metrics URL: "), "agent", "--cluster", "solo", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
 		"--listen", "unix:"+dir+"/a.sock", "--log-level", "warn", "--metrics-addr", "127.0.0.1:0")
 	resp, err := http.Get(a.line("metrics URL: "))

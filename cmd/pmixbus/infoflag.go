@@ -130,32 +130,3 @@ func parseProcs(ss []string) ([]pmix.Proc, error) {
 	}
 	return out, nil
 }
-
-// shortStatus names the handler statuses briefly for traces; other statuses
-// keep their PMIx name.
-func shortStatus(s pmix.Status) string {
-	switch s {
-	case pmix.EventNoActionTaken:
-		return "no-action"
-	case pmix.EventPartialActionTaken:
-		return "partial"
-	case pmix.EventActionDeferred:
-		return "deferred"
-	case pmix.EventActionComplete:
-		return "COMPLETE"
-	}
-	return s.String()
-}
-
-// shortRange is a range's name without its PMIX_RANGE_ prefix.
-func shortRange(r pmix.Range) string { return strings.TrimPrefix(r.String(), "PMIX_RANGE_") }
-
-// codeName prints a code with its number, e.g. "PMIX_EVENT_NODE_DOWN(-231)",
-// or just the number for an application's own code.
-func codeName(s pmix.Status) string {
-	n := s.String()
-	if strings.HasPrefix(n, "PMIX_STATUS(") {
-		return "code " + strconv.Itoa(int(s))
-	}
-	return n + "(" + strconv.Itoa(int(s)) + ")"
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -170,7 +171,7 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageError(fs, stderr, "--range: proc_local events never leave their process; they cannot be sent")
 	}
 	if keys := event.MissingTarget(m, nil); keys != nil {
-		return usageError(fs, stderr, "a %s event needs %s", shortRange(rng), flagsFor(keys))
+		return usageError(fs, stderr, "a %s event needs %s", trace.Range(rng), flagsFor(keys))
 	}
 	scopes, err := event.Scopes(event.Place{Cluster: id, Node: *node}, m, nil, nil)
 	if err != nil {
@@ -204,12 +205,12 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := nc.FlushWithContext(fctx); err != nil {
 		return fail("flushing: %v", err)
 	}
-	what := shortRange(rng)
+	what := trace.Range(rng)
 	if *env {
 		what = "environment"
 	}
 	for _, subj := range subjs {
-		fmt.Fprintf(stdout, "sent %s %s event %s to %s\n", codeName(code), what, m.ID, subj)
+		fmt.Fprintf(stdout, "sent %s %s event %s to %s\n", trace.Code(code), what, m.ID, subj)
 	}
 	return exitOK
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -244,28 +244,21 @@ func procStrings(ps []pmix.Proc) []string {
 	return out
 }
 
-func procString(p pmix.Proc) string {
-	if p.IsZero() {
-		return ""
-	}
-	return p.String()
-}
-
 func (p *watchPrinter) event(subject string, m *event.Message) error {
 	if p.json {
 		return p.emit(eventJSON{
 			Kind: "event", Time: m.Time, Subject: subject, ID: m.ID,
 			Code: int32(m.Code), CodeName: m.Code.String(), Range: m.Range.String(), Environment: m.Environment,
-			Source:  sourceJSON{Cluster: m.Source.Cluster, Node: m.Source.Node, Session: m.Source.Session, Proc: procString(m.Source.Proc)},
+			Source:  sourceJSON{Cluster: m.Source.Cluster, Node: m.Source.Node, Session: m.Source.Session, Proc: trace.Proc(m.Source.Proc)},
 			Targets: procStrings(m.Targets), Info: infosJSON(m.Info),
 		})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s %s", m.Time.Format("15:04:05.000"), subject, codeName(m.Code), shortRange(m.Range))
+	fmt.Fprintf(&b, "%s %s %s %s", m.Time.Format("15:04:05.000"), subject, trace.Code(m.Code), trace.Range(m.Range))
 	if m.Environment {
 		b.WriteString(" environment")
 	}
-	fmt.Fprintf(&b, " from %s", originString(m.Source))
+	fmt.Fprintf(&b, " from %s", trace.Origin(m.Source))
 	if len(m.Targets) > 0 {
 		fmt.Fprintf(&b, " to %s", strings.Join(procStrings(m.Targets), ","))
 	}
@@ -274,15 +267,6 @@ func (p *watchPrinter) event(subject string, m *event.Message) error {
 	}
 	_, err := fmt.Fprintln(p.w, b.String())
 	return err
-}
-
-// originString names an event's source: "A/n1 job1.0", or "A/n1 RM".
-func originString(o bus.Origin) string {
-	who := "RM"
-	if !o.Proc.IsZero() {
-		who = o.Proc.String()
-	}
-	return o.Cluster + "/" + o.Node + " " + who
 }
 
 // outcomeJSON is a chain outcome as --json prints it.
@@ -318,11 +302,11 @@ func (p *watchPrinter) outcome(subject string, r *event.OutcomeReport) error {
 	if p.json {
 		ran := make([]ranJSON, len(o.Ran))
 		for i, x := range o.Ran {
-			ran[i] = ranJSON{Name: ranName(x), Status: x.Status.String(), TimedOut: x.TimedOut}
+			ran[i] = ranJSON{Name: trace.Handler(x), Status: x.Status.String(), TimedOut: x.TimedOut}
 		}
 		return p.emit(outcomeJSON{
 			Kind: "outcome", Time: time.Now(), Subject: subject, EventID: r.EventID,
-			Cluster: r.Cluster, Node: r.Node, Client: r.Client.String(), Source: procString(r.Source),
+			Cluster: r.Cluster, Node: r.Node, Client: r.Client.String(), Source: trace.Proc(r.Source),
 			Code: int32(o.Code), CodeName: o.Code.String(), Status: o.Status.String(),
 			Completed: o.Completed, Resolved: o.Resolved,
 			Termination: o.Termination.Decision.String(), TerminationRequired: o.Termination.Required, TerminationBy: o.Termination.ByName,
@@ -334,48 +318,6 @@ func (p *watchPrinter) outcome(subject string, r *event.OutcomeReport) error {
 		src = r.Source.String()
 	}
 	_, err := fmt.Fprintf(p.w, "%s %s outcome %s %s/%s %s from %s: %s\n", time.Now().Format("15:04:05.000"), subject,
-		codeName(o.Code), r.Cluster, r.Node, r.Client, src, chainString(o))
+		trace.Code(o.Code), r.Cluster, r.Node, r.Client, src, trace.Chain(o))
 	return err
-}
-
-// ranName is a handler's name in a trace; unnamed handlers by id.
-func ranName(x bus.Ran) string {
-	if x.Name == "" {
-		return fmt.Sprintf("#%d", x.ID)
-	}
-	return x.Name
-}
-
-// chainString shows a chain: "a:no-action > b:COMPLETE => completed,
-// want-termination (required, by b)".
-func chainString(o bus.Outcome) string {
-	parts := make([]string, len(o.Ran))
-	for i, x := range o.Ran {
-		parts[i] = ranName(x) + ":" + shortStatus(x.Status)
-		if x.TimedOut {
-			parts[i] += "(timed out)"
-		}
-	}
-	s := strings.Join(parts, " > ")
-	if len(parts) == 0 {
-		s = "no handler ran"
-	}
-	var notes []string
-	if o.Completed {
-		notes = append(notes, "completed")
-	}
-	if o.Status != pmix.Success {
-		notes = append(notes, o.Status.String())
-	}
-	if t := o.Termination; t.Decision != bus.Undecided {
-		by := "by " + t.ByName
-		if t.Required {
-			by = "required, " + by
-		}
-		notes = append(notes, t.Decision.String()+" ("+by+")")
-	}
-	if len(notes) > 0 {
-		s += " => " + strings.Join(notes, ", ")
-	}
-	return s
 }

@@ -1,27 +1,31 @@
-package main
+package demo
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"strings"
+	"time"
 
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// This file declares what "pmixbus demo" sets up and sends, and derives
-// from those declarations what it must see. Where an event goes is modelled
+// This file declares what the demo sets up and sends, and derives from
+// those declarations what it must see. Where an event goes is modelled
 // here from docs/subjects.md (its audience); which of a client's handlers
-// run, in which order and with what results is what the bus engine computes
-// for the client's declared registrations, run in-process as an oracle. The
-// demo then checks that the distributed run — agents in two clusters,
-// client processes, NATS between them — gives exactly that.
+// run, in which order and with what results is what the bus engine
+// computes for the client's declared registrations, run in-process as an
+// oracle (oracle.go). The demo then checks that the distributed run —
+// agents in two clusters, client processes, NATS between them — gives
+// exactly that.
 
-// demoRoleEnv names a demo client's role in its environment.
-const demoRoleEnv = "PMIXBUS_DEMO_ROLE"
+// RoleEnv names a demo client's role in its environment: which handlers
+// its process registers (RunClient).
+const RoleEnv = "PMIXBUS_DEMO_ROLE"
 
 // demoFenceKey (int) numbers the fences: events every client registers for,
 // sent after each demo event from the same source. A client that ran the
@@ -54,6 +58,23 @@ var demoJobs = []demoJob{
 	{"east", "sim", "s1", []string{"e1", "e1", "e2"}},
 	{"east", "viz", "s1", []string{"e2"}},
 	{"west", "post", "s1", []string{"w1", "w2"}},
+}
+
+// worldSpec declares the demo's world to agenttest: a cluster of one
+// server per cluster its jobs name, an agent per node, and every job's
+// clients registered for the processes the demo launches. The clusters are
+// joined through a hub.
+func worldSpec() agenttest.Spec {
+	var spec agenttest.Spec
+	for _, j := range demoJobs {
+		id := cluster.ID(j.cluster)
+		if !slices.ContainsFunc(spec.Clusters, func(c agenttest.Cluster) bool { return c.ID == id }) {
+			spec.Clusters = append(spec.Clusters, agenttest.Cluster{ID: id})
+		}
+		spec.Jobs = append(spec.Jobs, agenttest.Job{Cluster: id, Nspace: j.nspace, Session: j.session, Nodes: j.nodes, Detached: true})
+	}
+	spec.Agent = func(c *agent.Config) { c.HandlerTimeout = 10 * time.Second }
+	return spec
 }
 
 // demoClient is one client process: a proc of a demoJob and its role, which
@@ -91,19 +112,6 @@ func (c demoClient) node() string { return c.job().nodes[c.proc.Rank] }
 // registry sees itself.
 func (c demoClient) origin() bus.Origin {
 	return bus.Origin{Cluster: c.cluster, Node: c.node(), Session: c.job().session, Proc: c.proc}
-}
-
-// demoNodes returns the nodes of the demo in order, one agent each.
-func demoNodes() []string {
-	var out []string
-	for _, j := range demoJobs {
-		for _, n := range j.nodes {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 func nodeCluster(node string) string {
@@ -271,9 +279,9 @@ func (ev demoEvent) source() bus.Origin {
 // title says what the event is and who sends it: "namespace: NAMESPACE
 // range, code -3002, from client east:sim.2 on e2".
 func (ev demoEvent) title() string {
-	what := shortRange(ev.rng) + " range"
+	what := trace.Range(ev.rng) + " range"
 	if ev.env {
-		what = "environment event (range " + shortRange(ev.rng) + ")"
+		what = "environment event (range " + trace.Range(ev.rng) + ")"
 	}
 	var from string
 	if ev.fromRM != "" {
@@ -282,7 +290,7 @@ func (ev demoEvent) title() string {
 		c, _ := demoClientByKey(ev.fromClient)
 		from = fmt.Sprintf("client %s on %s", ev.fromClient, c.node())
 	}
-	return fmt.Sprintf("%s: %s, %s, from %s", ev.name, what, codeName(ev.code), from)
+	return fmt.Sprintf("%s: %s, %s, from %s", ev.name, what, trace.Code(ev.code), from)
 }
 
 // reaches reports whether the event's range includes client c: it is
@@ -342,122 +350,4 @@ func (ev demoEvent) busEvent(c demoClient) bus.Event {
 	src := ev.source()
 	m := &event.Message{Code: ev.code, Source: src, Range: ev.rng, Environment: ev.env, Info: ev.info}
 	return m.BusEvent(cluster.ID(c.cluster))
-}
-
-// oracle holds, for each client, an in-process registry with the client's
-// declared registrations: the chains it runs are what the demo expects.
-type oracle struct {
-	regs map[string]*bus.Registry // by client key
-}
-
-func newOracle() (*oracle, error) {
-	o := &oracle{regs: map[string]*bus.Registry{}}
-	for _, c := range demoClients {
-		reg, err := bus.NewRegistry(bus.Config{Self: c.origin()})
-		if err != nil {
-			o.close()
-			return nil, err
-		}
-		o.regs[c.key()] = reg
-		hs, ok := roleHandlers(c.role)
-		if !ok {
-			o.close()
-			return nil, fmt.Errorf("client %s: unknown role %q", c.key(), c.role)
-		}
-		for _, h := range hs {
-			if _, err := reg.Register(h.codes, h.info(), func(_ *bus.Call, done bus.Done) { done(h.status, h.results) }); err != nil {
-				o.close()
-				return nil, fmt.Errorf("client %s: handler %s: %w", c.key(), h.name, err)
-			}
-		}
-	}
-	return o, nil
-}
-
-func (o *oracle) close() {
-	for _, r := range o.regs {
-		r.Close()
-	}
-}
-
-// expectedChain is one chain the demo expects an event to run.
-type expectedChain struct {
-	client  demoClient
-	outcome bus.Outcome
-}
-
-// expect returns the chains ev must run, in demoClients order, and the
-// clients it reaches where no handler takes it.
-func (o *oracle) expect(ctx context.Context, ev demoEvent) (chains []expectedChain, untaken []demoClient, err error) {
-	for _, c := range demoClients {
-		if !ev.reaches(c) {
-			continue
-		}
-		reg := o.regs[c.key()]
-		be := ev.busEvent(c)
-		if !reg.Wants(be) {
-			untaken = append(untaken, c)
-			continue
-		}
-		oc, err := reg.Run(ctx, be)
-		if err != nil {
-			return nil, nil, err
-		}
-		chains = append(chains, expectedChain{client: c, outcome: oc})
-	}
-	return chains, untaken, nil
-}
-
-// codesString names a registration's codes: "PMIX_EVENT_NODE_DOWN(-231)",
-// "codes -3001, -3002".
-func codesString(codes []pmix.Status) string {
-	if len(codes) == 1 {
-		return codeName(codes[0])
-	}
-	names := make([]string, len(codes))
-	app := true
-	for i, c := range codes {
-		names[i] = codeName(c)
-		if n, ok := strings.CutPrefix(names[i], "code "); ok {
-			names[i] = n
-		} else {
-			app = false
-		}
-	}
-	if app {
-		return "codes " + strings.Join(names, ", ")
-	}
-	return strings.Join(names, ", ")
-}
-
-// describeRegistration says what handler h's registration g asked for, for
-// the demo's header: "default, LAST", "PMIX_EVENT_PROC_TERMINATED(-201),
-// AFTER checkpoint", "default, source range RM".
-func describeRegistration(g bus.Registration, h demoHandler) string {
-	var parts []string
-	if g.Category == bus.CategoryDefault {
-		parts = append(parts, "default")
-	} else {
-		parts = append(parts, codesString(g.Codes))
-	}
-	switch g.Placement {
-	case bus.PlacePrepend:
-		if pmix.Flag(h.attrs, pmix.KeyEventHdlrPrepend) {
-			parts = append(parts, "PREPEND")
-		}
-	case bus.PlaceBefore, bus.PlaceAfter:
-		parts = append(parts, strings.ToUpper(g.Placement.String())+" "+g.Target)
-	default:
-		parts = append(parts, strings.ToUpper(g.Placement.String()))
-	}
-	if g.SourceRange != pmix.RangeUndef {
-		parts = append(parts, "source range "+shortRange(g.SourceRange))
-	}
-	switch {
-	case g.EnviroLevel && !g.JobLevel:
-		parts = append(parts, "environment events only")
-	case g.JobLevel && !g.EnviroLevel:
-		parts = append(parts, "job events only")
-	}
-	return strings.Join(parts, ", ")
 }

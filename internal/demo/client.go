@@ -1,28 +1,20 @@
-package main
+package demo
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
 )
-
-func init() {
-	register(&command{
-		name:    "demo-client",
-		summary: "one client process of 'pmixbus demo'",
-		hidden:  true,
-		run:     runDemoClient,
-	})
-}
 
 // demoLine is what a demo client reports on stdout, one JSON object per
 // line.
@@ -58,34 +50,32 @@ func (lw *lineWriter) emit(l demoLine) {
 	fmt.Fprintf(lw.w, "%s\n", b)
 }
 
-func runDemoClient(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo-client", "", `
-One client process of "pmixbus demo", which starts it the way a host RM
-would: with the environment its agent issued (PMIX_NAMESPACE, PMIX_RANK,
-PMIXBUS_AGENT, PMIXBUS_CREDENTIAL) and `+demoRoleEnv+` naming the handlers
-to register. It prints "ready" once registered, runs the notify commands it
-reads on stdin, reports every handler it runs on stdout (JSON lines), and
-finalizes at the end of its input.`)
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return code
-	}
-	if code, done := noArgs(fs, stderr); done {
-		return code
-	}
-	role := os.Getenv(demoRoleEnv)
+// IsRole reports whether role names a demo client's handlers.
+func IsRole(role string) bool {
+	_, ok := demoRoles[role]
+	return ok
+}
+
+// RunClient is one client process of the demo, which starts it the way a
+// host RM would: with the environment its agent issued (PMIX_NAMESPACE,
+// PMIX_RANK, PMIXBUS_AGENT, PMIXBUS_CREDENTIAL) and RoleEnv naming role.
+// It attaches, registers role's handlers, reports "ready", runs the notify
+// commands it reads from in, reports every handler it runs on out (JSON
+// lines), and finalizes at the end of in or when ctx ends. The goroutine
+// reading in ends with it.
+//
+// Errors: for an unknown role; client.Init's; a registration's; a command
+// it cannot read; the loss of its agent.
+func RunClient(ctx context.Context, role string, in io.Reader, out io.Writer) error {
 	handlers, ok := roleHandlers(role)
 	if !ok {
-		return usageError(fs, stderr, "%s=%q: not a demo role", demoRoleEnv, role)
-	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "pmixbus demo-client: "+format+"\n", a...)
-		return exitFail
+		return fmt.Errorf("%q: not a demo role", role)
 	}
 	initCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	c, err := client.Init(initCtx)
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -93,20 +83,20 @@ finalizes at the end of its input.`)
 		_ = c.Finalize(fctx)
 	}()
 
-	out := &lineWriter{w: stdout}
+	lines := &lineWriter{w: out}
 	for _, h := range handlers {
-		if _, err := c.RegisterEventHandler(initCtx, h.codes, h.info(), demoHandlerFunc(h, out)); err != nil {
-			return fail("registering %s: %v", h.name, err)
+		if _, err := c.RegisterEventHandler(initCtx, h.codes, h.info(), demoHandlerFunc(h, lines)); err != nil {
+			return fmt.Errorf("registering %s: %w", h.name, err)
 		}
 	}
-	out.emit(demoLine{Ev: "ready"})
+	lines.emit(demoLine{Ev: "ready"})
 
 	cmds := make(chan demoCommand)
 	bad := make(chan error, 1)
 	go func() {
 		// Ends with the input, or with the process.
 		defer close(cmds)
-		sc := bufio.NewScanner(os.Stdin)
+		sc := bufio.NewScanner(in)
 		for sc.Scan() {
 			var cmd demoCommand
 			if err := json.Unmarshal(sc.Bytes(), &cmd); err != nil {
@@ -123,21 +113,21 @@ finalizes at the end of its input.`)
 	for {
 		select {
 		case <-ctx.Done():
-			return exitOK
+			return nil
 		case <-c.Lost():
-			return fail("lost the agent")
+			return errors.New("lost the agent")
 		case err := <-bad:
-			return fail("%v", err)
+			return err
 		case cmd, ok := <-cmds:
 			if !ok {
-				return exitOK
+				return nil
 			}
 			err := demoNotify(ctx, c, cmd)
 			l := demoLine{Ev: "notified", Seq: cmd.Seq}
 			if err != nil {
 				l.Err = err.Error()
 			}
-			out.emit(l)
+			lines.emit(l)
 		}
 	}
 }
@@ -145,7 +135,7 @@ finalizes at the end of its input.`)
 // demoHandlerFunc reports that h ran, then completes as h declares.
 func demoHandlerFunc(h demoHandler, out *lineWriter) bus.Handler {
 	return func(call *bus.Call, done bus.Done) {
-		l := demoLine{Ev: "ran", Code: int32(call.Code), Handler: call.Name, Status: int32(h.status), Source: procString(call.Source)}
+		l := demoLine{Ev: "ran", Code: int32(call.Code), Handler: call.Name, Status: int32(h.status), Source: trace.Proc(call.Source)}
 		if v, ok := pmix.LookupValue(call.Info, demoFenceKey); ok {
 			n, _ := v.Int()
 			l.Fence = int(n)

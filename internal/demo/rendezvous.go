@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -20,10 +20,12 @@ import (
 // knows which publishes first. It prints what each found and returns an
 // error unless each found the other.
 //
-// "pmixbus demo" runs it after the events: d.run calls it once the trace
-// has been checked.
+// Run runs it after the events, once the trace has been checked.
 func (d *demo) rendezvous(ctx context.Context) error {
-	clusters := d.mc.Clusters()
+	var clusters []*cluster.Cluster
+	if mc := d.w.MultiCluster(); mc != nil {
+		clusters = mc.Clusters()
+	}
 	if len(clusters) < 2 {
 		return errors.New("rendezvous: needs two clusters")
 	}
@@ -37,35 +39,20 @@ func (d *demo) rendezvous(ctx context.Context) error {
 	}
 	var sides []*side
 	for _, cl := range clusters[:2] {
-		for _, node := range demoNodes() {
+		for _, node := range d.w.Nodes() {
 			if nodeCluster(node) == string(cl.ID()) {
 				sides = append(sides, &side{cluster: cl.ID(), node: node, nspace: "rdv-" + string(cl.ID())})
 				break
 			}
 		}
 	}
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		for _, s := range sides {
-			if s.c != nil {
-				_ = s.c.Finalize(fctx)
-			}
-			_ = d.agents[s.node].DeregisterJob(s.nspace)
-		}
-	}()
+	// The world finalizes the clients when it closes.
 	for _, s := range sides {
-		a := d.agents[s.node]
-		if err := a.RegisterJob(agent.Job{Nspace: s.nspace, Session: "rdv", Procs: map[pmix.Rank]string{0: s.node}}); err != nil {
-			return fmt.Errorf("rendezvous: %w", err)
-		}
-		env, err := a.RegisterClient(pmix.Proc{Nspace: s.nspace, Rank: 0})
+		err := d.w.AddJob(ctx, agenttest.Job{Cluster: s.cluster, Nspace: s.nspace, Session: "rdv", Nodes: []string{s.node}})
 		if err != nil {
 			return fmt.Errorf("rendezvous: %w", err)
 		}
-		if s.c, err = client.Init(ctx, client.WithEnv(env)); err != nil {
-			return fmt.Errorf("rendezvous: client %s:%s.0: %w", s.cluster, s.nspace, err)
-		}
+		s.c = d.w.Client(cluster.Qualify(s.cluster, s.nspace) + ".0")
 	}
 	key := func(s *side) string { return "rendezvous-" + string(s.cluster) }
 	d.printf("\nRFC0003 rendezvous: %s:%s.0 and %s:%s.0 each publish their cluster-qualified nspace (GLOBAL) and wait for the other's\n",
