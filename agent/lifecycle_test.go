@@ -5,30 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// sockDir is a short temporary directory: Unix socket paths are limited to
-// 108 bytes, which t.TempDir can exceed.
-func sockDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pxa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+func sockDir(t *testing.T) string { return agenttest.SocketDir(t) }
 
 func newAgent(t *testing.T, url, listen string, adjust func(*agent.Config)) *agent.Agent {
 	t.Helper()
