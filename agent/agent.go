@@ -339,14 +339,15 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 }
 
 // cleanupContext bounds work that tidies up after a client or job (its
-// published data): cleanupTimeout, and Shutdown's context once Shutdown has
-// begun.
-func (a *Agent) cleanupContext() (context.Context, context.CancelFunc) {
-	base := context.Background()
+// published data): ctx, cleanupTimeout, and Shutdown's context once
+// Shutdown has begun.
+func (a *Agent) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	if p := a.shutdownCtx.Load(); p != nil {
-		base = *p
+		stop := context.AfterFunc(*p, cancel)
+		return ctx, func() { stop(); cancel() }
 	}
-	return context.WithTimeout(base, cleanupTimeout)
+	return ctx, cancel
 }
 
 func (a *Agent) closeNATS(ctx context.Context) {

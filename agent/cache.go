@@ -136,10 +136,12 @@ func (a *Agent) unattachedRanksLocked(j *job) map[pmix.Rank]bool {
 // ensureRetention creates or deletes the job's consumer as its clients'
 // state requires. It talks to JetStream, so it is called without a.mu;
 // concurrent calls leave the work to the one already at it, which checks
-// again when done.
-func (a *Agent) ensureRetention(nspace string) {
-	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+// again when done. It gives up when ctx ends, the agent shuts down, or
+// after 30 s.
+func (a *Agent) ensureRetention(ctx context.Context, nspace string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	defer context.AfterFunc(a.ctx, cancel)()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for range 4 {
@@ -213,7 +215,7 @@ func (a *Agent) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 	owed := a.unattachedRanksLocked(j)
 	if len(owed) == 0 {
 		_ = m.Ack()
-		a.goFunc(func() { a.ensureRetention(nspace) }) // everyone is attached: maybe no consumer needed
+		a.goFunc(func() { a.ensureRetention(a.ctx, nspace) }) // everyone is attached: maybe no consumer needed
 		return
 	}
 	ret.pending[m.Seq] = &retained{m: m, owed: owed}
@@ -238,7 +240,7 @@ func (a *Agent) receivedLocked(p pmix.Proc, ids map[string]bool) {
 		}
 	}
 	if len(ret.pending) == 0 {
-		a.goFunc(func() { a.ensureRetention(p.Nspace) })
+		a.goFunc(func() { a.ensureRetention(a.ctx, p.Nspace) })
 	}
 }
 

@@ -12,8 +12,8 @@
 //	a, err := agent.New(cfg)
 //	err = a.Start(ctx)
 //	defer a.Shutdown(ctx)
-//	err = a.RegisterJob(agent.Job{Nspace: "job1", Session: "s1", Procs: map[pmix.Rank]string{0: "node07"}})
-//	env, err := a.RegisterClient(pmix.Proc{Nspace: "job1", Rank: 0}) // launch the process with env
+//	err = a.RegisterJob(ctx, agent.Job{Nspace: "job1", Session: "s1", Procs: map[pmix.Rank]string{0: "node07"}})
+//	env, err := a.RegisterClient(ctx, pmix.Proc{Nspace: "job1", Rank: 0}) // launch the process with env
 //	a.OnOutcome(func(r event.OutcomeReport) { /* termination decisions, abort requests */ })
 //	id, err := a.Notify(ctx, pmix.EventNodeDown, pmix.RangeSession, true, info) // as the RM: no source proc; outcomes carry id
 //

@@ -40,12 +40,16 @@ type Job struct {
 	Procs   map[pmix.Rank]string // rank → node
 }
 
-// RegisterJob registers or replaces a job.
+// RegisterJob registers or replaces a job. Before it returns, the job's
+// events are retained in the event cache for its local clients not
+// attached yet (a JetStream consumer); ctx bounds that wait, and a job
+// whose retention could not be set up in time is still registered (the
+// agent retries when a client attaches, and logs the failure).
 //
 // Errors: pmix.ErrBadParam for an empty or over-long nspace, a session or
 // node name over subjects.MaxNameLen, or a proc with an invalid rank or no
 // node; ErrClosed after Shutdown.
-func (a *Agent) RegisterJob(j Job) error {
+func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	if j.Nspace == "" || len(j.Nspace) > pmix.MaxNspaceLen {
 		return pmix.Errorf(pmix.ErrBadParam, "job nspace %s: %d bytes, want 1 to %d", pmix.Quote(j.Nspace), len(j.Nspace), pmix.MaxNspaceLen)
 	}
@@ -69,16 +73,18 @@ func (a *Agent) RegisterJob(j Job) error {
 	a.jobs[j.Nspace] = nj
 	a.retainJobLocked(nj)
 	a.mu.Unlock()
-	a.ensureRetention(j.Nspace) // before returning, so the job's events are kept from now on
+	a.ensureRetention(ctx, j.Nspace) // before returning, so the job's events are kept from now on
 	return nil
 }
 
 // DeregisterJob forgets a job and its local clients; attached clients of
-// the job are disconnected.
+// the job are disconnected. Its PMIX_PERSIST_APP published data, and the
+// PMIX_PERSIST_SESSION data of a session left without jobs, are removed
+// within ctx (and 5 s); what cannot be removed in time is logged.
 //
 // Errors: ErrUnknownJob for a job not registered (or deregistered
 // already); ErrClosed after Shutdown.
-func (a *Agent) DeregisterJob(nspace string) error {
+func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -103,7 +109,7 @@ func (a *Agent) DeregisterJob(nspace string) error {
 	for _, c := range conns {
 		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
 	}
-	a.publishLookupJobEnded(nspace) // PMIX_PERSIST_APP and _SESSION data
+	a.publishLookupJobEnded(ctx, nspace) // PMIX_PERSIST_APP and _SESSION data
 	return nil
 }
 
@@ -118,13 +124,15 @@ func WithUID(uid int) ClientOption { return func(e *clientEntry) { e.uid = uid }
 // RegisterClient registers a local process of a registered job and returns
 // the environment to launch it with (EnvNspace, EnvRank, EnvAgent,
 // EnvCredential). The credential is fresh for every registration; a
-// process attaching with it is the client nspace.rank and no other.
+// process attaching with it is the client nspace.rank and no other. As for
+// RegisterJob, ctx bounds setting up the retention of the job's events
+// for the client.
 //
 // Errors: ErrUnknownJob; pmix.ErrBadParam for an invalid rank;
 // ErrClientRegistered (pmix.ErrDuplicateKey) if the proc is already
 // registered; pmix.ErrOutOfResource if no credential could be made;
 // ErrClosed after Shutdown.
-func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string]string, error) {
+func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...ClientOption) (map[string]string, error) {
 	if !proc.Rank.Valid() {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "client rank %v: must be a real rank", proc.Rank)
 	}
@@ -138,7 +146,7 @@ func (a *Agent) RegisterClient(proc pmix.Proc, opts ...ClientOption) (map[string
 	}
 	// A client not attached yet: the job's events must be kept for it from
 	// now on, before the host launches it.
-	a.ensureRetention(proc.Nspace)
+	a.ensureRetention(ctx, proc.Nspace)
 	return map[string]string{
 		EnvNspace:     proc.Nspace,
 		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
@@ -170,11 +178,12 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 }
 
 // DeregisterClient forgets a local client; if it is attached, it is
-// disconnected.
+// disconnected. Its PMIX_PERSIST_PROC published data is removed within ctx
+// (and 5 s).
 //
 // Errors: ErrUnknownClient for a proc not registered (or deregistered
 // already); ErrClosed after Shutdown.
-func (a *Agent) DeregisterClient(proc pmix.Proc) error {
+func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -192,7 +201,7 @@ func (a *Agent) DeregisterClient(proc pmix.Proc) error {
 	if e.conn != nil {
 		e.conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
 	}
-	a.publishLookupProcEnded(proc) // PMIX_PERSIST_PROC data
+	a.publishLookupProcEnded(ctx, proc) // PMIX_PERSIST_PROC data
 	return nil
 }
 
@@ -219,7 +228,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 	}
 	e.conn = cc
 	a.attachedChangedLocked()
-	a.goFunc(func() { a.ensureRetention(proc.Nspace) })
+	a.goFunc(func() { a.ensureRetention(a.ctx, proc.Nspace) })
 	return e, nil
 }
 
@@ -231,7 +240,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		a.attachedChangedLocked()
 	}
 	a.mu.Unlock()
-	a.ensureRetention(e.proc.Nspace)
+	a.ensureRetention(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 }
 
@@ -273,11 +282,11 @@ func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, en
 //
 // Errors: ErrClosed after Shutdown; pmix.ErrUnreach if NATS refused the
 // subscription.
-func (a *Agent) OnRMEvent(f func(*event.Message)) error {
+func (a *Agent) OnRMEvent(ctx context.Context, f func(*event.Message)) error {
 	if err := a.addRMFunc(f); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, flushTimeout)
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	if err := a.nc.FlushWithContext(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrUnreach, "waiting for NATS to know the RM subscriptions: %w", err)

@@ -55,11 +55,11 @@ func TestShutdownHonoursContext(t *testing.T) {
 	if err := a.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1", 1: "n1", 2: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1", 1: "n1", 2: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
 	for r := range pmix.Rank(3) {
-		env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: r})
+		env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,20 +136,20 @@ func TestHostMethodsAfterShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pmix.Proc{Nspace: "j", Rank: 0}
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.RegisterClient(p); err != nil {
+	if _, err := a.RegisterClient(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
 	shutdown(t, a)
 	checks := map[string]error{
-		"RegisterJob":      a.RegisterJob(agent.Job{Nspace: "k"}),
-		"DeregisterJob":    a.DeregisterJob("j"),
-		"DeregisterClient": a.DeregisterClient(p),
-		"OnRMEvent":        a.OnRMEvent(nil),
+		"RegisterJob":      a.RegisterJob(t.Context(), agent.Job{Nspace: "k"}),
+		"DeregisterJob":    a.DeregisterJob(t.Context(), "j"),
+		"DeregisterClient": a.DeregisterClient(t.Context(), p),
+		"OnRMEvent":        a.OnRMEvent(t.Context(), nil),
 	}
-	_, checks["RegisterClient"] = a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 1})
+	_, checks["RegisterClient"] = a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 1})
 	_, checks["Notify"] = a.Notify(t.Context(), -3001, pmix.RangeLocal, false, nil)
 	for name, err := range checks {
 		if !errors.Is(err, agent.ErrClosed) {
@@ -177,10 +177,10 @@ func TestSecondAgentOnSameSocketRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "another agent is listening on") {
 		t.Fatalf("second agent: %v", err)
 	}
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
-	env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,15 +264,15 @@ func (a *Agent) publishLookupDetached(cc *clientConn, e *clientEntry) {
 		pc.cancel()
 		pc.wg.Wait()
 	}
-	a.publishLookupProcEnded(e.proc)
+	a.publishLookupProcEnded(context.Background(), e.proc)
 }
 
 // publishLookupProcEnded removes proc's PMIX_PERSIST_PROC data.
-func (a *Agent) publishLookupProcEnded(proc pmix.Proc) {
+func (a *Agent) publishLookupProcEnded(ctx context.Context, proc pmix.Proc) {
 	if a.pl == nil {
 		return
 	}
-	ctx, cancel := a.cleanupContext()
+	ctx, cancel := a.cleanupContext(ctx)
 	defer cancel()
 	if err := a.pl.svc.ProcEnded(ctx, proc); err != nil {
 		a.log.Warn("removing PMIX_PERSIST_PROC data", "proc", proc.String(), "err", err)
@@ -282,11 +282,11 @@ func (a *Agent) publishLookupProcEnded(proc pmix.Proc) {
 // publishLookupJobEnded removes the PMIX_PERSIST_APP data of a deregistered
 // job's procs, and the PMIX_PERSIST_SESSION data of sessions the agent has
 // no job of any more.
-func (a *Agent) publishLookupJobEnded(nspace string) {
+func (a *Agent) publishLookupJobEnded(ctx context.Context, nspace string) {
 	if a.pl == nil {
 		return
 	}
-	ctx, cancel := a.cleanupContext()
+	ctx, cancel := a.cleanupContext(ctx)
 	defer cancel()
 	if err := a.pl.svc.JobEnded(ctx, nspace); err != nil {
 		a.log.Warn("removing PMIX_PERSIST_APP data", "nspace", nspace, "err", err)

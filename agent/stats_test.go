@@ -85,14 +85,14 @@ func TestStatsCountEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shutdown(t, a)
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
-	env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 1}); err != nil {
+	if _, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 1}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.Init(t.Context(), client.WithEnv(env))

@@ -5,7 +5,7 @@
 // agents of other nodes, output forwarding and the job's lifecycle come
 // later, on top of it.
 //
-//	env, _ := a.RegisterClient(pmix.Proc{Nspace: "sim", Rank: 0})
+//	env, _ := a.RegisterClient(ctx, pmix.Proc{Nspace: "sim", Rank: 0})
 //	p, err := launch.Start(launch.Command{Path: "/usr/bin/sim", Args: []string{"--steps", "10"}, Env: env})
 //	if err != nil { … }
 //	exit, err := p.Wait(ctx) // exit.Code, exit.Signal

@@ -175,7 +175,7 @@ func TestCacheFlood(t *testing.T) {
 	rm := w.agents["a1"]
 	const env = pmix.EventNodeDown
 	const jobCode = pmix.EventProcTerminated
-	if err := rm.RegisterJob(agent.Job{Nspace: "late", Session: "s9", Procs: map[pmix.Rank]string{0: "a1"}}); err != nil {
+	if err := rm.RegisterJob(t.Context(), agent.Job{Nspace: "late", Session: "s9", Procs: map[pmix.Rank]string{0: "a1"}}); err != nil {
 		t.Fatal(err)
 	}
 	const flood = 10 * 512
@@ -200,7 +200,7 @@ func TestCacheFlood(t *testing.T) {
 		return nil
 	})
 
-	env0, err := rm.RegisterClient(pmix.Proc{Nspace: "late", Rank: 0})
+	env0, err := rm.RegisterClient(t.Context(), pmix.Proc{Nspace: "late", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 	if a.Server() == nil {
 		t.Fatal("no embedded server")
 	}
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
@@ -296,7 +296,7 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 		}
 	}
 	waitCached(t, a, 4)
-	env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

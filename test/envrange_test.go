@@ -27,7 +27,7 @@ func TestEnvironmentEventsObeyRange(t *testing.T) {
 	}
 	var rmMu sync.Mutex
 	var rmGot []pmix.Status
-	if err := w.agents["a1"].OnRMEvent(func(m *event.Message) {
+	if err := w.agents["a1"].OnRMEvent(t.Context(), func(m *event.Message) {
 		rmMu.Lock()
 		defer rmMu.Unlock()
 		if m.Environment {

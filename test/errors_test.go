@@ -246,7 +246,7 @@ func soloAgent(t *testing.T, mod func(*agent.Config)) (*agent.Agent, *atomic.Int
 	}
 	cfg.Logger = slog.New(refusals{base, n})
 	a := runAgent(t, cfg)
-	if err := a.RegisterJob(agent.Job{Nspace: "j", Session: "s1", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Session: "s1", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
 	return a, n
@@ -269,7 +269,7 @@ func initClient(t *testing.T, env map[string]string) *client.Client {
 // returns, the identity is free.
 func TestSecondAttachRefusedAtOnce(t *testing.T) {
 	a, refused := soloAgent(t, nil)
-	env, err := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,8 +318,8 @@ func TestSecondAttachRefusedAtOnce(t *testing.T) {
 // so the agent's connection survives it.
 func TestErrorsReachTheClient(t *testing.T) {
 	a, _ := soloAgent(t, nil)
-	env0, _ := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
-	env1, _ := a.RegisterClient(pmix.Proc{Nspace: "j", Rank: 1})
+	env0, _ := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
+	env1, _ := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 1})
 	c0, c1 := initClient(t, env0), initClient(t, env1)
 
 	checkText := func(what string, err error) {
@@ -376,7 +376,7 @@ func TestErrorsReachTheClient(t *testing.T) {
 	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "nspace too long") {
 		t.Errorf("host notify to a long nspace: %v", err)
 	}
-	if err := a.RegisterJob(agent.Job{Nspace: "j2", Session: longProc.Nspace}); !errors.Is(err, pmix.ErrBadParam) {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j2", Session: longProc.Nspace}); !errors.Is(err, pmix.ErrBadParam) {
 		t.Errorf("job with a long session: %v", err)
 	}
 	if err := a.NATS().FlushTimeout(waitTime); err != nil || !a.NATS().IsConnected() {
@@ -389,7 +389,7 @@ func TestErrorsReachTheClient(t *testing.T) {
 	// GLOBAL data in a hub domain that does not answer: the error keeps
 	// the bucket's sentinel and says PMIX_ERR_UNREACH once.
 	cut, _ := soloAgent(t, func(c *agent.Config) { c.GlobalDomain = "hub" })
-	env, _ := cut.RegisterClient(pmix.Proc{Nspace: "j", Rank: 0})
+	env, _ := cut.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	_, err = initClient(t, env).Lookup(t.Context(), []string{"k"}, []pmix.Info{rng(pmix.RangeGlobal)})
 	if !errors.Is(err, jetstream.ErrUnreachable) || !errors.Is(err, pmix.ErrUnreach) {
 		t.Errorf("lookup in an unreachable domain: %v", err)

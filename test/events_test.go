@@ -28,7 +28,7 @@ func TestRangesReachExactlyTheirProcs(t *testing.T) {
 	}
 	var rmMu sync.Mutex
 	var rmGot []pmix.Status
-	if err := w.agents["a2"].OnRMEvent(func(m *event.Message) {
+	if err := w.agents["a2"].OnRMEvent(t.Context(), func(m *event.Message) {
 		rmMu.Lock()
 		rmGot = append(rmGot, m.Code)
 		rmMu.Unlock()

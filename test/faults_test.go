@@ -81,10 +81,10 @@ func (r *raw) hello(env map[string]string) {
 func TestClientDiesMidChain(t *testing.T) {
 	w := newWorld(t)
 	a := w.agents["a2"]
-	if err := a.RegisterJob(agent.Job{Nspace: "doomed", Session: "s1", Procs: map[pmix.Rank]string{0: "a2"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "doomed", Session: "s1", Procs: map[pmix.Rank]string{0: "a2"}}); err != nil {
 		t.Fatal(err)
 	}
-	env, err := a.RegisterClient(pmix.Proc{Nspace: "doomed", Rank: 0})
+	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "doomed", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestAgentRestartLosesConnection(t *testing.T) {
 	}
 	// A new agent on the same socket serves new clients.
 	w.startAgent("b2")
-	if err := w.agents["b2"].RegisterJob(agent.Job{Nspace: "jobB", Session: "s1", Procs: map[pmix.Rank]string{2: "b2"}}); err != nil {
+	if err := w.agents["b2"].RegisterJob(t.Context(), agent.Job{Nspace: "jobB", Session: "s1", Procs: map[pmix.Rank]string{2: "b2"}}); err != nil {
 		t.Fatal(err)
 	}
 	again := w.attach("B", pmix.Proc{Nspace: "jobB", Rank: 2}, "b2")
@@ -172,11 +172,11 @@ func TestAgentRestartLosesConnection(t *testing.T) {
 func TestNoSpoofing(t *testing.T) {
 	w := newWorld(t)
 	a := w.agents["a1"]
-	if err := a.RegisterJob(agent.Job{Nspace: "spoof", Session: "s1", Procs: map[pmix.Rank]string{0: "a1", 1: "a1"}}); err != nil {
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "spoof", Session: "s1", Procs: map[pmix.Rank]string{0: "a1", 1: "a1"}}); err != nil {
 		t.Fatal(err)
 	}
-	env0, _ := a.RegisterClient(pmix.Proc{Nspace: "spoof", Rank: 0})
-	env1, _ := a.RegisterClient(pmix.Proc{Nspace: "spoof", Rank: 1})
+	env0, _ := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "spoof", Rank: 0})
+	env1, _ := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "spoof", Rank: 1})
 
 	// Rank 0's credential does not make anyone rank 1.
 	r := dialRaw(t, a)
@@ -239,11 +239,11 @@ func TestBadFrames(t *testing.T) {
 			if c.hello {
 				p := pmix.Proc{Nspace: "jobA", Rank: pmix.Rank(0)}
 				nspace := "bad" + strconv.Itoa(i)
-				if err := a.RegisterJob(agent.Job{Nspace: nspace, Procs: map[pmix.Rank]string{0: "a1"}}); err != nil {
+				if err := a.RegisterJob(t.Context(), agent.Job{Nspace: nspace, Procs: map[pmix.Rank]string{0: "a1"}}); err != nil {
 					t.Fatal(err)
 				}
 				p.Nspace = nspace
-				env, err := a.RegisterClient(p)
+				env, err := a.RegisterClient(t.Context(), p)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -139,10 +139,10 @@ func (w *world) attach(clusterID string, p pmix.Proc, node string) *tclient {
 func (w *world) soloEnv(node, nspace string) map[string]string {
 	w.t.Helper()
 	a := w.agents[node]
-	if err := a.RegisterJob(agent.Job{Nspace: nspace, Session: "s1", Procs: map[pmix.Rank]string{0: node}}); err != nil {
+	if err := a.RegisterJob(w.t.Context(), agent.Job{Nspace: nspace, Session: "s1", Procs: map[pmix.Rank]string{0: node}}); err != nil {
 		w.t.Fatal(err)
 	}
-	env, err := a.RegisterClient(pmix.Proc{Nspace: nspace, Rank: 0})
+	env, err := a.RegisterClient(w.t.Context(), pmix.Proc{Nspace: nspace, Rank: 0})
 	if err != nil {
 		w.t.Fatal(err)
 	}

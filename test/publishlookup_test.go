@@ -340,7 +340,7 @@ func TestPersistenceEndToEnd(t *testing.T) {
 	})
 	present("app", true)
 	for _, node := range []string{"a1", "a2"} {
-		if err := w.agents[node].DeregisterJob("jobA"); err != nil {
+		if err := w.agents[node].DeregisterJob(t.Context(), "jobA"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,7 +349,7 @@ func TestPersistenceEndToEnd(t *testing.T) {
 	present("session", true)
 	// jobA2 was the last job of session s1 on a1: its session data goes
 	// with it.
-	if err := w.agents["a1"].DeregisterJob("jobA2"); err != nil {
+	if err := w.agents["a1"].DeregisterJob(t.Context(), "jobA2"); err != nil {
 		t.Fatal(err)
 	}
 	present("app2", false)
@@ -403,7 +403,7 @@ func TestHubLoss(t *testing.T) {
 // without the reference client; a partial lookup carries its data.
 func TestPublishFramesFromRawClient(t *testing.T) {
 	w := newWorld(t)
-	env, err := w.agents["b2"].RegisterClient(pmix.Proc{Nspace: "jobB", Rank: 9})
+	env, err := w.agents["b2"].RegisterClient(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 9})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func TestWorld(t *testing.T) {
 	if err != nil || w.Agent("a2") != a2 || a2 == old {
 		t.Fatalf("restart: %v", err)
 	}
-	if err := a2.RegisterJob(agent.Job{Nspace: "sim", Session: "s1", Procs: map[pmix.Rank]string{2: "a2"}}); err != nil {
+	if err := a2.RegisterJob(t.Context(), agent.Job{Nspace: "sim", Session: "s1", Procs: map[pmix.Rank]string{2: "a2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := w.Attach(ctx, "A:sim.2"); err != nil || w.Client("A:sim.2") != c {

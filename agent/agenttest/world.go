@@ -261,14 +261,14 @@ func (w *World) AddJob(ctx context.Context, j Job) error {
 	w.mu.Unlock()
 	aj := agent.Job{Nspace: j.Nspace, Session: j.Session, Info: j.Info, Procs: j.procs()}
 	for _, n := range w.nodesOf(j.Cluster) {
-		if err := w.Agent(n).RegisterJob(aj); err != nil {
+		if err := w.Agent(n).RegisterJob(ctx, aj); err != nil {
 			return fmt.Errorf("agent %s: job %s: %w", n, j.Nspace, err)
 		}
 	}
 	for _, p := range j.ranks() {
 		var err error
 		if j.Detached {
-			_, err = w.register(p)
+			_, err = w.register(ctx, p)
 		} else {
 			_, err = w.Attach(ctx, p.Name)
 		}
@@ -291,7 +291,7 @@ func (w *World) Attach(ctx context.Context, name string) (*client.Client, error)
 	if !ok {
 		return nil, fmt.Errorf("agenttest: no client %q", name)
 	}
-	env, err := w.register(p)
+	env, err := w.register(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -319,12 +319,12 @@ func (w *World) Attach(ctx context.Context, name string) (*client.Client, error)
 
 // register registers p with the agent of its node and keeps its
 // environment.
-func (w *World) register(p Proc) (map[string]string, error) {
+func (w *World) register(ctx context.Context, p Proc) (map[string]string, error) {
 	a := w.Agent(p.Node)
 	if a == nil {
 		return nil, fmt.Errorf("agenttest: client %s: no agent on %s", p.Name, p.Node)
 	}
-	env, err := a.RegisterClient(p.Proc)
+	env, err := a.RegisterClient(ctx, p.Proc)
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", p.Name, err)
 	}

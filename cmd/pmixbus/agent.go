@@ -214,14 +214,14 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 	}
 	defer stopMetrics()
 	for _, j := range jobs {
-		if err := a.RegisterJob(j); err != nil {
+		if err := a.RegisterJob(ctx, j); err != nil {
 			_ = shutdown()
 			return fail("registering job %s: %v", j.Nspace, err)
 		}
 	}
 	envs := make([]map[string]string, len(clients))
 	for i, p := range clients {
-		if envs[i], err = a.RegisterClient(p); err != nil {
+		if envs[i], err = a.RegisterClient(ctx, p); err != nil {
 			_ = shutdown()
 			return fail("registering client %v: %v", p, err)
 		}

@@ -92,7 +92,7 @@ func (d *demo) run(ctx context.Context) error {
 	if d.w, err = agenttest.New(ctx, worldSpec(), "", d.log); err != nil {
 		return err
 	}
-	if err := d.hookAgents(); err != nil {
+	if err := d.hookAgents(ctx); err != nil {
 		return err
 	}
 	if err := d.startClients(ctx); err != nil {
@@ -151,7 +151,7 @@ func (d *demo) run(ctx context.Context) error {
 
 // hookAgents has every agent report its chains' outcomes to the state,
 // and the host RM of each cluster, on its first node, take RM-range events.
-func (d *demo) hookAgents() error {
+func (d *demo) hookAgents(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, node := range d.w.Nodes() {
 		a := d.w.Agent(node)
@@ -161,7 +161,7 @@ func (d *demo) hookAgents() error {
 			continue
 		}
 		seen[cid] = true
-		err := a.OnRMEvent(func(m *event.Message) {
+		err := a.OnRMEvent(ctx, func(m *event.Message) {
 			d.state.update(func() { d.state.rm = append(d.state.rm, rmReceipt{cluster: cid, node: node, msg: m}) })
 		})
 		if err != nil {
