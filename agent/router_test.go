@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -239,5 +240,73 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	}
 	if _, _, err := r.register(t.Context(), c2, tooMany, nil, c2.handler); !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("a registration of %d codes: %v", len(tooMany), err)
+	}
+}
+
+// blockingFlush is a transport whose Flush waits until released.
+type blockingFlush struct {
+	*memTransport
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingFlush) Flush(ctx context.Context) error {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A registration waiting for NATS to confirm its subscriptions holds no
+// lock the event path needs: events keep reaching the other clients
+// meanwhile (they used to wait, behind the router's lock, for the flush).
+func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
+	place := event.Place{Cluster: "A", Node: "n1"}
+	c1 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 0}, "")
+	c2 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 1}, "")
+	host := &fakeHost{clients: []recipient{c1, c2}, jobs: map[string]map[pmix.Rank]string{"j": {0: "n1", 1: "n1"}}}
+	tr := &blockingFlush{memTransport: &memTransport{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	done := make(chan struct{})
+	defer close(done)
+	r := newRouter(tr, place, host, clustertest.Logger(t), done)
+	go r.dispatch()
+
+	close(tr.release) // c1's registration goes through
+	id, replied, err := r.register(t.Context(), c1, []pmix.Status{-3001}, nil, c1.handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replied()
+	_ = id
+	<-tr.entered                     // c1's flush
+	tr.release = make(chan struct{}) // the next flush blocks
+	registered := make(chan error, 1)
+	go func() {
+		_, replied, err := r.register(t.Context(), c2, []pmix.Status{-3002}, nil, c2.handler)
+		if err == nil {
+			replied()
+		}
+		registered <- err
+	}()
+	<-tr.entered
+	m := &event.Message{ID: "x1", Code: -3001, Range: pmix.RangeLocal, Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
+	if err := r.publish(m, nil); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if len(c1.received()) != 1 {
+			return fmt.Errorf("c1 got %v while c2's registration waits for NATS", c1.received())
+		}
+		return nil
+	})
+	close(tr.release)
+	if err := <-registered; err != nil {
+		t.Fatal(err)
 	}
 }
