@@ -293,19 +293,23 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 }
 
 // Unmarshal decodes a frame body. It returns an *pmix.Error with
-// ErrUnpackFailure for malformed input: a body that is not a map, a value of
-// the wrong kind, bytes after the map, or an unknown key whose value is not
-// a scalar (unknown scalar keys are skipped, for forward compatibility).
+// ErrUnpackFailure for malformed input: a body that is not a map, a length
+// that claims more than the body holds, a value of the wrong kind, bytes
+// after the map, or an unknown key whose value is not a scalar (unknown
+// scalar keys are skipped, for forward compatibility).
 func Unmarshal(b []byte) (*Frame, error) {
-	d := getDecoder(b)
-	defer putDecoder(d)
-	dec := d.dec
 	f := &Frame{}
-	if err := f.decode(dec); err != nil {
+	err := DecodeChecked(b, func(dec *msgpack.Decoder) error {
+		if err := f.decode(dec); err != nil {
+			return err
+		}
+		if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
+			return pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	}
-	if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
 	}
 	if f.Type == 0 {
 		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: no type")
