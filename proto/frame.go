@@ -21,6 +21,11 @@ const Version = 1
 // otherwise: 4 MiB.
 const DefaultMaxFrame = 4 << 20
 
+// MaxHelloFrame is the largest frame body an agent reads before hello,
+// when the peer is still nobody: 4 KiB, ten times what a hello with the
+// longest nspace (pmix.MaxNspaceLen) needs.
+const MaxHelloFrame = 4 << 10
+
 // Type is a frame's type.
 type Type uint8
 

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -159,4 +161,19 @@ func FuzzReadFrame(f *testing.F) {
 			t.Fatalf("not the identity:\n%+v\n%+v", fr, back)
 		}
 	})
+}
+
+// TestHelloFitsMaxHelloFrame: the largest hello a client sends (the
+// longest nspace, the largest seq and rank, a 128-byte credential) stays well
+// within the limit the agent applies before hello.
+func TestHelloFitsMaxHelloFrame(t *testing.T) {
+	f := &Frame{Type: TypeHello, Seq: math.MaxUint64, Version: Version, Nspace: strings.Repeat("n", pmix.MaxNspaceLen),
+		Rank: pmix.RankUndef, Credential: strings.Repeat("c", 128)}
+	b, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b)*4 > MaxHelloFrame {
+		t.Fatalf("a hello takes %d bytes, more than a quarter of MaxHelloFrame (%d)", len(b), MaxHelloFrame)
+	}
 }
