@@ -75,10 +75,16 @@ func fuzzBounded(f *testing.F, seed []byte, err error, decode func([]byte) error
 	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		before := heapAllocated()
-		err := decode(b)
-		if n := heapAllocated() - before; n > decodeBound(len(b)) {
-			t.Fatalf("decoding %d bytes allocated %d KiB (%v)", len(b), n>>10, err)
+		// Other goroutines of a fuzz worker allocate now and then: the
+		// least of three runs must stay within the bound.
+		for try := 0; ; try++ {
+			before := heapAllocated()
+			err := decode(b)
+			if n := heapAllocated() - before; n <= decodeBound(len(b)) {
+				return
+			} else if try == 2 {
+				t.Fatalf("decoding %d bytes allocated %d KiB (%v)", len(b), n>>10, err)
+			}
 		}
 	})
 }

@@ -323,6 +323,11 @@ func Unmarshal(b []byte) (*Frame, error) {
 }
 
 func (f *Frame) decode(dec *msgpack.Decoder) error {
+	// DecodeMapLen takes an ext for a header and reads the map from its
+	// payload on, past what CheckLengths measured.
+	if c, err := dec.PeekCode(); err == nil && msgpcode.IsExt(c) {
+		return pmix.Errorf(pmix.ErrUnpackFailure, "frame is an ext, not a map")
+	}
 	n, err := dec.DecodeMapLen()
 	if err != nil || n < 0 {
 		return bad("frame is not a map", err)

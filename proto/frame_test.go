@@ -141,9 +141,10 @@ func FuzzReadFrame(f *testing.F) {
 		f.Add(buf.Bytes())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		before := allocated()
-		fr, err := ReadFrame(bytes.NewReader(b), 1<<16)
-		if n := allocated() - before; n > allocBound(len(b)) {
+		var fr *Frame
+		var err error
+		read := func() { fr, err = ReadFrame(bytes.NewReader(b), 1<<16) }
+		if n := allocatedBy(allocBound(len(b)), read); n > allocBound(len(b)) {
 			t.Fatalf("reading %d bytes allocated %d KiB", len(b), n>>10)
 		}
 		if err != nil {

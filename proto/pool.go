@@ -49,9 +49,9 @@ var decoders = sync.Pool{New: func() any {
 
 // pooledInput bounds the input of a decoder that goes back to the pool. A
 // decoder keeps a buffer up to twice as large as the longest str it has
-// read, and CheckLengths bounds that by its input: one that read more is
-// left to the garbage collector, so the pool never pins a large input's
-// worth of memory.
+// read, which only a failed read makes larger than its input: a decoder
+// that failed or read more than pooledInput is left to the garbage
+// collector, so the pool never pins more than that.
 const pooledInput = 64 << 10
 
 // DecodeChecked decodes untrusted msgpack: it checks b with CheckLengths,
@@ -68,7 +68,7 @@ func DecodeChecked(b []byte, decode func(*msgpack.Decoder) error) error {
 	d.dec.Reset(&d.rd)
 	err := decode(d.dec)
 	d.rd.Reset(nil)
-	if len(b) <= pooledInput {
+	if err == nil && len(b) <= pooledInput {
 		decoders.Put(d)
 	}
 	return err

@@ -63,12 +63,22 @@ func FuzzUnmarshalRecord(f *testing.F) {
 	}
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		metrics.Read(allocs)
-		before := allocs[0].Value.Uint64()
-		r, err := unmarshalRecord(b)
-		metrics.Read(allocs) // large allocations exactly, small ones up to a span early
-		if n := allocs[0].Value.Uint64() - before; n > 64*uint64(len(b))+256<<10 {
-			t.Fatalf("decoding %d bytes allocated %d KiB", len(b), n>>10)
+		var r *record
+		var err error
+		bound := 64*uint64(len(b)) + 256<<10
+		// Other goroutines of a fuzz worker allocate now and then: the
+		// least of three runs must stay within bound. The metric counts
+		// large allocations exactly, small ones up to a span early.
+		for try := 0; ; try++ {
+			metrics.Read(allocs)
+			before := allocs[0].Value.Uint64()
+			r, err = unmarshalRecord(b)
+			metrics.Read(allocs)
+			if n := allocs[0].Value.Uint64() - before; n <= bound {
+				break
+			} else if try == 2 {
+				t.Fatalf("decoding %d bytes allocated %d KiB", len(b), n>>10)
+			}
 		}
 		if err != nil {
 			if pmix.StatusOf(err) != pmix.ErrUnpackFailure && pmix.StatusOf(err) != pmix.ErrUnknownDataType {
