@@ -43,6 +43,8 @@ type Agent struct {
 
 	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
 
+	hellos helloGate // connections yet to say hello (conn.go)
+
 	mu       sync.Mutex
 	retained map[string]*retention      // by nspace: job events kept for local clients
 	jobs     map[string]*job            // by nspace

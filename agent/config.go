@@ -54,6 +54,12 @@ type Config struct {
 	// HelloTimeout bounds how long a new connection may take to
 	// authenticate.
 	HelloTimeout time.Duration
+	// MaxPendingHello bounds the connections that have not yet said hello
+	// (1024 in DefaultConfig). Until then a peer is unauthenticated, and
+	// each such connection costs a goroutine and at most a hello's frame
+	// (proto.MaxHelloFrame); connections beyond the bound get an error
+	// frame and are closed at once, with a warning in the log.
+	MaxPendingHello int
 
 	// Event cache (JetStream, replacing RFC0002's ring buffer); one per
 	// cluster, shared by its agents: the last agent to start sets the
@@ -101,6 +107,7 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		MaxFrame:        proto.DefaultMaxFrame,
 		HandlerTimeout:  bus.DefaultHandlerTimeout,
 		HelloTimeout:    10 * time.Second,
+		MaxPendingHello: 1024,
 		CacheSize:       jetstream.DefaultEventCacheSize,
 		PublishBucket:   publishlookup.DefaultBucket,
 		PublishReplicas: 1,
@@ -135,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.HelloTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("hello timeout %v: must be positive", c.HelloTimeout))
+	}
+	if c.MaxPendingHello < 1 {
+		errs = append(errs, fmt.Errorf("max pending hello %d: must be at least 1", c.MaxPendingHello))
 	}
 	if c.GlobalDomain != "" {
 		if err := cluster.ID(c.GlobalDomain).Validate(); err != nil {

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -34,6 +36,7 @@ type clientConn struct {
 	once    sync.Once
 
 	released sync.Once // the entry's detach, see release
+	admitted bool      // counted in Agent.hellos; false: one too many waiting to say hello
 }
 
 type pendingInvoke struct {
@@ -41,10 +44,40 @@ type pendingInvoke struct {
 	done bus.Done
 }
 
+// newClientConn is called by the accept loop, so connections are counted
+// against MaxPendingHello in the order they were accepted. The buffered
+// reader comes after hello: until then the peer is nobody.
 func newClientConn(a *Agent, c net.Conn) *clientConn {
 	return &clientConn{
 		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
-		r: proto.NewReader(c, a.cfg.MaxFrame), w: proto.NewWriter(deadlineWriter{c}),
+		w: proto.NewWriter(deadlineWriter{c}), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
+	}
+}
+
+// helloGate counts the connections that have not said hello yet.
+type helloGate struct {
+	waiting  atomic.Int64
+	refused  atomic.Int64 // since the last warning
+	lastWarn atomic.Int64 // Unix nanoseconds
+}
+
+// enter counts one more connection unless limit are waiting already.
+func (g *helloGate) enter(limit int) bool {
+	if g.waiting.Add(1) > int64(limit) {
+		g.waiting.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (g *helloGate) leave() { g.waiting.Add(-1) }
+
+// refuse logs a refused connection, at most once a second for a flood.
+func (g *helloGate) refuse(log *slog.Logger, limit int) {
+	g.refused.Add(1)
+	now, last := time.Now().UnixNano(), g.lastWarn.Load()
+	if now-last >= int64(time.Second) && g.lastWarn.CompareAndSwap(last, now) {
+		log.Warn("closing connections: too many are waiting to say hello", "limit", limit, "refused", g.refused.Swap(0))
 	}
 }
 
@@ -77,11 +110,21 @@ func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)
 // serve authenticates the client, then reads its frames until it leaves.
 func (cc *clientConn) serve() {
 	defer cc.close(nil)
-	if err := cc.hello(); err != nil {
-		cc.log.Warn("client refused", "remote", cc.c.RemoteAddr().String(), "err", err)
+	if !cc.admitted {
+		cc.a.hellos.refuse(cc.log, cc.a.cfg.MaxPendingHello)
+		cc.fail(pmix.Errorf(pmix.ErrOutOfResource, "%d connections are waiting to say hello already; try again", cc.a.cfg.MaxPendingHello))
+		return
+	}
+	err := cc.hello()
+	cc.a.hellos.leave()
+	if err != nil {
+		if cc.a.ctx.Err() == nil {
+			cc.log.Warn("client refused", "remote", cc.c.RemoteAddr().String(), "err", err)
+		}
 		cc.fail(err)
 		return
 	}
+	cc.r = proto.NewReader(cc.c, cc.a.cfg.MaxFrame)
 	cc.log = cc.log.With("client", cc.entry.proc.String())
 	cc.log.Debug("client attached")
 	for {
@@ -111,8 +154,12 @@ func (cc *clientConn) fail(err error) {
 }
 
 func (cc *clientConn) hello() error {
+	stop := context.AfterFunc(cc.a.ctx, func() { _ = cc.c.Close() }) // Shutdown does not wait out HelloTimeout
+	defer stop()
 	_ = cc.c.SetReadDeadline(time.Now().Add(cc.a.cfg.HelloTimeout))
-	f, err := cc.r.ReadFrame()
+	// Unbuffered, so the reader made after hello loses nothing, and no
+	// larger than a hello needs, whatever the length prefix claims.
+	f, err := proto.ReadFrame(cc.c, min(proto.MaxHelloFrame, cc.a.cfg.MaxFrame))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 )
 
 // messageVersion is the first element of every event message.
@@ -72,6 +73,9 @@ func (m *Message) Marshal() ([]byte, error) {
 // UnmarshalMessage decodes an event message. Malformed input gives an
 // *pmix.Error with ErrUnpackFailure; it never panics.
 func UnmarshalMessage(b []byte) (*Message, error) {
+	if err := proto.CheckLengths(b); err != nil { // before msgpack allocates what b claims
+		return nil, err
+	}
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	fail := func(what string, err error) (*Message, error) {
 		var pe *pmix.Error

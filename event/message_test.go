@@ -1,7 +1,6 @@
 package event
 
 import (
-	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -35,30 +34,4 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Fatalf("got %+v, want %+v", got, m)
 		}
 	}
-}
-
-// FuzzUnmarshalMessage: an agent decodes bytes from any NATS publisher on
-// its dispatch goroutine; whatever they are, it gets a message that
-// re-encodes, or ErrUnpackFailure/ErrNotSupported, never a panic.
-func FuzzUnmarshalMessage(f *testing.F) {
-	b, err := sampleMessage().Marshal()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	f.Add(b[:len(b)/2])
-	f.Add([]byte{0x9c, 0x02})
-	f.Add([]byte{0x9c, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := UnmarshalMessage(data)
-		if err != nil {
-			if !errors.Is(err, pmix.ErrUnpackFailure) && !errors.Is(err, pmix.ErrNotSupported) && !errors.Is(err, pmix.ErrBadParam) {
-				t.Fatalf("unexpected error kind: %v", err)
-			}
-			return
-		}
-		if _, err := m.Marshal(); err != nil {
-			t.Fatalf("decoded message does not encode: %v", err)
-		}
-	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -133,10 +134,12 @@ func (w *mapWriter) outcome(o *bus.Outcome) {
 	w.outcome(o.Abort)
 }
 
-// UnmarshalOutcomes decodes a batch of reports.
+// UnmarshalOutcomes decodes a batch of reports. Not with msgpack.Unmarshal:
+// its pooled decoders keep buffers grown by lying lengths, and it allocates
+// the whole slice an array header claims.
 func UnmarshalOutcomes(b []byte) ([]OutcomeReport, error) {
 	var rs []OutcomeReport
-	if err := msgpack.Unmarshal(b, &rs); err != nil {
+	if err := proto.DecodeChecked(b, func(dec *msgpack.Decoder) error { return dec.Decode(&rs) }); err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "outcome reports: %v", err)
 	}
 	return rs, nil

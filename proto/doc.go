@@ -11,5 +11,7 @@
 // ReadFrame and WriteFrame are safe for concurrent use on different readers
 // and writers; serialize writes to one connection yourself (a frame must not
 // interleave with another). The decoder never panics and never allocates
-// much more than the frame's own size, whatever the input.
+// much more than the frame's own size, whatever the input. CheckLengths and
+// DecodeChecked give other decoders of untrusted msgpack (publish records,
+// event messages, outcome reports) the same bound.
 package proto

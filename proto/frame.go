@@ -21,6 +21,11 @@ const Version = 1
 // otherwise: 4 MiB.
 const DefaultMaxFrame = 4 << 20
 
+// MaxHelloFrame is the largest frame body an agent reads before hello,
+// when the peer is still nobody: 4 KiB, ten times what a hello with the
+// longest nspace (pmix.MaxNspaceLen) needs.
+const MaxHelloFrame = 4 << 10
+
 // Type is a frame's type.
 type Type uint8
 
@@ -312,19 +317,23 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 }
 
 // Unmarshal decodes a frame body. It returns an *pmix.Error with
-// ErrUnpackFailure for malformed input: a body that is not a map, a value of
-// the wrong kind, bytes after the map, or an unknown key whose value is not
-// a scalar (unknown scalar keys are skipped, for forward compatibility).
+// ErrUnpackFailure for malformed input: a body that is not a map, a length
+// that claims more than the body holds, a value of the wrong kind, bytes
+// after the map, or an unknown key whose value is not a scalar (unknown
+// scalar keys are skipped, for forward compatibility).
 func Unmarshal(b []byte) (*Frame, error) {
-	d := getDecoder(b)
-	defer putDecoder(d)
-	dec := d.dec
 	f := &Frame{}
-	if err := f.decode(dec); err != nil {
+	err := DecodeChecked(b, func(dec *msgpack.Decoder) error {
+		if err := f.decode(dec); err != nil {
+			return err
+		}
+		if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
+			return pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	}
-	if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
 	}
 	if f.Type == 0 {
 		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: no type")
@@ -333,6 +342,11 @@ func Unmarshal(b []byte) (*Frame, error) {
 }
 
 func (f *Frame) decode(dec *msgpack.Decoder) error {
+	// DecodeMapLen takes an ext for a header and reads the map from its
+	// payload on, past what CheckLengths measured.
+	if c, err := dec.PeekCode(); err == nil && msgpcode.IsExt(c) {
+		return pmix.Errorf(pmix.ErrUnpackFailure, "frame is an ext, not a map")
+	}
 	n, err := dec.DecodeMapLen()
 	if err != nil || n < 0 {
 		return bad("frame is not a map", err)

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -189,7 +191,12 @@ func FuzzReadFrame(f *testing.F) {
 		f.Add(buf.Bytes())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := ReadFrame(bytes.NewReader(b), 1<<16)
+		var fr *Frame
+		var err error
+		read := func() { fr, err = ReadFrame(bytes.NewReader(b), 1<<16) }
+		if n := allocatedBy(allocBound(len(b)), read); n > allocBound(len(b)) {
+			t.Fatalf("reading %d bytes allocated %d KiB", len(b), n>>10)
+		}
 		if err != nil {
 			return
 		}
@@ -205,4 +212,19 @@ func FuzzReadFrame(f *testing.F) {
 			t.Fatalf("not the identity:\n%+v\n%+v", fr, back)
 		}
 	})
+}
+
+// TestHelloFitsMaxHelloFrame: the largest hello a client sends (the
+// longest nspace, the largest seq and rank, a 128-byte credential) stays well
+// within the limit the agent applies before hello.
+func TestHelloFitsMaxHelloFrame(t *testing.T) {
+	f := &Frame{Type: TypeHello, Seq: math.MaxUint64, Version: Version, Nspace: strings.Repeat("n", pmix.MaxNspaceLen),
+		Rank: pmix.RankUndef, Credential: strings.Repeat("c", 128)}
+	b, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b)*4 > MaxHelloFrame {
+		t.Fatalf("a hello takes %d bytes, more than a quarter of MaxHelloFrame (%d)", len(b), MaxHelloFrame)
+	}
 }

@@ -47,14 +47,29 @@ var decoders = sync.Pool{New: func() any {
 	return d
 }}
 
-func getDecoder(b []byte) *decoder {
+// pooledInput bounds the input of a decoder that goes back to the pool. A
+// decoder keeps a buffer up to twice as large as the longest str it has
+// read, which only a failed read makes larger than its input: a decoder
+// that failed or read more than pooledInput is left to the garbage
+// collector, so the pool never pins more than that.
+const pooledInput = 64 << 10
+
+// DecodeChecked decodes untrusted msgpack: it checks b with CheckLengths,
+// then calls decode with a pooled decoder reading b. The decoder is valid
+// only during the call. Safe for concurrent use.
+//
+// It returns CheckLengths's error, or decode's.
+func DecodeChecked(b []byte, decode func(*msgpack.Decoder) error) error {
+	if err := CheckLengths(b); err != nil {
+		return err
+	}
 	d := decoders.Get().(*decoder)
 	d.rd.Reset(b)
 	d.dec.Reset(&d.rd)
-	return d
-}
-
-func putDecoder(d *decoder) {
+	err := decode(d.dec)
 	d.rd.Reset(nil)
-	decoders.Put(d)
+	if err == nil && len(b) <= pooledInput {
+		decoders.Put(d)
+	}
+	return err
 }

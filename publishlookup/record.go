@@ -11,6 +11,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 )
 
 // Identity is a process as its agent authenticated it: the agent stamps it
@@ -119,21 +120,25 @@ func encodeIDs(enc *msgpack.Encoder, ids []uint32) error {
 }
 
 // unmarshalRecord decodes a stored record. It returns an *pmix.Error with
-// ErrUnpackFailure for anything else, whatever the bytes; it never panics.
+// ErrUnpackFailure for anything else, whatever the bytes; it never panics,
+// and allocates in proportion to len(b) whatever lengths b claims (anyone
+// on NATS can write the bucket).
 func unmarshalRecord(b []byte) (*record, error) {
-	d := decoders.Get().(*decoder)
-	defer decoders.Put(d)
-	d.rd.Reset(b)
-	d.dec.Reset(&d.rd)
-	dec := d.dec
+	var r record
+	if err := proto.DecodeChecked(b, r.decode); err != nil {
+		return nil, wireErr(err)
+	}
+	return &r, nil
+}
+
+func (r *record) decode(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "record: %v", err)
+		return pmix.Errorf(pmix.ErrUnpackFailure, "record: %v", err)
 	}
 	if n != recordFields {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "record: %d fields, want %d", n, recordFields)
+		return pmix.Errorf(pmix.ErrUnpackFailure, "record: %d fields, want %d", n, recordFields)
 	}
-	var r record
 	var p Identity
 	var cid string
 	var rank, rng, persist uint64
@@ -174,31 +179,19 @@ func unmarshalRecord(b []byte) (*record, error) {
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
-			return nil, wireErr(err)
+			return err
 		}
 	}
 	if _, err := dec.PeekCode(); err == nil {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "record: trailing bytes")
+		return pmix.Errorf(pmix.ErrUnpackFailure, "record: trailing bytes")
 	}
 	if uid < -1 || uid > math.MaxUint32 || gid < -1 || gid > math.MaxUint32 {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "record: uid %d or gid %d out of range", uid, gid)
+		return pmix.Errorf(pmix.ErrUnpackFailure, "record: uid %d or gid %d out of range", uid, gid)
 	}
 	p.Cluster, p.Proc.Rank, p.UID, p.GID = cluster.ID(cid), pmix.Rank(rank), int(uid), int(gid)
 	r.Publisher, r.Range, r.Persistence = p, pmix.Range(rng), pmix.Persistence(persist)
 	r.Time = time.Unix(0, nanos).UTC()
-	return &r, nil
-}
-
-// decoders pools msgpack decoders: a lookup decodes every value it reads.
-var decoders = sync.Pool{New: func() any {
-	d := &decoder{}
-	d.dec = msgpack.NewDecoder(&d.rd)
-	return d
-}}
-
-type decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
+	return nil
 }
 
 func decodeIDs(dec *msgpack.Decoder) ([]uint32, error) {
