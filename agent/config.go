@@ -54,6 +54,13 @@ type Config struct {
 	// HelloTimeout bounds how long a new connection may take to
 	// authenticate.
 	HelloTimeout time.Duration
+	// ClientQueueLimit bounds the bytes of frames queued for one client
+	// that has not read them yet: a client past it is cut off (told why,
+	// once), so that no client's reading speed delays the others.
+	ClientQueueLimit int
+	// WriteTimeout bounds one write to a client's socket; a client that
+	// takes longer to read is cut off.
+	WriteTimeout time.Duration
 	// MaxPendingHello bounds the connections that have not yet said hello
 	// (1024 in DefaultConfig). Until then a peer is unauthenticated, and
 	// each such connection costs a goroutine and at most a hello's frame
@@ -101,16 +108,18 @@ type Config struct {
 // Every default of the agent lives here.
 func DefaultConfig(id cluster.ID, node string) Config {
 	return Config{
-		Cluster:         id,
-		Node:            node,
-		Listen:          "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
-		MaxFrame:        proto.DefaultMaxFrame,
-		HandlerTimeout:  bus.DefaultHandlerTimeout,
-		HelloTimeout:    10 * time.Second,
-		MaxPendingHello: 1024,
-		CacheSize:       jetstream.DefaultEventCacheSize,
-		PublishBucket:   publishlookup.DefaultBucket,
-		PublishReplicas: 1,
+		Cluster:          id,
+		Node:             node,
+		Listen:           "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
+		MaxFrame:         proto.DefaultMaxFrame,
+		HandlerTimeout:   bus.DefaultHandlerTimeout,
+		HelloTimeout:     10 * time.Second,
+		ClientQueueLimit: 8 << 20,
+		WriteTimeout:     10 * time.Second,
+		MaxPendingHello:  1024,
+		CacheSize:        jetstream.DefaultEventCacheSize,
+		PublishBucket:    publishlookup.DefaultBucket,
+		PublishReplicas:  1,
 	}
 }
 
@@ -139,6 +148,12 @@ func (c Config) Validate() error {
 	}
 	if c.CacheMaxAge < 0 || c.CacheMaxBytes < 0 || c.CacheStatsInterval < 0 {
 		errs = append(errs, errors.New("cache limits: must not be negative"))
+	}
+	if c.ClientQueueLimit < 64<<10 {
+		errs = append(errs, fmt.Errorf("client queue limit %d: must be at least 64 KiB", c.ClientQueueLimit))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("write timeout %v: must be positive", c.WriteTimeout))
 	}
 	if c.HelloTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("hello timeout %v: must be positive", c.HelloTimeout))

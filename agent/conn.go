@@ -22,7 +22,7 @@ type clientConn struct {
 	a   *Agent
 	c   net.Conn
 	r   *proto.Reader
-	w   *proto.Writer
+	w   *sender
 	log *slog.Logger
 
 	entry    *clientEntry
@@ -50,7 +50,7 @@ type pendingInvoke struct {
 func newClientConn(a *Agent, c net.Conn) *clientConn {
 	return &clientConn{
 		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
-		w: proto.NewWriter(deadlineWriter{c}), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
+		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
 }
 
@@ -81,18 +81,29 @@ func (g *helloGate) refuse(log *slog.Logger, limit int) {
 	}
 }
 
-func (cc *clientConn) write(f *proto.Frame) error { return cc.w.WriteFrame(f) }
+// write queues a frame for the client (see sender): it never waits for
+// the client to read.
+func (cc *clientConn) write(f *proto.Frame) error { return cc.w.send(f) }
 
-// writeTimeout bounds one write to a client's socket. A client that stops
-// reading would otherwise stall the dispatch goroutine, and with it every
-// other client of the agent; past this it is dropped instead.
-const writeTimeout = 10 * time.Second
+// cutOff is called when the client's sender stops: why is the reason it
+// cut the client off (not reading) or the write error, nil after close.
+func (cc *clientConn) cutOff(why error) {
+	if why == nil || cc.isClosing() {
+		return
+	}
+	if pmix.StatusOf(why) == pmix.ErrOutOfResource {
+		cc.log.Warn("dropping a client that does not read what it is sent", "err", why)
+	}
+	// Not from the sender's goroutine: close waits for it to end.
+	if !cc.a.goFunc(func() { cc.close(nil) }) {
+		_ = cc.c.Close() // Shutdown closes it anyway
+	}
+}
 
-type deadlineWriter struct{ c net.Conn }
-
-func (w deadlineWriter) Write(p []byte) (int, error) {
-	_ = w.c.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return w.c.Write(p)
+func (cc *clientConn) isClosing() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.closed
 }
 
 func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)) {
@@ -110,6 +121,9 @@ func (cc *clientConn) reply(req *proto.Frame, err error, fill func(*proto.Frame)
 // serve authenticates the client, then reads its frames until it leaves.
 func (cc *clientConn) serve() {
 	defer cc.close(nil)
+	if !cc.w.start(cc.a.goFunc, cc.cutOff) {
+		return // Shutdown began
+	}
 	if !cc.admitted {
 		cc.a.hellos.refuse(cc.log, cc.a.cfg.MaxPendingHello)
 		cc.fail(pmix.Errorf(pmix.ErrOutOfResource, "%d connections are waiting to say hello already; try again", cc.a.cfg.MaxPendingHello))
@@ -149,8 +163,7 @@ func (cc *clientConn) fail(err error) {
 	if f.Status == pmix.ErrGeneral {
 		f.Status = pmix.ErrCommFailure
 	}
-	_ = cc.c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = cc.write(f)
+	cc.w.finish(f, time.Second)
 }
 
 func (cc *clientConn) hello() error {
@@ -268,10 +281,11 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 		Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
 	})
 	if err != nil {
+		// The client was cut off or its socket broke: the sender closes
+		// the connection, not the dispatch goroutine, which must not wait.
 		if p := cc.take(seq); p != nil {
 			p.done(pmix.ErrLostConnectionToClient, nil)
 		}
-		cc.close(nil)
 	}
 }
 
@@ -314,7 +328,6 @@ func (cc *clientConn) close(why error) {
 		cc.pending = nil
 		entry, reg := cc.entry, cc.reg
 		cc.mu.Unlock()
-		_ = cc.c.Close()
 		for _, p := range pending {
 			p.done(pmix.ErrLostConnectionToClient, nil)
 		}
@@ -328,6 +341,11 @@ func (cc *clientConn) close(why error) {
 			}
 			cc.log.Debug("client detached")
 		}
+		// What is queued goes out before the socket closes: a last reply,
+		// or why a client that stopped reading was cut off, should it read
+		// again within the write timeout. Shutdown does not wait for it.
+		cc.w.finish(nil, cc.a.cfg.WriteTimeout)
+		_ = cc.c.Close()
 		cc.a.forget(cc)
 	})
 }
@@ -341,13 +359,9 @@ func (cc *clientConn) target() (pmix.Proc, string, *bus.Registry, bool) {
 	return e.proc, e.job.session, reg, true
 }
 
-func (cc *clientConn) cork() { cc.w.Cork() }
+func (cc *clientConn) cork() { cc.w.cork() }
 
-func (cc *clientConn) uncork() {
-	if err := cc.w.Uncork(); err != nil {
-		cc.close(nil) // it stopped reading; see writeTimeout
-	}
-}
+func (cc *clientConn) uncork() { cc.w.uncork() }
 
 // release detaches the connection from its client entry, once: at finalize
 // before the reply, so that the identity is free (and its

@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// sender writes one client's frames from a goroutine of its own, so that a
+// client that stops reading delays nobody but itself: the dispatch
+// goroutine and the client's other work only queue frames. What queues
+// while a write is in progress goes out in the next write, so a burst
+// costs a write per batch; cork holds frames back until uncork, so that a
+// batch of events dispatched together goes out together.
+//
+// A client whose queue passes its limit is cut off: one error frame saying
+// why is queued behind what it has not read, the client is detached at
+// once (its chains move on, the others are not delayed), and its socket
+// closes once that frame is written or the write times out. Frames sent
+// after that fail at once.
+type sender struct {
+	c       net.Conn
+	limit   int             // bytes queued beyond which the client is cut off
+	timeout time.Duration   // bounds each write
+	abort   <-chan struct{} // closed: finish waits no more (the agent shuts down)
+
+	mu      sync.Mutex
+	buf     []byte // queued, not yet written
+	spare   []byte
+	corked  int
+	err     error // sticky: the client was cut off, or the stream broke
+	closing bool  // write what is queued, then stop
+	running bool  // run was started
+	wake    chan struct{}
+	done    chan struct{} // closed when run returns
+
+	cutOff     func(error) // see start
+	cutOffOnce sync.Once
+}
+
+func newSender(c net.Conn, limit int, timeout time.Duration, abort <-chan struct{}) *sender {
+	return &sender{c: c, limit: limit, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// send queues f. It fails once the client was cut off or its stream broke.
+func (s *sender) send(f *proto.Frame) error {
+	s.mu.Lock()
+	if s.err != nil || s.closing {
+		err := s.err
+		s.mu.Unlock()
+		if err == nil {
+			err = net.ErrClosed
+		}
+		return err
+	}
+	var err error
+	s.buf, err = proto.AppendFrame(s.buf, f)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if len(s.buf) > s.limit {
+		s.err = pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d bytes of frames queued for it, the limit is %d", len(s.buf), s.limit)
+		bye := &proto.Frame{Type: proto.TypeError}
+		bye.SetErr(s.err)
+		s.buf, _ = proto.AppendFrame(s.buf, bye)
+		s.closing = true
+		err = s.err
+	}
+	corked := s.corked > 0 && err == nil
+	s.mu.Unlock()
+	if !corked {
+		s.kick()
+	}
+	if err != nil {
+		s.stop(err)
+	}
+	return err
+}
+
+// stop reports, once, why the client must go.
+func (s *sender) stop(why error) {
+	s.cutOffOnce.Do(func() {
+		if s.cutOff != nil {
+			s.cutOff(why)
+		}
+	})
+}
+
+func (s *sender) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sender) cork() {
+	s.mu.Lock()
+	s.corked++
+	s.mu.Unlock()
+}
+
+func (s *sender) uncork() {
+	s.mu.Lock()
+	if s.corked > 0 {
+		s.corked--
+	}
+	ready := s.corked == 0 && len(s.buf) > 0
+	s.mu.Unlock()
+	if ready {
+		s.kick()
+	}
+}
+
+// start runs the writing loop with goFunc, and reports whether it runs.
+// cutOff is called once, and must not block, when the client must go: it
+// passed its queue limit, or a write failed; nil when the sender finished.
+func (s *sender) start(goFunc func(func()) bool, cutOff func(error)) bool {
+	s.mu.Lock()
+	s.running = true
+	s.cutOff = cutOff
+	s.mu.Unlock()
+	if goFunc(s.run) {
+		return true
+	}
+	s.mu.Lock()
+	s.running = false
+	s.mu.Unlock()
+	return false
+}
+
+// finish queues a last frame (nil for none), lets run write what is
+// queued within grace, and stops it.
+func (s *sender) finish(last *proto.Frame, grace time.Duration) {
+	s.mu.Lock()
+	if last != nil && s.err == nil && !s.closing {
+		s.buf, _ = proto.AppendFrame(s.buf, last)
+	}
+	s.closing = true
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		return
+	}
+	s.kick()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return
+	case <-t.C:
+	case <-s.abort:
+	}
+	_ = s.c.SetWriteDeadline(time.Now()) // run's write fails now
+	<-s.done
+}
+
+// run writes what is queued until the queue is closed and written, or a
+// write fails; then it stops the client with the reason it was cut off or
+// the write error (nil when it finished cleanly).
+func (s *sender) run() {
+	defer close(s.done)
+	for {
+		<-s.wake
+		for {
+			s.mu.Lock()
+			out, closing, why := s.buf, s.closing, s.err
+			if len(out) > 0 {
+				s.buf, s.spare = s.spare[:0], nil // out is the run's until written
+			}
+			s.mu.Unlock()
+			if len(out) == 0 {
+				if closing {
+					s.stop(why)
+					return
+				}
+				break
+			}
+			_ = s.c.SetWriteDeadline(time.Now().Add(s.timeout))
+			_, err := s.c.Write(out)
+			s.mu.Lock()
+			if cap(out) <= 1<<20 {
+				s.spare = out[:0]
+			}
+			if err != nil && s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+			if err != nil {
+				s.stop(err)
+				return
+			}
+		}
+	}
+}
