@@ -288,7 +288,14 @@ func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *re
 		c.registering[f.Seq] = *reg
 	}
 	c.mu.Unlock()
-	if err := c.write(f); err != nil {
+	err := c.write(f)
+	if err == nil {
+		// A handler may make a request while the answers of its batch are
+		// corked (runHandlers): the request goes out now, or it would wait
+		// for the uncork that waits for it.
+		err = c.w.Flush()
+	}
+	if err != nil {
 		c.forget(f.Seq)
 		return nil, fmt.Errorf("%w: sending %v: %w", ErrLostConnection, f.Type, err)
 	}

@@ -31,7 +31,9 @@
 // Handlers run one at a time, in the order the agent sent the events, on a
 // goroutine of the client's own (a PMIx progress thread), never on the
 // goroutine reading the agent's socket, so a handler may call back into the
-// client. A handler must not block: one that waits holds up every later
+// client, also with calls that wait for the agent's answer (NotifyEvent,
+// Publish, Lookup, RegisterEventHandler). Otherwise a handler must not
+// block for long: one that waits holds up every later
 // invocation of its process until its PMIX_EVENT_ACTION_TIMEOUT passes it
 // over. Do the work on another goroutine and call done from there. A Client
 // is safe for concurrent use.

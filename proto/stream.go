@@ -113,6 +113,19 @@ func (w *Writer) Uncork() error {
 	return w.flushLocked()
 }
 
+// Flush writes what is queued now, corked or not, unless another caller is
+// writing already (it writes it next). A request whose caller waits for
+// the answer must not wait for an Uncork that comes only after it.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	if w.flushing || len(w.buf) == 0 || w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	return w.flushLocked()
+}
+
 // flushLocked writes the buffer until it stays empty; it is called with mu
 // held and returns with it released.
 func (w *Writer) flushLocked() error {

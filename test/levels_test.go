@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -340,4 +341,39 @@ func (tp *tamperer) relay(t *testing.T, ln net.Listener, agentAddr string, wg *s
 			return
 		}
 	}
+}
+
+// TestHandlerMayCallTheAgent: a handler that makes a blocking request to
+// the agent (a notification, a publish) from inside its call gets its
+// answer; the request used to wait behind the batch's corked answers,
+// which waited for the handler: a deadlock until the request timed out.
+func TestHandlerMayCallTheAgent(t *testing.T) {
+	w := newWorld(t)
+	c := w.client("A:jobA.0")
+	done := make(chan error, 1)
+	c.register(t, nil, nil, pmix.EventNoActionTaken)
+	if _, err := c.c.RegisterEventHandler(t.Context(), []pmix.Status{-3101}, nil, func(call *bus.Call, d bus.Done) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := c.c.NotifyEvent(ctx, -3102, pmix.RangeLocal, nil)
+		if err == nil {
+			err = c.c.Publish(ctx, []pmix.Info{pmix.NewInfo("from-handler", pmix.String("v"))})
+		}
+		done <- err
+		d(pmix.EventNoActionTaken, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.agents["a1"].Notify(t.Context(), -3101, pmix.RangeLocal, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a request from inside a handler: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler never got its answer")
+	}
+	c.rec.waitCount(t, -3102, 1) // its own LOCAL event reached its default handler
 }
