@@ -5,11 +5,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/security"
@@ -163,5 +165,42 @@ func TestDefaultDir(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", "/cfg")
 	if d, err := security.DefaultDir(); runtime.GOOS == "linux" && (d != "/cfg/pmixbus/keys" || err != nil) {
 		t.Errorf("default: %q, %v", d, err)
+	}
+}
+
+// TestNATSConf: the configuration block, read by nats-server, gives the
+// same users, permissions and connection kinds as ServerAuth.
+func TestNATSConf(t *testing.T) {
+	keys, err := security.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := keys.NATSConf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("nats-server reads:\n%s\n%v", conf, err)
+	}
+	auth, err := keys.ServerAuth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Nkeys) != len(auth.Users) {
+		t.Fatalf("%d users read, want %d", len(opts.Nkeys), len(auth.Users))
+	}
+	for i, want := range auth.Users {
+		got := opts.Nkeys[i]
+		if got.Nkey != want.Nkey || !reflect.DeepEqual(got.Permissions, want.Permissions) || !reflect.DeepEqual(got.AllowedConnectionTypes, want.AllowedConnectionTypes) {
+			t.Errorf("user %d: read %+v %+v %v\nwant %+v %+v %v", i, got, got.Permissions, got.AllowedConnectionTypes, want, want.Permissions, want.AllowedConnectionTypes)
+		}
+	}
+	if strings.Contains(conf, `"SU`) {
+		t.Error("the configuration holds a seed")
 	}
 }
