@@ -1,10 +1,17 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,8 +92,8 @@ func TestSecuredMultiCluster(t *testing.T) {
 		}
 	}
 
-	// Would-be leaves of the hub, each wrong in one way. They start at
-	// once and are given the same time to link, which none may use.
+	// Would-be leaves of the hub, each wrong in one way: each logs its
+	// link failing, and has no link then.
 	plain := *tlsFiles
 	plain.CA = clustertest.OtherCA(t)
 	otherKeys, err := security.GenerateKeys()
@@ -103,33 +110,42 @@ func TestSecuredMultiCluster(t *testing.T) {
 		name string
 		mod  func(*cluster.Config)
 	}{
-		{"without TLS", func(c *cluster.Config) { c.LeafTLS = nil }},
+		{"without LeafTLS (the system's roots only)", func(c *cluster.Config) { c.LeafTLS = nil }},
 		{"trusting another CA", func(c *cluster.Config) { c.LeafTLS = &plain }},
 		{"without a key", func(c *cluster.Config) { c.Auth = nil }},
 		{"with another set of keys", func(c *cluster.Config) { c.Auth = otherAuth }},
 		{"with the agent key", func(c *cluster.Config) { c.Auth = &agentAsLeaf }},
 	}
-	var servers []*cluster.Server
 	for i, r := range rogues {
 		sc := cluster.DefaultConfig(cluster.ID(fmt.Sprintf("R%d", i)), t.TempDir())
 		sc.LeafRemotes = []string{mc.Hub().LeafURL()}
 		sc.LeafReconnectInterval = clustertest.LeafReconnectInterval
 		sc.Auth = auth
 		sc.LeafTLS = tlsFiles
-		sc.Logger = clustertest.Logger(t)
+		log := &errorLog{}
+		sc.Logger = slog.New(log)
 		r.mod(&sc)
 		s, err := cluster.StartServer(ctx, sc)
 		if err != nil {
 			t.Fatalf("%s: %v", r.name, err)
 		}
 		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-		servers = append(servers, s)
-	}
-	time.Sleep(10 * clustertest.LeafReconnectInterval) // a test of absence: the links get ten tries
-	for i, s := range servers {
+		clustertest.WaitFor(t, 10*time.Second, func() error {
+			if log.leafFailures() < 2 {
+				return fmt.Errorf("a leaf %s has not failed to link twice", r.name)
+			}
+			return nil
+		})
 		if n := s.NATS().NumLeafNodes(); n != 0 {
-			t.Errorf("a leaf %s linked", rogues[i].name)
+			t.Errorf("a leaf %s linked", r.name)
 		}
+		t.Logf("a leaf %s: %s", r.name, log.first())
+	}
+	// A leaf that trusts the hub but shows no certificate of its own: the
+	// hub ends the handshake (a nats-server leaf would then wait, linked
+	// to nothing, for the hub's first message).
+	if err := tlsWithoutCertificate(t, mc.Hub().LeafURL(), tlsFiles.CA); err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Errorf("the hub took a TLS leaf without a certificate: %v", err)
 	}
 	if n := mc.Hub().NATS().NumLeafNodes(); n != 3 {
 		t.Errorf("the hub has %d leaf links, want A's and B's 3", n)
@@ -153,4 +169,75 @@ func seedIn(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(seed)
+}
+
+// errorLog is a slog.Handler that keeps the error records of a server's
+// log.
+type errorLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *errorLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelError }
+
+func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *errorLog) WithGroup(string) slog.Handler      { return l }
+
+// leafFailures counts the errors of a leaf link: a refused sign-in or TLS
+// handshake.
+func (l *errorLog) leafFailures() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if strings.Contains(strings.ToLower(m), "leafnode") {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *errorLog) first() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.msgs) == 0 {
+		return ""
+	}
+	return l.msgs[0]
+}
+
+// tlsWithoutCertificate opens a leaf connection to url as nats-server
+// does — the hub's INFO in the clear, then TLS — trusting the hub's CA but
+// showing no certificate, and returns the error of the first read after
+// the handshake.
+func tlsWithoutCertificate(t *testing.T, url, caFile string) error {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats-leaf://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if info, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(info, "INFO ") {
+		t.Fatalf("the hub's first line: %q, %v", info, err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	tc := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	if err := tc.Handshake(); err != nil {
+		return err
+	}
+	_, err = tc.Read(make([]byte, 1))
+	return err
 }

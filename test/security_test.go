@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/event"
@@ -150,4 +151,41 @@ func TestNATSBypassesClosed(t *testing.T) {
 	if n := s.CachedInfo().State.Msgs; n == 0 {
 		t.Errorf("the events cache is empty")
 	}
+}
+
+// TestSecuredWorldOverTLS: two clusters whose leaf links to the hub run on
+// mutual TLS, every connection signed in with its role's key: a GLOBAL
+// event crosses to the other cluster's client and to a watcher on the
+// hub, and GLOBAL data published in one cluster is found in the other.
+func TestSecuredWorldOverTLS(t *testing.T) {
+	files := clustertest.LeafTLS(t)
+	files.Verify = true
+	spec := worldSpec
+	spec.LeafTLS = files
+	w := worldOf(t, agenttest.Start(t, spec))
+	const code = pmix.Status(-3102)
+
+	a := w.client("A:jobA.0")
+	a.register(t, []pmix.Status{code}, nil, pmix.EventActionComplete)
+	watch := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleWatch))
+	seen, err := watch.SubscribeSync("pmix.evt.global.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.w.WaitPropagation(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client("B:jobB.0").c.NotifyEvent(t.Context(), code, pmix.RangeGlobal, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.rec.waitCount(t, code, 1)
+	if m, err := seen.NextMsg(waitTime); err != nil || m.Subject != "pmix.evt.global.-3102" {
+		t.Fatalf("the watcher on the hub: %v, %v", m, err)
+	}
+
+	w.client("B:jobB.0").publish(t, str("over-tls", "B:jobB"), rng(pmix.RangeGlobal))
+	a.lookupOne(t, "over-tls", "B:jobB", "B:jobB.0")
 }
