@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -35,12 +33,7 @@ func TestAgentKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer shutdown(t, a)
-		if nc, err := nats.Connect(a.Server().ClientURL(), nats.NoReconnect()); !errors.Is(err, nats.ErrAuthorization) {
-			if nc != nil {
-				nc.Close()
-			}
-			t.Fatalf("the embedded server without a key: %v", err)
-		}
+		clustertest.Refused(t, a.Server().ClientURL())
 		if !a.NATS().IsConnected() {
 			t.Fatal("the agent is not connected")
 		}

@@ -86,3 +86,16 @@ func (v *Violations) All() []string {
 	defer v.mu.Unlock()
 	return append([]string(nil), v.seen...)
 }
+
+// Refused fails t unless the server at url refuses a connection made with
+// opts (none: without a key) with an authorization violation.
+func Refused(t testing.TB, url string, opts ...nats.Option) {
+	t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.NoReconnect()}, opts...)...)
+	if nc != nil {
+		nc.Close()
+	}
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("connecting to %s: %v, want an authorization violation", url, err)
+	}
+}
