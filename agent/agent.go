@@ -20,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // Agent is the per-node daemon: the PMIx server's role. Create it with New,
@@ -147,15 +148,30 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	default:
 		url := a.cfg.URL
 		if url == "" {
-			srv, err := cluster.StartServer(ctx, a.cfg.embeddedServer())
+			scfg, err := a.cfg.embeddedServer()
+			if err != nil {
+				return fmt.Errorf("embedded NATS: %w", err)
+			}
+			srv, err := cluster.StartServer(ctx, scfg)
 			if err != nil {
 				return fmt.Errorf("embedded NATS: %w", err)
 			}
 			a.server = srv
 			url = srv.ClientURL()
 		}
-		nc, err := nats.Connect(url, nats.Name("pmixbus-agent "+string(a.cfg.Cluster)+"/"+a.cfg.Node),
-			nats.MaxReconnects(-1), nats.ReconnectBufSize(64<<20))
+		opts := []nats.Option{nats.Name("pmixbus-agent " + string(a.cfg.Cluster) + "/" + a.cfg.Node),
+			nats.MaxReconnects(-1), nats.ReconnectBufSize(64 << 20)}
+		nc, err := nats.Connect(url, append(opts, a.cfg.Keys.Option(security.RoleAgent))...)
+		if a.cfg.Keys != nil && errors.Is(err, nats.ErrNkeysNotSupported) {
+			// nats.go signs in only where the server asks it to. Without
+			// the key the agent gives nothing away: nkeys never show the
+			// seed, and this server would take any signature.
+			a.log.Warn("the NATS server has no authentication: connecting without the agent key; whoever reaches it can bypass the agent (docs/security.md)", "url", url)
+			nc, err = nats.Connect(url, opts...)
+		}
+		if errors.Is(err, nats.ErrAuthorization) {
+			return pmix.Errorf(pmix.ErrUnreach, "connecting to NATS at %s: %w: the server refused the agent's key, or it wants one and the agent has none (%v; see docs/security.md)", url, err, a.cfg.Keys)
+		}
 		if err != nil {
 			return pmix.Errorf(pmix.ErrUnreach, "connecting to NATS at %s: %w", url, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/publishlookup"
+	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -36,9 +37,17 @@ type Config struct {
 	StoreDir string
 	// Embedded, if set, adjusts the embedded server's configuration before
 	// it starts: its client port (a free one by default), leaf remotes to a
-	// hub, logger (none by default), … It starts from
-	// cluster.DefaultConfig(Cluster, StoreDir); Validate checks the result.
+	// hub, their TLS, logger (none by default), … It starts from
+	// cluster.DefaultConfig(Cluster, StoreDir), with Auth from Keys;
+	// Validate checks the result.
 	Embedded func(*cluster.Config)
+	// Keys, if set, secure NATS (docs/security.md): the agent signs in
+	// with its agent key (security.RoleAgent) — on URL or the embedded
+	// server, not on Conn, which is the caller's — and the embedded
+	// server accepts only the keys' roles, with their permissions
+	// (Keys.ServerAuth), which needs every role's key. Nil: no key, and
+	// an embedded server that accepts anyone.
+	Keys *security.Keys
 
 	// Listen is where local clients attach: "unix:/path/to.sock" (the
 	// default, under the system temp dir) or "tcp:127.0.0.1:port" (port 0
@@ -172,10 +181,15 @@ func (c Config) Validate() error {
 	if c.PublishReplicas < 1 || c.PublishReplicas > 5 {
 		errs = append(errs, fmt.Errorf("publish replicas %d: want 1 to 5", c.PublishReplicas))
 	}
+	if c.Keys != nil && c.Conn == nil && !c.Keys.Has(security.RoleAgent) {
+		errs = append(errs, fmt.Errorf("keys: %w: %s", security.ErrNoKey, security.RoleAgent))
+	}
 	if c.Conn == nil && c.URL == "" {
 		if c.StoreDir == "" {
 			errs = append(errs, errors.New("store dir: needed for the embedded NATS server (or give a NATS URL or connection)"))
-		} else if err := c.embeddedServer().Validate(); err != nil {
+		} else if scfg, err := c.embeddedServer(); err != nil {
+			errs = append(errs, fmt.Errorf("embedded NATS server: %w", err))
+		} else if err := scfg.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("embedded NATS server: %w", err))
 		}
 	}
@@ -186,12 +200,19 @@ func (c Config) Validate() error {
 }
 
 // embeddedServer is the configuration of the embedded NATS server.
-func (c Config) embeddedServer() cluster.Config {
+func (c Config) embeddedServer() (cluster.Config, error) {
 	scfg := cluster.DefaultConfig(c.Cluster, c.StoreDir)
+	if c.Keys != nil {
+		auth, err := c.Keys.ServerAuth()
+		if err != nil {
+			return scfg, err
+		}
+		scfg.Auth = auth
+	}
 	if c.Embedded != nil {
 		c.Embedded(&scfg)
 	}
-	return scfg
+	return scfg, nil
 }
 
 func splitListen(s string) (network, addr string, err error) {

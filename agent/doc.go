@@ -9,6 +9,7 @@
 //
 //	cfg := agent.DefaultConfig("east", "node07")
 //	cfg.URL = "nats://127.0.0.1:4222" // or leave empty for an embedded server in cfg.StoreDir
+//	cfg.Keys, err = security.LoadKeys(dir) // sign in as the agent role (docs/security.md)
 //	a, err := agent.New(cfg)
 //	err = a.Start(ctx)
 //	defer a.Shutdown(ctx)

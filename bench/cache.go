@@ -48,7 +48,7 @@ func Cache(ctx context.Context, cfg CacheConfig) (*Report, error) {
 	r := &Report{}
 	r.addf("cache: one embedded NATS server (file storage), one agent, event cache of %d", cfg.Replay)
 
-	raw, err := jsAsync(ctx, s.url, cfg.Events)
+	raw, err := jsAsync(ctx, s.url, cfg.Events, s.rawKey())
 	if err != nil {
 		return nil, fmt.Errorf("raw JetStream: %w", err)
 	}
@@ -78,8 +78,8 @@ func Cache(ctx context.Context, cfg CacheConfig) (*Report, error) {
 
 // jsAsync publishes n messages to a fresh stream with PublishAsync and
 // returns messages per second until all are acknowledged.
-func jsAsync(ctx context.Context, url string, n int) (float64, error) {
-	nc, err := nats.Connect(url)
+func jsAsync(ctx context.Context, url string, n int, opts ...nats.Option) (float64, error) {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -88,14 +88,14 @@ func jsAsync(ctx context.Context, url string, n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"bench.raw.>"}, MaxMsgs: 512, Discard: natsjs.DiscardOld}); err != nil {
+	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"pmixbus.bench.raw.>"}, MaxMsgs: 512, Discard: natsjs.DiscardOld}); err != nil {
 		return 0, err
 	}
 	defer js.DeleteStream(context.Background(), "BENCH_RAW")
 	payload := make([]byte, 160) // about an event message's size
 	start := time.Now()
 	for i := range n {
-		if _, err := js.PublishAsync(fmt.Sprintf("bench.raw.%d", i%64), payload); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("pmixbus.bench.raw.%d", i%64), payload); err != nil {
 			return 0, err
 		}
 	}

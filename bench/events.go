@@ -13,6 +13,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // EventsConfig sizes the events benchmark.
@@ -51,6 +52,10 @@ type setup struct {
 	agents  []*agent.Agent
 	clients []*client.Client // by rank
 }
+
+// rawKey signs the raw NATS side of a comparison in as an agent: the
+// world's servers accept nobody else on pmixbus's subjects.
+func (s *setup) rawKey() nats.Option { return s.w.Keys().Option(security.RoleAgent) }
 
 // newSetup starts a setup; tune, if not nil, adjusts each agent's
 // configuration.
@@ -130,19 +135,19 @@ func (s *setup) latency(ctx context.Context, rounds int, cached bool) ([]time.Du
 
 // natsRTT measures raw NATS request-reply round trips between two
 // connections on the same server.
-func natsRTT(ctx context.Context, url string, rounds int) ([]time.Duration, error) {
-	req, err := nats.Connect(url)
+func natsRTT(ctx context.Context, url string, rounds int, opts ...nats.Option) ([]time.Duration, error) {
+	req, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer req.Close()
-	rep, err := nats.Connect(url)
+	rep, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer rep.Close()
 	payload := make([]byte, 64)
-	if _, err := rep.Subscribe("bench.rtt", func(m *nats.Msg) { _ = m.Respond(payload) }); err != nil {
+	if _, err := rep.Subscribe("pmixbus.bench.rtt", func(m *nats.Msg) { _ = m.Respond(payload) }); err != nil {
 		return nil, err
 	}
 	if err := rep.Flush(); err != nil {
@@ -151,7 +156,7 @@ func natsRTT(ctx context.Context, url string, rounds int) ([]time.Duration, erro
 	out := make([]time.Duration, 0, rounds)
 	for i := range rounds + rounds/10 {
 		start := time.Now()
-		if _, err := req.RequestWithContext(ctx, "bench.rtt", payload); err != nil {
+		if _, err := req.RequestWithContext(ctx, "pmixbus.bench.rtt", payload); err != nil {
 			return nil, err
 		}
 		if i >= rounds/10 {
@@ -196,17 +201,17 @@ func (s *setup) fanout(ctx context.Context, n int) (float64, error) {
 
 // natsFanout publishes n messages to subscribers on subs connections and
 // returns deliveries per second.
-func natsFanout(ctx context.Context, url string, subs, n int) (float64, error) {
+func natsFanout(ctx context.Context, url string, subs, n int, opts ...nats.Option) (float64, error) {
 	var count atomic.Int64
 	want := int64(subs * n)
 	all := make(chan struct{})
 	for range subs {
-		nc, err := nats.Connect(url)
+		nc, err := nats.Connect(url, opts...)
 		if err != nil {
 			return 0, err
 		}
 		defer nc.Close()
-		sub, err := nc.Subscribe("bench.fanout", func(*nats.Msg) {
+		sub, err := nc.Subscribe("pmixbus.bench.fanout", func(*nats.Msg) {
 			if count.Add(1) == want {
 				close(all)
 			}
@@ -219,7 +224,7 @@ func natsFanout(ctx context.Context, url string, subs, n int) (float64, error) {
 			return 0, err
 		}
 	}
-	pub, err := nats.Connect(url)
+	pub, err := nats.Connect(url, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -227,7 +232,7 @@ func natsFanout(ctx context.Context, url string, subs, n int) (float64, error) {
 	payload := make([]byte, 128)
 	start := time.Now()
 	for range n {
-		if err := pub.Publish("bench.fanout", payload); err != nil {
+		if err := pub.Publish("pmixbus.bench.fanout", payload); err != nil {
 			return 0, err
 		}
 	}
@@ -256,7 +261,7 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r := &Report{}
 	r.addf("events: %d agents, %d clients, one embedded NATS server", cfg.Agents, cfg.Clients)
 
-	rtt, err := natsRTT(ctx, s.url, cfg.LatencyRounds)
+	rtt, err := natsRTT(ctx, s.url, cfg.LatencyRounds, s.rawKey())
 	if err != nil {
 		return nil, fmt.Errorf("raw NATS RTT: %w", err)
 	}
@@ -275,7 +280,7 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r.addf("notify -> first handler (1->2)     p50 %8v  p99 %8v  ratio p50 %.2f  p99 %.2f  (cached, the default)", lat50, lat99, ratio(lat50, rtt50), ratio(lat99, rtt99))
 	r.addf("  with PMIX_EVENT_DO_NOT_CACHE     p50 %8v  p99 %8v  ratio p50 %.2f  p99 %.2f", unc50, unc99, ratio(unc50, rtt50), ratio(unc99, rtt99))
 
-	raw, err := natsFanout(ctx, s.url, cfg.Clients, cfg.FanoutEvents)
+	raw, err := natsFanout(ctx, s.url, cfg.Clients, cfg.FanoutEvents, s.rawKey())
 	if err != nil {
 		return nil, fmt.Errorf("raw NATS fan-out: %w", err)
 	}

@@ -38,11 +38,11 @@ type rawKV struct {
 	stream      natsjs.Stream
 }
 
-func openRawKV(ctx context.Context, url string) (*rawKV, error) {
+func openRawKV(ctx context.Context, url string, key nats.Option) (*rawKV, error) {
 	r := &rawKV{}
 	var err error
 	open := func() (*nats.Conn, natsjs.KeyValue, natsjs.JetStream, error) {
-		nc, err := nats.Connect(url, nats.Name("pmixbus bench lookup"))
+		nc, err := nats.Connect(url, nats.Name("pmixbus bench lookup"), key)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -149,7 +149,7 @@ func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 	if err := publisher.Publish(ctx, []pmix.Info{pmix.NewInfo("hit", pmix.String("v"))}); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
-	raw, err := openRawKV(ctx, s.url)
+	raw, err := openRawKV(ctx, s.url, s.rawKey())
 	if err != nil {
 		return nil, fmt.Errorf("raw KV: %w", err)
 	}

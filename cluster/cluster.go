@@ -40,6 +40,11 @@ type ClusterConfig struct {
 	// LeafReconnectInterval: see Config.
 	LeafReconnectInterval time.Duration
 
+	// Auth and LeafTLS: see Config. Every server gets them; StartCluster
+	// gives the cluster's routes a password of their own.
+	Auth    *Auth
+	LeafTLS *LeafTLS
+
 	// Logger receives every server's log, with a "server" attribute. Nil
 	// means no logging.
 	Logger *slog.Logger
@@ -81,6 +86,12 @@ func (c ClusterConfig) Validate() error {
 	if c.ReadyTimeout < 0 {
 		p.addf("ReadyTimeout: negative (%v)", c.ReadyTimeout)
 	}
+	if c.Auth != nil {
+		c.Auth.validate(&p)
+	}
+	if c.LeafTLS != nil {
+		c.LeafTLS.validate(&p, false)
+	}
 	return p.err()
 }
 
@@ -107,6 +118,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	defer cancel()
+	if cfg.Servers > 1 {
+		auth, err := cfg.Auth.withRoutePassword()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Auth = auth
+	}
 
 	var (
 		c   *Cluster
@@ -164,6 +182,8 @@ func startMembers(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			Port:                  -1,
 			LeafRemotes:           cfg.LeafRemotes,
 			LeafReconnectInterval: cfg.LeafReconnectInterval,
+			Auth:                  cfg.Auth,
+			LeafTLS:               cfg.LeafTLS,
 			ReadyTimeout:          cfg.ReadyTimeout,
 		}
 		if cfg.Servers > 1 {
@@ -217,7 +237,7 @@ func routeHost(host string) string {
 // it does not before ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	for _, s := range c.running() {
-		if err := waitJetStream(ctx, s.ClientURL(), c.id.Domain()); err != nil {
+		if err := waitJetStream(ctx, s.ClientURL(), c.id.Domain(), s.cfg.Auth); err != nil {
 			return fmt.Errorf("cluster %s: server %s: %w", c.id, s.Name(), err)
 		}
 	}

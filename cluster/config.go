@@ -55,7 +55,18 @@ type Config struct {
 	LeafReconnectInterval time.Duration
 
 	// MonitorPort is the HTTP monitoring port: 0 means off, -1 a free port.
+	// Monitoring is not authenticated: it shows connections, subscriptions
+	// and stream state (no message) to whoever reaches the port.
 	MonitorPort int
+
+	// Auth, if set, makes the server accept only its keys, each with its
+	// permissions, on the client and leaf ports; its leaf links sign in
+	// with Auth.LeafSeed. Nil accepts anyone (see Auth).
+	Auth *Auth
+
+	// LeafTLS, if set, secures the leaf listener and the leaf links with
+	// TLS (see LeafTLS).
+	LeafTLS *LeafTLS
 
 	// Logger receives the server's log. Nil means the server logs nothing.
 	// nats-server debug and trace output is enabled only when Logger is
@@ -129,6 +140,15 @@ func (c Config) Validate() error {
 	}
 	if c.ReadyTimeout < 0 {
 		p.addf("ReadyTimeout: negative (%v)", c.ReadyTimeout)
+	}
+	if c.Auth != nil {
+		c.Auth.validate(&p)
+		if len(c.Routes) > 0 && c.Auth.RoutePassword == "" {
+			p.addf("Auth.RoutePassword: empty; routes between servers with Auth need one")
+		}
+	}
+	if c.LeafTLS != nil {
+		c.LeafTLS.validate(&p, c.LeafPort != 0)
 	}
 	return p.err()
 }

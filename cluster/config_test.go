@@ -5,8 +5,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
 	"github.com/pmixbus/pmixbus/cluster"
 )
+
+// userKey returns the public key of a fresh user nkey.
+func userKey(t *testing.T) string {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
 
 func TestConfigValidate(t *testing.T) {
 	valid := cluster.DefaultConfig("A", "/tmp/store")
@@ -40,6 +58,21 @@ func TestConfigValidate(t *testing.T) {
 			c.ReadyTimeout = -1
 			c.LeafReconnectInterval = -1
 		}, wantErr: []string{"ReadyTimeout", "LeafReconnectInterval"}},
+		{name: "secured hub", mod: func(c *cluster.Config) {
+			c.LeafPort = -1
+			c.Auth = &cluster.Auth{Users: []*server.NkeyUser{{Nkey: userKey(t)}}, Client: nats.Name("probe")}
+			c.LeafTLS = &cluster.LeafTLS{Cert: "c.pem", Key: "k.pem", CA: "ca.pem", Verify: true}
+		}},
+		{name: "auth problems", mod: func(c *cluster.Config) {
+			c.RoutePort = -1
+			c.Routes = []string{"nats-route://h:1"}
+			c.Auth = &cluster.Auth{Users: []*server.NkeyUser{{Nkey: "not a key"}}, LeafSeed: "SUnot"}
+		}, wantErr: []string{"Auth.Users[0]: not a user nkey", "Auth.LeafSeed", "Auth.Client: nil", "Auth.RoutePassword: empty"}},
+		{name: "auth without users", mod: func(c *cluster.Config) { c.Auth = &cluster.Auth{Client: nats.Name("probe")} }, wantErr: []string{"Auth.Users: none"}},
+		{name: "leaf TLS problems", mod: func(c *cluster.Config) {
+			c.LeafPort = -1
+			c.LeafTLS = &cluster.LeafTLS{Key: "k.pem", Verify: true}
+		}, wantErr: []string{"Cert and Key go together", "needs Cert and Key", "Verify needs the CA"}},
 		{name: "all problems at once", mod: func(c *cluster.Config) {
 			c.Cluster = ""
 			c.StoreDir = ""

@@ -24,8 +24,11 @@
 //     every cluster linked as a leaf node to one hub server that has a domain
 //     of its own ("hub").
 //
-// Leaf links bind the global account on both ends; no accounts, users or
-// shared system account are configured. nats-server then adds to the global
+// Leaf links bind the global account on both ends; no accounts or shared
+// system account are configured. Servers with an Auth accept only its
+// nkeys, each with its permissions, and their leaf links sign in with its
+// leaf key; LeafTLS puts the leaf links on TLS (see auth.go, tls.go, and
+// package security for pmixbus's roles). nats-server then adds to the global
 // account of every server a mapping from "$JS.<domain>.API.>" (and the
 // domain-prefixed KV and object-store subjects) to its local JetStream API,
 // advertises interest in those subjects over leaf links, and denies the

@@ -44,6 +44,15 @@ type MultiClusterConfig struct {
 	// after the hub restarts.
 	LeafReconnectInterval time.Duration
 
+	// Auth, if set, secures every server of the topology: each accepts
+	// only its keys, and the clusters' leaf links sign in to the hub with
+	// Auth.LeafSeed (see Auth).
+	Auth *Auth
+
+	// LeafTLS, if set, puts the leaf links on TLS: the hub listens with
+	// its certificate and every cluster's links verify it (see LeafTLS).
+	LeafTLS *LeafTLS
+
 	// Logger receives every server's log, with "cluster" and "server"
 	// attributes. Nil means no logging.
 	Logger *slog.Logger
@@ -105,6 +114,12 @@ func (c MultiClusterConfig) Validate() error {
 	if c.ReadyTimeout < 0 {
 		p.addf("ReadyTimeout: negative (%v)", c.ReadyTimeout)
 	}
+	if c.Auth != nil {
+		c.Auth.validate(&p)
+	}
+	if c.LeafTLS != nil {
+		c.LeafTLS.validate(&p, true)
+	}
 	return p.err()
 }
 
@@ -146,6 +161,8 @@ func StartMultiCluster(ctx context.Context, cfg MultiClusterConfig) (*MultiClust
 		Host:         cfg.Host,
 		Port:         -1,
 		LeafPort:     -1,
+		Auth:         cfg.Auth,
+		LeafTLS:      cfg.LeafTLS,
 		ReadyTimeout: cfg.ReadyTimeout,
 	}
 	if cfg.Logger != nil {
@@ -168,6 +185,8 @@ func StartMultiCluster(ctx context.Context, cfg MultiClusterConfig) (*MultiClust
 			Host:                  cfg.Host,
 			LeafRemotes:           []string{hub.LeafURL()},
 			LeafReconnectInterval: cfg.LeafReconnectInterval,
+			Auth:                  cfg.Auth,
+			LeafTLS:               cfg.LeafTLS,
 			ReadyTimeout:          cfg.ReadyTimeout,
 		}
 		if cfg.Logger != nil {
@@ -230,7 +249,8 @@ func (m *MultiCluster) WaitLinked(ctx context.Context) error {
 		return err
 	}
 
-	hubNC, err := connectWait(ctx, m.hub.ClientURL())
+	auth := m.hub.cfg.Auth
+	hubNC, err := connectWait(ctx, m.hub.ClientURL(), auth)
 	if err != nil {
 		return err
 	}
@@ -255,7 +275,7 @@ func (m *MultiCluster) WaitLinked(ctx context.Context) error {
 			}
 			toURL = next[len(next)-1].ClientURL()
 		}
-		if err := flowBetween(ctx, from[0].ClientURL(), toURL, fmt.Sprintf("%s.%d", subject, i)); err != nil {
+		if err := flowBetween(ctx, from[0].ClientURL(), toURL, fmt.Sprintf("%s.%d", subject, i), auth); err != nil {
 			return fmt.Errorf("cluster %s: %w", c.ID(), err)
 		}
 	}
@@ -263,19 +283,19 @@ func (m *MultiCluster) WaitLinked(ctx context.Context) error {
 }
 
 // flowBetween runs checkFlow over fresh connections to two servers.
-func flowBetween(ctx context.Context, fromURL, toURL, subject string) error {
+func flowBetween(ctx context.Context, fromURL, toURL, subject string, auth *Auth) error {
 	var conns []*nats.Conn
 	defer func() {
 		for _, nc := range conns {
 			nc.Close()
 		}
 	}()
-	from, err := connectWait(ctx, fromURL)
+	from, err := connectWait(ctx, fromURL, auth)
 	if err != nil {
 		return err
 	}
 	conns = append(conns, from)
-	to, err := connectWait(ctx, toURL)
+	to, err := connectWait(ctx, toURL, auth)
 	if err != nil {
 		return err
 	}

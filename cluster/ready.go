@@ -34,19 +34,20 @@ func poll(ctx context.Context, what string, attempt time.Duration, check func(co
 	}
 }
 
-// connect opens a short-lived client connection used by readiness checks.
-func connect(url string) (*nats.Conn, error) {
-	return nats.Connect(url,
+// connect opens a short-lived client connection used by readiness checks,
+// signed in with auth's client key when the servers have Auth.
+func connect(url string, auth *Auth) (*nats.Conn, error) {
+	return nats.Connect(url, append([]nats.Option{
 		nats.Name("pmixbus-cluster-probe"),
-		nats.Timeout(2*time.Second),
+		nats.Timeout(2 * time.Second),
 		nats.NoReconnect(),
-	)
+	}, auth.clientOptions()...)...)
 }
 
 // waitJetStream waits until the JetStream of domain answers an account-info
 // request sent through the server at url.
-func waitJetStream(ctx context.Context, url, domain string) error {
-	nc, err := connectWait(ctx, url)
+func waitJetStream(ctx context.Context, url, domain string, auth *Auth) error {
+	nc, err := connectWait(ctx, url, auth)
 	if err != nil {
 		return err
 	}
@@ -60,14 +61,23 @@ func checkJetStream(ctx context.Context, nc *nats.Conn, domain string) error {
 		func(ctx context.Context) error { return CheckJetStream(ctx, nc, domain) })
 }
 
-// connectWait connects to url, retrying until ctx ends.
-func connectWait(ctx context.Context, url string) (*nats.Conn, error) {
+// connectWait connects to url, retrying until ctx ends. A server that
+// refuses the credentials is not retried: it will not change its mind.
+func connectWait(ctx context.Context, url string, auth *Auth) (*nats.Conn, error) {
 	var nc *nats.Conn
+	var refused error
 	err := poll(ctx, "connect to "+url, 2*time.Second, func(context.Context) error {
 		var err error
-		nc, err = connect(url)
+		nc, err = connect(url, auth)
+		if errors.Is(err, nats.ErrAuthorization) {
+			refused = err
+			return nil
+		}
 		return err
 	})
+	if refused != nil {
+		return nil, fmt.Errorf("cluster: connect to %s: %w", url, refused)
+	}
 	return nc, err
 }
 

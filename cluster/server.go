@@ -123,7 +123,7 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 	s.mu.Unlock()
 
 	if waitJS {
-		if err := waitJetStream(ctx, url, cfg.Cluster.Domain()); err != nil {
+		if err := waitJetStream(ctx, url, cfg.Cluster.Domain(), cfg.Auth); err != nil {
 			_ = s.Shutdown(context.Background())
 			return fmt.Errorf("server %s: %w", cfg.Name, err)
 		}
@@ -185,8 +185,25 @@ func options(c Config) (*server.Options, error) {
 			return nil, fmt.Errorf("%w: leaf remote %q: %w", ErrInvalidConfig, r, err)
 		}
 		// No LocalAccount: the link binds the global account on both ends,
-		// which is where clients without credentials and JetStream live.
-		opts.LeafNode.Remotes = append(opts.LeafNode.Remotes, &server.RemoteLeafOpts{URLs: []*url.URL{u}})
+		// which is where every user and JetStream live.
+		remote := &server.RemoteLeafOpts{URLs: []*url.URL{u}}
+		if c.LeafTLS != nil {
+			if remote.TLSConfig, err = c.LeafTLS.remoteConfig(); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			}
+			remote.TLS = true
+		}
+		opts.LeafNode.Remotes = append(opts.LeafNode.Remotes, remote)
+	}
+	if c.LeafPort != 0 && c.LeafTLS != nil {
+		tc, err := c.LeafTLS.listenerConfig()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		opts.LeafNode.TLSConfig = tc
+	}
+	if c.Auth != nil {
+		c.Auth.apply(opts)
 	}
 	return opts, nil
 }

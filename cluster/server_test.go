@@ -153,6 +153,17 @@ func TestStartServerErrors(t *testing.T) {
 		wantErr error
 	}{
 		{name: "invalid config", mod: func(c *cluster.Config) { c.Cluster = "a:b" }, wantErr: cluster.ErrInvalidConfig},
+		{name: "leaf TLS files missing", mod: func(c *cluster.Config) {
+			c.LeafPort = -1
+			c.LeafTLS = &cluster.LeafTLS{Cert: filepath.Join(c.StoreDir, "none.pem"), Key: filepath.Join(c.StoreDir, "none-key.pem")}
+		}, wantErr: cluster.ErrInvalidConfig},
+		{name: "leaf CA without a certificate", mod: func(c *cluster.Config) {
+			c.LeafRemotes = []string{"nats-leaf://127.0.0.1:1"}
+			c.LeafTLS = &cluster.LeafTLS{CA: filepath.Join(c.StoreDir, "ca.pem")}
+			if err := os.WriteFile(c.LeafTLS.CA, []byte("not PEM"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: cluster.ErrInvalidConfig},
 		{name: "port taken", mod: func(c *cluster.Config) {
 			c.Port = taken.Addr().(*net.TCPAddr).Port
 			c.ReadyTimeout = 500 * time.Millisecond

@@ -25,6 +25,7 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/publishlookup"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // sentinels are the exported Err* variables of every package's errors.go,
@@ -64,6 +65,8 @@ var sentinels = map[string]error{
 	"publishlookup.ErrNoPermissions":  publishlookup.ErrNoPermissions,
 	"publishlookup.ErrTimeout":        publishlookup.ErrTimeout,
 	"publishlookup.ErrClosed":         publishlookup.ErrClosed,
+	"security.ErrNoKey":               security.ErrNoKey,
+	"security.ErrKeyFile":             security.ErrKeyFile,
 }
 
 // reexported are sentinels that are another package's under a second name:

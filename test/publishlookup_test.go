@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // Helpers for publish/lookup over the world of harness_test.go.
@@ -89,7 +90,7 @@ func awaitLookup(t *testing.T, ch <-chan lookupResult) lookupResult {
 // wakes it is the watch.
 func (w *world) waitWatching(t *testing.T, domain string, n int) {
 	t.Helper()
-	nc := clustertest.Connect(t, w.mc.HubURL())
+	nc := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleAgent))
 	clustertest.WaitFor(t, waitTime, func() error {
 		got, err := consumers(t.Context(), nc, domain, "KV_PMIXBUS_PUBLISH")
 		if err != nil {

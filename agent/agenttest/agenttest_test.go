@@ -10,8 +10,10 @@ import (
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 func TestSpecValidate(t *testing.T) {
@@ -29,6 +31,8 @@ func TestSpecValidate(t *testing.T) {
 			want: []string{"Clusters[0].ID", `Clusters[2].ID: "B" appears twice`}},
 		{name: "some URLs", spec: Spec{Clusters: []Cluster{{ID: "A", URL: "nats://h:1"}, {ID: "B"}}},
 			want: []string{"1 of 2 have a URL"}},
+		{name: "insecure with keys, TLS for one cluster", spec: Spec{Clusters: []Cluster{{ID: "A"}}, Insecure: true, Keys: &security.Keys{}, LeafTLS: &cluster.LeafTLS{}},
+			want: []string{"Insecure: given with Keys", "LeafTLS: for the leaf links of a world that starts several clusters"}},
 		{name: "node in two clusters", spec: Spec{Clusters: []Cluster{{ID: "A", Nodes: []string{"n"}}, {ID: "B", Nodes: []string{"n"}}}},
 			want: []string{`node "n" is also a node of cluster A`}},
 		{name: "job problems", spec: Spec{
@@ -162,6 +166,10 @@ func TestNew(t *testing.T) {
 	if w.MultiCluster() != nil || w.Cluster("solo") == nil || len(w.Cluster("solo").Servers()) != 1 {
 		t.Fatal("a lone cluster of one server")
 	}
+	if w.Keys() == nil {
+		t.Fatal("a world is secured by default")
+	}
+	clustertest.Refused(t, w.URL("solo"))
 	a, b := w.Client("solo:j.0"), w.Client("solo:j.1")
 	if err := a.Publish(t.Context(), []pmix.Info{pmix.NewInfo("k", pmix.String("v")), pmix.NewInfo(pmix.KeyRange, pmix.RangeValue(pmix.RangeGlobal))}); err != nil {
 		t.Fatal(err)
@@ -196,6 +204,9 @@ func TestExternalServers(t *testing.T) {
 	})
 	if w.URL("ext") != srv.ClientURL() || w.Cluster("ext") != nil || w.Client("ext:j.0") == nil {
 		t.Fatalf("url %q, cluster %v", w.URL("ext"), w.Cluster("ext"))
+	}
+	if w.Keys() != nil {
+		t.Errorf("a world on servers it did not start has keys %v unless given them", w.Keys())
 	}
 	if err := w.WaitPropagation(t.Context()); !errors.Is(err, errNoServers) {
 		t.Errorf("wait on servers not started here: %v", err)

@@ -33,6 +33,12 @@
 // (Cluster.URL). Agents listen on Unix sockets in a directory with a short
 // path (SocketDir): socket paths are limited to 108 bytes.
 //
+// A world that starts its own servers is secured as pmixbus deploys them
+// (docs/security.md): fresh keys, kept in memory, that the servers accept
+// and the agents sign in with, so every test runs secured. A test's own
+// connections sign in with World.Keys().Option(role); Spec.Insecure turns
+// security off, Spec.LeafTLS puts the leaf links on TLS.
+//
 // A World's methods are safe for concurrent use. Start checks, at cleanup,
 // that the world left no goroutine running (clustertest.CheckGoroutines)
 // when it started its own servers; such a test must not run in parallel

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -91,7 +92,7 @@ func (w *World) WaitPropagation(ctx context.Context) error {
 // propagated subscribes a marker in cluster id and waits until servers
 // know it.
 func (w *World) propagated(ctx context.Context, id cluster.ID, servers []*cluster.Server) error {
-	nc, err := nats.Connect(w.URL(id), nats.Name("agenttest"))
+	nc, err := nats.Connect(w.URL(id), nats.Name("agenttest"), w.keys.Option(security.RoleAgent))
 	if err != nil {
 		return err
 	}

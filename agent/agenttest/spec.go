@@ -9,6 +9,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // ErrInvalidSpec: Spec.Validate found a problem.
@@ -23,9 +24,21 @@ type Spec struct {
 	// their clients attached (or registered only: Job.Detached).
 	Jobs []Job
 	// Agent, if set, adjusts every agent's configuration before it starts
-	// (its handler timeout, cache size, …). Cluster, Node, URL, Listen and
-	// Logger are set by then.
+	// (its handler timeout, cache size, …). Cluster, Node, URL, Listen,
+	// Keys and Logger are set by then.
 	Agent func(*agent.Config)
+
+	// Keys are the keys the world's servers accept, each role with its
+	// permissions, and its agents sign in with (docs/security.md). Nil
+	// means fresh ones, kept in memory, for a world that starts its own
+	// servers, and none for one on servers running already (Cluster.URL).
+	Keys *security.Keys
+	// Insecure starts the world's servers without authentication and its
+	// agents without keys: anyone who reaches a server may do anything.
+	Insecure bool
+	// LeafTLS puts the leaf links between the world's clusters on TLS
+	// (see cluster.LeafTLS); for a world that starts several clusters.
+	LeafTLS *cluster.LeafTLS
 }
 
 // Cluster declares one cluster of a world.
@@ -123,6 +136,12 @@ func (s Spec) Validate() error {
 	}
 	if withURL != 0 && withURL != len(s.Clusters) {
 		addf("Clusters: %d of %d have a URL; either all or none do", withURL, len(s.Clusters))
+	}
+	if s.Insecure && s.Keys != nil {
+		addf("Insecure: given with Keys; a world has keys or is insecure")
+	}
+	if s.LeafTLS != nil && (withURL > 0 || len(s.Clusters) < 2) {
+		addf("LeafTLS: for the leaf links of a world that starts several clusters")
 	}
 	nspaces := map[string]bool{}
 	for i, j := range s.Jobs {

@@ -16,6 +16,7 @@ import (
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -30,6 +31,7 @@ const closeTimeout = 30 * time.Second
 // with Start (in a test) or New.
 type World struct {
 	spec    Spec // Nodes filled in
+	keys    *security.Keys
 	log     *slog.Logger
 	sockDir string
 	ownDirs []string // removed by Close
@@ -54,15 +56,24 @@ type startedAgent struct {
 	a    *agent.Agent
 }
 
-func newWorld(spec Spec, sockDir string, log *slog.Logger) *World {
-	return &World{
+func newWorld(spec Spec, sockDir string, log *slog.Logger) (*World, error) {
+	w := &World{
 		spec:    spec.withNodes(),
+		keys:    spec.Keys,
 		log:     log,
 		sockDir: sockDir,
 		agents:  map[string]*agent.Agent{},
 		clients: map[string]*client.Client{},
 		envs:    map[string]map[string]string{},
 	}
+	if w.keys == nil && !spec.Insecure && !w.external() {
+		keys, err := security.GenerateKeys()
+		if err != nil {
+			return nil, err
+		}
+		w.keys = keys
+	}
+	return w, nil
 }
 
 // New starts the world spec declares: its servers (with their JetStream
@@ -78,12 +89,14 @@ func New(ctx context.Context, spec Spec, dir string, log *slog.Logger) (_ *World
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	sockDir, err := os.MkdirTemp("", "pxw")
+	w, err := newWorld(spec, "", log)
 	if err != nil {
 		return nil, err
 	}
-	w := newWorld(spec, sockDir, log)
-	w.ownDirs = []string{sockDir}
+	if w.sockDir, err = os.MkdirTemp("", "pxw"); err != nil {
+		return nil, err
+	}
+	w.ownDirs = []string{w.sockDir}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
@@ -92,10 +105,10 @@ func New(ctx context.Context, spec Spec, dir string, log *slog.Logger) (_ *World
 		}
 	}()
 	if dir == "" {
-		dir = sockDir
+		dir = w.sockDir
 	}
 	if !w.external() {
-		if err := w.startServers(ctx, filepath.Join(dir, "nats")); err != nil {
+		if err := w.startServers(ctx, filepath.Join(dir, "nats"), 0); err != nil {
 			return nil, err
 		}
 	}
@@ -114,19 +127,15 @@ func Start(t testing.TB, spec Spec) *World {
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(spec, "", clustertest.Logger(t))
+	w, err := newWorld(spec, "", clustertest.Logger(t))
+	if err != nil {
+		t.Fatalf("agenttest: %v", err)
+	}
 	if !w.external() {
 		clustertest.CheckGoroutines(t) // first: its check runs after every other cleanup
 	}
 	w.sockDir = SocketDir(t)
-	if !w.external() {
-		if len(spec.Clusters) > 1 {
-			w.mc = clustertest.StartMultiCluster(t, w.clusterSpecs()...)
-		} else {
-			c := w.spec.Clusters[0]
-			w.lone = clustertest.StartCluster(t, c.ID, max(c.Servers, 1))
-		}
-	}
+	dir := t.TempDir() // before Close's cleanup, so removed after it
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
@@ -134,6 +143,11 @@ func Start(t testing.TB, spec Spec) *World {
 			t.Errorf("agenttest: close: %v", err)
 		}
 	})
+	if !w.external() {
+		if err := w.startServers(t.Context(), dir, clustertest.LeafReconnectInterval); err != nil {
+			t.Fatalf("agenttest: %v", err)
+		}
+	}
 	if err := w.populate(t.Context()); err != nil {
 		t.Fatalf("agenttest: %v", err)
 	}
@@ -163,9 +177,21 @@ func (w *World) clusterSpecs() []cluster.ClusterSpec {
 	return specs
 }
 
-func (w *World) startServers(ctx context.Context, dir string) error {
+// startServers starts the world's clusters, storing under dir; their leaf
+// links, if any, retry every leafReconnect (0: nats-server's default).
+func (w *World) startServers(ctx context.Context, dir string, leafReconnect time.Duration) error {
+	var auth *cluster.Auth
+	if w.keys != nil {
+		var err error
+		if auth, err = w.keys.ServerAuth(); err != nil {
+			return err
+		}
+	}
 	if len(w.spec.Clusters) > 1 {
 		cfg := cluster.DefaultMultiClusterConfig(dir, w.clusterSpecs()...)
+		cfg.Auth = auth
+		cfg.LeafTLS = w.spec.LeafTLS
+		cfg.LeafReconnectInterval = leafReconnect
 		cfg.Logger = w.log
 		mc, err := cluster.StartMultiCluster(ctx, cfg)
 		if err != nil {
@@ -176,6 +202,7 @@ func (w *World) startServers(ctx context.Context, dir string) error {
 	}
 	c := w.spec.Clusters[0]
 	cfg := cluster.DefaultClusterConfig(c.ID, max(c.Servers, 1), dir)
+	cfg.Auth = auth
 	cfg.Logger = w.log
 	lone, err := cluster.StartCluster(ctx, cfg)
 	if err != nil {
@@ -217,6 +244,7 @@ func (w *World) StartAgent(ctx context.Context, node string) (*agent.Agent, erro
 	cfg := agent.DefaultConfig(id, node)
 	cfg.URL = w.URL(id)
 	cfg.Listen = "unix:" + filepath.Join(w.sockDir, subjects.EscapeToken(node)+".sock")
+	cfg.Keys = w.keys
 	cfg.Logger = w.log
 	if w.spec.Agent != nil {
 		w.spec.Agent(&cfg)
@@ -462,6 +490,12 @@ func (w *World) Cluster(id cluster.ID) *cluster.Cluster {
 	}
 	return nil
 }
+
+// Keys returns the keys the world's agents sign in with and its servers
+// accept, or nil for an insecure world (Spec.Insecure, or servers running
+// already and no Spec.Keys). Keys().Option(role) signs a connection of
+// the test in as role; on nil it adds no key.
+func (w *World) Keys() *security.Keys { return w.keys }
 
 // MultiCluster returns the clusters and their hub when the world started
 // several clusters, or nil.

@@ -1,7 +1,9 @@
 // Package clustertest starts the topologies of package cluster inside tests
 // and gives tests the helpers they share: a polling WaitFor, a logger that
 // writes to t.Log, client connections closed at cleanup, and a goroutine
-// leak check.
+// leak check; for secured servers, a CA and certificates in t.TempDir()
+// (LeafTLS), the permission violations a connection is told of
+// (Violations) and a check that a server refuses a connection (Refused).
 //
 // Every Start function stores JetStream data in t.TempDir(), listens on free
 // ports of 127.0.0.1, fails the test if the topology does not become ready,

@@ -20,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/metrics"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 func init() {
@@ -45,6 +46,14 @@ to, whatever that is named, or its own server when it links to none.
 Failing that, it uses a JetStream domain named "hub" if one answers, and
 otherwise does not start. --global-domain names the domain instead, used as
 it is.
+
+NATS is secured with pmixbus's keys (docs/security.md): the agent signs in
+with the agent key of --keys. Its embedded server, like "pmixbus server",
+accepts only the keys' roles, and creates the keys that are missing. With
+--nats, an agent without an agent key in --keys connects without one, which
+a secured server refuses, and one with a key connects without it to a
+server that has no authentication (saying so in its log). --leaf-tls-* put
+the embedded server's leaf link on TLS (see "pmixbus server -h").
 
 Each flag may also come from the environment variable named after it; a flag
 on the command line wins.
@@ -88,6 +97,7 @@ var agentEnv = envBindings{
 	"cache-memory":     "PMIXBUS_CACHE_MEMORY",
 	"global-domain":    "PMIXBUS_GLOBAL_DOMAIN",
 	"metrics-addr":     "PMIXBUS_METRICS_ADDR",
+	"keys":             security.EnvKeysDir,
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -107,6 +117,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		globalDomain   = fs.String("global-domain", "", "JetStream `domain` of the publish/lookup data every cluster shares (GLOBAL range); default: the domain of the server at the top of the topology, see above (PMIXBUS_GLOBAL_DOMAIN)")
 		metricsAddr    = fs.String("metrics-addr", "", metricsFlagHelp+" (PMIXBUS_METRICS_ADDR)")
 		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
+		keys           = fs.String("keys", "", keysDirHelp+" ("+security.EnvKeysDir+")")
+		leafTLS        = addLeafTLSFlags(fs)
 		jobs, clients  stringList
 		leafRemotes    stringList
 	)
@@ -130,8 +142,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return usageError(fs, stderr, "--log-level: unknown level %q; want off, error, warn, info, debug or trace", *logLevel)
 	}
-	if *natsURL != "" && (given(fs, "port") || given(fs, "store") || len(leafRemotes) > 0) {
-		return usageError(fs, stderr, "--port, --store and --leaf-remote are for the embedded NATS server; with --nats there is none")
+	if *natsURL != "" && (given(fs, "port") || given(fs, "store") || len(leafRemotes) > 0 || leafTLS.given()) {
+		return usageError(fs, stderr, "--port, --store, --leaf-remote and --leaf-tls-* are for the embedded NATS server; with --nats there is none")
+	}
+	dir, err := keysDir(*keys)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	var specs []agent.Job
 	for _, j := range jobs {
@@ -175,13 +191,39 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.Embedded = func(c *cluster.Config) {
 			c.Port = *port
 			c.LeafRemotes = leafRemotes
+			c.LeafTLS = leafTLS.config()
 			c.Logger = log
 		}
 	}
+	// Validated without keys first: a bad command line creates none.
 	if err := cfg.Validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	if cfg.Keys, err = agentKeys(cfg.URL == "", dir, log); err != nil {
+		fmt.Fprintf(stderr, "pmixbus agent: %v\n", err)
+		return exitFail
+	}
 	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, stdout, stderr)
+}
+
+// agentKeys returns the keys of dir for an agent: every role's, created
+// if missing, for one with an embedded server; what there is for one on
+// another NATS, nil when that lacks the agent key.
+func agentKeys(embedded bool, dir string, log *slog.Logger) (*security.Keys, error) {
+	if embedded {
+		return security.EnsureKeys(dir)
+	}
+	keys, err := security.LoadKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !keys.Has(security.RoleAgent) {
+		if log != nil {
+			log.Warn("no agent key: connecting to NATS without one", "keys", dir)
+		}
+		return nil, nil
+	}
+	return keys, nil
 }
 
 // serveAgent runs the agent until ctx ends, and its embedded NATS server

@@ -6,18 +6,42 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/pmixbus/pmixbus/internal/demo"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // TestMain lets "pmixbus demo" run under go test: it launches its client
 // processes by re-running its own executable with "demo-client", and under
 // go test that executable is this test binary, which must then be the
 // client instead of running the tests.
+//
+// The commands' keys (docs/security.md) go to a directory of the run's
+// own, not to the user's.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" {
 		main()
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "pmixbus-keys")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(security.EnvKeysDir, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// keysOption signs a test's connection in as role, with the key the
+// commands of this run share.
+func keysOption(t *testing.T, role security.Role) nats.Option {
+	t.Helper()
+	keys, err := security.LoadKeys(os.Getenv(security.EnvKeysDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.Option(role)
 }
 
 // TestDemoInterrupted stops the demo while its clients run: it cleans up

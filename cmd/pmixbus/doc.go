@@ -11,6 +11,7 @@
 //	agent     run the pmixbus agent of one node
 //	bench     measure pmixbus against raw NATS (events, cache, lookup)
 //	demo      run two clusters, agents and client processes; trace events at every range
+//	keys      create the NATS keys of pmixbus's roles and show them
 //	lookup    look published data up as a PMIx client (PMIx_Lookup)
 //	notify    send one event as the host RM, straight on NATS
 //	publish   publish data as a PMIx client (PMIx_Publish)
@@ -29,7 +30,10 @@
 //	pmixbus server --cluster A --leaf-port 7422
 //	pmixbus server --cluster B --port 4223 --leaf-remote nats-leaf://127.0.0.1:7422
 //
-// A client of B then reaches A's JetStream as domain "A".
+// A client of B then reaches A's JetStream as domain "A". Both servers,
+// and the agents and tools below, sign in with the keys the first server
+// created in ~/.config/pmixbus/keys (docs/security.md; "pmixbus keys"
+// shows them); --leaf-tls-* put the leaf link on TLS.
 //
 // An agent on that server, a job of three procs over two nodes and the
 // environment to launch rank 0 with; an event sent as the RM, and a watch

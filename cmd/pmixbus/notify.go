@@ -15,6 +15,7 @@ import (
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 func init() {
@@ -48,6 +49,12 @@ be sent.
 
 --nats, --cluster and --node may also come from PMIXBUS_NATS,
 PMIXBUS_CLUSTER and PMIXBUS_NODE. It prints each subject it published to.
+
+On a secured server (docs/security.md) it signs in with --nkey, by default
+the rm key of the keys directory, which may send events but not read or
+change the caches and buckets. A refused publish is an error. Without a
+key file it connects without a key, which only a server without
+authentication takes.
 ` + infoSyntax + `
 
 For example:
@@ -72,6 +79,7 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		nonDefault  = fs.Bool("non-default", false, "skip default handlers (PMIX_EVENT_NON_DEFAULT)")
 		noCache     = fs.Bool("no-cache", false, "do not cache the event (PMIX_EVENT_DO_NOT_CACHE)")
 		timeout     = fs.Duration("timeout", 10*time.Second, "give up connecting and publishing after this `duration`")
+		nkey        = fs.String("nkey", defaultKeyFile(security.RoleRM), "sign in with the NATS key in `file` (a role's key file, or any nkey seed file)")
 		targets     stringList
 		affected    stringList
 		infos       stringList
@@ -189,9 +197,13 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			subjs[i] = sc.TransientSubject(code)
 		}
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("pmixbus notify"), nats.Timeout(*timeout))
+	key, identity, err := toolKey(*nkey, given(fs, "nkey"))
 	if err != nil {
-		return fail("connecting to %s: %v", *natsURL, err)
+		return usageError(fs, stderr, "%v", err)
+	}
+	nc, err := connectTool(*natsURL, key, given(fs, "nkey"), stderr, "notify", nats.Name("pmixbus notify"), nats.Timeout(*timeout), asyncErrors(stderr, "notify"))
+	if err != nil {
+		return fail("connecting to %s: %v%s", *natsURL, err, authHint(err, identity))
 	}
 	defer nc.Close()
 	// As an agent publishes: the event id in a header, the transient
@@ -204,6 +216,9 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
 		return fail("flushing: %v", err)
+	}
+	if err := refused(nc); err != nil {
+		return fail("%v (signed in with %s; sending events takes the rm or agent key, see docs/security.md)", err, identity)
 	}
 	what := trace.Range(rng)
 	if *env {

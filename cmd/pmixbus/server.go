@@ -12,6 +12,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/metrics"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // shutdownTimeout bounds a server's shutdown after SIGINT or SIGTERM.
@@ -37,8 +38,21 @@ own under any --cluster name. A server without --leaf-remote is the top of
 its topology: agents anywhere in it ask it for its JetStream domain and keep
 GLOBAL publish/lookup data there (see "pmixbus agent -h").
 
+The server accepts only pmixbus's keys (docs/security.md): every client and
+every leaf link signs in with the NATS nkey of its role - agent, rm (for
+"pmixbus notify"), watch (read-only, "pmixbus watch"), leaf (leaf links) -
+and may do only what that role allows; a process without a key cannot
+connect. The keys live in --keys, one file per role, mode 0600; the first
+server to start creates any that are missing. Servers that link to one
+another, and the agents and tools that use them, need the same keys: on one
+host and user they find them in the default place; elsewhere, copy the
+directory (a host that only watches needs watch.nk alone). --leaf-tls-*
+put the leaf links on TLS.
+
 When ready it prints its client URL (and leaf and monitoring URLs when
-enabled) to stdout, one "<what> URL: <url>" line each. Logs go to stderr.
+enabled) to stdout, one "<what> URL: <url>" line each, and the keys
+directory on a "keys: <dir>" line. Logs go to stderr. The monitoring port,
+when on, is not authenticated.
 
 JetStream data is kept in --store; by default in
 <temp dir>/pmixbus/<cluster>/<name>, which survives a restart of the server
@@ -57,6 +71,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		monitorPort = fs.Int("monitor-port", 0, "HTTP monitoring `port`; 0 off, -1 a free one")
 		logLevel    = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace")
 		metricsAddr = fs.String("metrics-addr", "", metricsFlagHelp)
+		keys        = fs.String("keys", "", keysDirHelp)
+		leafTLS     = addLeafTLSFlags(fs)
 		leafRemotes stringList
 	)
 	fs.Var(&leafRemotes, "leaf-remote", "connect as a leaf node to the hub at `URL` (nats-leaf://host:port); repeatable")
@@ -82,6 +98,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg.LeafPort = *leafPort
 	cfg.LeafRemotes = leafRemotes
 	cfg.MonitorPort = *monitorPort
+	cfg.LeafTLS = leafTLS.config()
 	if cfg.StoreDir == "" {
 		serverName := cfg.Name
 		if serverName == "" {
@@ -89,6 +106,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		cfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), serverName)
 	}
+	dir, err := keysDir(*keys)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	// Validated without Auth first: a bad command line creates no keys.
 	if err := cfg.Validate(); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -96,6 +118,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
 		cfg.Logger = log
+	}
+	k, err := security.EnsureKeys(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: %v\n", err)
+		return exitFail
+	}
+	if cfg.Auth, err = k.ServerAuth(); err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: %v\n", err)
+		return exitFail
 	}
 
 	s, err := cluster.StartServer(ctx, cfg)
@@ -112,6 +143,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if u := s.MonitorURL(); u != "" {
 		fmt.Fprintf(stdout, "monitor URL: %s\n", u)
 	}
+	fmt.Fprintf(stdout, "keys: %s\n", dir)
 	stopMetrics, err := serveMetrics(*metricsAddr, stdout, metrics.Server(s))
 	if err != nil {
 		fmt.Fprintf(stderr, "pmixbus server: --metrics-addr: %v\n", err)

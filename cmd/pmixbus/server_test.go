@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
@@ -69,10 +70,14 @@ func startServerCmd(t *testing.T, args ...string) *runningServer {
 }
 
 // url returns the "<what> URL: " line's URL printed on stdout, or "".
-func (r *runningServer) url(what string) string {
+func (r *runningServer) url(what string) string { return r.line(what + " URL: ") }
+
+// line returns the rest of the first stdout line starting with prefix, or
+// "".
+func (r *runningServer) line(prefix string) string {
 	sc := bufio.NewScanner(strings.NewReader(r.stdout.String()))
 	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), what+" URL: "); ok {
+		if u, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 			return u
 		}
 	}
@@ -108,8 +113,13 @@ func TestServerCommand(t *testing.T) {
 		t.Errorf("monitor URL %q, leaf URL %q", s.url("monitor"), s.url("leaf"))
 	}
 
+	if got := s.line("keys: "); got != os.Getenv(security.EnvKeysDir) {
+		t.Errorf("keys line %q", got)
+	}
+	clustertest.Refused(t, s.url("client"))
+
 	ctx := t.Context()
-	nc := clustertest.Connect(t, s.url("client"))
+	nc := clustertest.Connect(t, s.url("client"), keysOption(t, security.RoleAgent))
 	js, err := jetstream.NewWithDomain(nc, "A")
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +154,7 @@ func TestServerCommandHubAndLeaf(t *testing.T) {
 	}
 	startServerCmd(t, "--port", "-1", "--cluster", "A", "--store", t.TempDir(), "--leaf-remote", leafURL, "--log-level", "warn")
 
-	nc := clustertest.Connect(t, hub.url("client"))
+	nc := clustertest.Connect(t, hub.url("client"), keysOption(t, security.RoleAgent))
 	js, err := jetstream.NewWithDomain(nc, "A")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/internal/trace"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -40,7 +41,12 @@ it (and its agents' outcomes); --range prints only events of that range
 events); --subject replaces the event subjects subscribed to.
 
 It runs until interrupted, or until it has printed --count messages. Once
-subscribed it says so on stderr. --nats may also come from PMIXBUS_NATS.`
+subscribed it says so on stderr. --nats may also come from PMIXBUS_NATS.
+
+On a secured server (docs/security.md) it signs in with --nkey, by default
+the read-only watch key of the keys directory; the agent key works too.
+Without a key file it connects without a key, which only a server without
+authentication takes.`
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("watch", "--nats URL [flags]", watchDescription)
@@ -51,6 +57,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		outcomes    = fs.Bool("outcomes", false, "print chain outcomes too")
 		asJSON      = fs.Bool("json", false, "print one JSON object per line")
 		count       = fs.Int("count", 0, "exit after printing `n` messages; 0 runs until interrupted")
+		nkey        = fs.String("nkey", defaultKeyFile(security.RoleWatch), "sign in with the NATS key in `file` (a role's key file, or any nkey seed file)")
 		subjectList stringList
 	)
 	fs.Var(&subjectList, "subject", "subscribe to this event `subject` (wildcards allowed) instead of pmix.evt.> and pmix.env.> (repeatable)")
@@ -101,9 +108,13 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		evSubjects = []string{subjects.Prefix + ".>", subjects.EnvPrefix + ".>"}
 	}
 
-	nc, err := nats.Connect(*natsURL, nats.Name("pmixbus watch"), nats.MaxReconnects(-1))
+	key, identity, err := toolKey(*nkey, given(fs, "nkey"))
 	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus watch: connecting to %s: %v\n", *natsURL, err)
+		return usageError(fs, stderr, "%v", err)
+	}
+	nc, err := connectTool(*natsURL, key, given(fs, "nkey"), stderr, "watch", nats.Name("pmixbus watch"), nats.MaxReconnects(-1), asyncErrors(stderr, "watch"))
+	if err != nil {
+		fmt.Fprintf(stderr, "pmixbus watch: connecting to %s: %v%s\n", *natsURL, err, authHint(err, identity))
 		return exitFail
 	}
 	defer nc.Close()
@@ -121,6 +132,10 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := nc.Flush(); err != nil {
 		fmt.Fprintf(stderr, "pmixbus watch: subscribing: %v\n", err)
+		return exitFail
+	}
+	if err := refused(nc); err != nil {
+		fmt.Fprintf(stderr, "pmixbus watch: subscribing: %v (signed in with %s; watching takes the watch or agent key, see docs/security.md)\n", err, identity)
 		return exitFail
 	}
 	fmt.Fprintf(stderr, "pmixbus watch: subscribed to %s\n", strings.Join(all, " "))

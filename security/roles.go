@@ -1,0 +1,113 @@
+package security
+
+import (
+	"slices"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Role names what one NATS identity of pmixbus may do. Each role has one
+// key (Keys) and the permissions Permissions gives it.
+type Role string
+
+const (
+	// RoleAgent is the agents': events, outcomes, the JetStream API (the
+	// event caches, the publish/lookup buckets, every domain's), inboxes
+	// and every other subject of pmixbus. The only role that writes the
+	// streams and buckets.
+	RoleAgent Role = "agent"
+
+	// RoleRM is a host RM's outside an agent ("pmixbus notify"): it
+	// publishes events as the RM and receives the events of the RM range
+	// and the chains' outcomes. It cannot read or change a stream or
+	// bucket.
+	RoleRM Role = "rm"
+
+	// RoleWatch is read-only ("pmixbus watch", status tools): it receives
+	// events and outcomes and publishes nothing.
+	RoleWatch Role = "watch"
+
+	// RoleLeaf is the identity a server's leaf link signs in to its hub
+	// with; its permissions bound what crosses between clusters. It may
+	// make leaf connections only, and no other role may.
+	RoleLeaf Role = "leaf"
+)
+
+// Roles returns every role, in a fixed order.
+func Roles() []Role { return []Role{RoleAgent, RoleRM, RoleWatch, RoleLeaf} }
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool { return slices.Contains(Roles(), r) }
+
+const (
+	outcomes = "pmix.outcome.>"
+	// inboxes are the reply subjects of nats.go's requests. Only roles
+	// trusted with every reply get them: a subscription to "_INBOX.>"
+	// sees the replies to everyone's requests, the values an agent reads
+	// from a bucket among them.
+	inboxes = "_INBOX.>"
+)
+
+// Permissions returns the NATS permissions of role r, or nil for a role
+// that is not one of Roles. For RoleLeaf they are seen from the leaf
+// link's end, as nats-server takes them: what it may publish crosses
+// from the leaf to the hub, what it may subscribe to crosses back.
+func Permissions(r Role) *server.Permissions {
+	switch r {
+	case RoleAgent:
+		all := []string{
+			"pmix.>",    // events, job-event copies, outcomes, and what later services add
+			"pmixbus.>", // the caches' ingest barriers
+			"_PMIXBUS.>",
+			inboxes,
+			"$JS.>", // the JetStream API, in every domain; acks, flow control
+			"$KV.>",
+		}
+		return both(all)
+	case RoleRM:
+		return &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{
+				subjects.Prefix + ".>", subjects.EnvPrefix + ".>", subjects.JobCachePrefix + ".>",
+			}},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				subjects.Prefix + ".*.rm.>", subjects.EnvPrefix + ".*.rm.>", outcomes,
+			}},
+		}
+	case RoleWatch:
+		return &server.Permissions{
+			Publish: &server.SubjectPermission{Deny: []string{">"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				subjects.Prefix + ".>", subjects.EnvPrefix + ".>", outcomes,
+			}},
+		}
+	case RoleLeaf:
+		return both([]string{
+			"pmix.>",
+			"_PMIXBUS.>", // the top of the topology's domain, readiness probes
+			inboxes,
+			"$JS.*.API.>", // JetStream in another domain ($KV puts and direct gets included)
+			"$JS.ACK.>",
+			"$JS.FC.>",
+		})
+	}
+	return nil
+}
+
+// both allows subjects for publishing and subscribing alike.
+func both(subjects []string) *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: slices.Clone(subjects)},
+		Subscribe: &server.SubjectPermission{Allow: slices.Clone(subjects)},
+	}
+}
+
+// connectionTypes are the kinds of connection a role's key may make.
+func connectionTypes(r Role) map[string]struct{} {
+	if r == RoleLeaf {
+		return map[string]struct{}{jwt.ConnectionTypeLeafnode: {}}
+	}
+	return map[string]struct{}{jwt.ConnectionTypeStandard: {}, jwt.ConnectionTypeInProcess: {}}
+}
