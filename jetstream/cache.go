@@ -137,6 +137,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		Storage:     storage,
 		Replicas:    replicas,
 		Duplicates:  time.Minute,
+		AllowDirect: true, // reads never use a consumer (cacheread.go)
 	})
 	if err != nil {
 		return nil, kvError(err, "job events stream")
@@ -153,6 +154,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		Storage:     storage,
 		Replicas:    replicas,
 		Duplicates:  time.Minute,
+		AllowDirect: true,
 	})
 	if err != nil {
 		return nil, kvError(err, "event cache stream")
@@ -202,6 +204,7 @@ type CachedMsg struct {
 	Subject string
 	Data    []byte
 	Time    time.Time // when the stream stored it
+	Seq     uint64    // in the stream it was read from
 }
 
 // barrierSubject is a subject a cache stream captures only for Sync: nothing
@@ -222,8 +225,11 @@ func (c *EventCache) Sync(ctx context.Context) error {
 	return errors.Join(c.sync(ctx, "events"), c.sync(ctx, "jobs"))
 }
 
+// barrierSeq is the last sequence a barrier expects: no stream has it.
+const barrierSeq = math.MaxUint64
+
 func (c *EventCache) sync(ctx context.Context, stream string) error {
-	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(math.MaxUint64))
+	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(barrierSeq))
 	var apiErr *natsjs.APIError
 	switch {
 	case err == nil:
@@ -232,85 +238,6 @@ func (c *EventCache) sync(ctx context.Context, stream string) error {
 		return nil
 	}
 	return kvError(err, "cache barrier")
-}
-
-// Read returns the cached events on the given subjects (filters for the
-// events stream, jobFilters for the job-events stream; filters within one
-// list must not overlap), each once, in the order they were received: job
-// events the events stream has already evicted first, since they are older
-// than all it still holds, then the events stream's, oldest first.
-// Everything published before the call is included.
-//
-// The job-events stream is read first, then the events stream after Sync:
-// a publisher sends a job event to the events stream before its copy, so a
-// copy read from the job-events stream whose event is not in the events
-// stream read after it was evicted, not yet to come.
-func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
-	jobs, err := readAll(ctx, c.jobs, jobFilters)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.sync(ctx, "events"); err != nil {
-		return nil, err
-	}
-	ev, err := readAll(ctx, c.events, filters)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(ev))
-	for _, m := range ev {
-		seen[m.ID] = true
-	}
-	var out []CachedMsg
-	for _, m := range jobs {
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			out = append(out, m)
-		}
-	}
-	return append(out, ev...), nil
-}
-
-// readAll reads every message currently on the filters, oldest first: until
-// a message says none is pending after it. A short or empty fetch (an
-// ordered consumer resetting under load, say) is retried until ctx ends,
-// never taken for the end.
-func readAll(ctx context.Context, s natsjs.Stream, filters []string) ([]CachedMsg, error) {
-	if len(filters) == 0 {
-		return nil, nil
-	}
-	cons, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: natsjs.DeliverAllPolicy})
-	if err != nil {
-		return nil, kvError(err, "cache read")
-	}
-	pending := cons.CachedInfo().NumPending
-	if pending == 0 {
-		return nil, nil
-	}
-	out := make([]CachedMsg, 0, pending)
-	for {
-		batch, err := cons.Fetch(int(min(pending, 1024)), natsjs.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, kvError(err, "cache read")
-		}
-		for m := range batch.Messages() {
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, kvError(err, "cache read")
-			}
-			out = append(out, CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp})
-			pending = meta.NumPending
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			return nil, kvError(err, "cache read")
-		}
-		if pending == 0 {
-			return out, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, kvError(err, "cache read")
-		}
-	}
 }
 
 // RetainedMsg is a job event a retainer holds: Ack releases it.

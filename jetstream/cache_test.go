@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -131,4 +132,159 @@ func TestEvictionAndRetainedOrder(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// retainAll keeps every message on filters, acknowledging none, and
+// returns how many it has been given.
+func retainAll(t *testing.T, c *EventCache, name string, filters ...string) func() int {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	r, err := c.Retain(t.Context(), name, filters, time.Hour, func(*RetainedMsg) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+func jobState(t *testing.T, c *EventCache) (msgs uint64, consumers int) {
+	t.Helper()
+	info, err := c.jobs.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs, info.State.Consumers
+}
+
+// Reading a large retained backlog (issue 12, items 5 and 10) returns all
+// of it and changes nothing: the job-events stream keeps every message its
+// retainer has not acknowledged, and no read leaves a consumer behind, not
+// even one whose context ended. Reads through consumers lost it all: past
+// 100,000 sequences between a deleted consumer's ack floor and the stream's
+// end, nats-server checks the stream in the background, and a consumer
+// deleted meanwhile (an ordered consumer deletes one at every fetch) makes
+// that check purge the stream.
+func TestReadBacklogKeepsRetention(t *testing.T) {
+	c, nc := openTestCache(t, 512)
+	const n = 20_000
+	given := retainAll(t, c, "keep", "job.j")
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	for range 100_001 { // nobody keeps these: they only move the sequence on
+		if err := nc.Publish("job.x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := given(); got != n {
+			return fmt.Errorf("retainer given %d of %d", got, n)
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+			defer cancel()
+			got, err := c.Read(ctx, nil, []string{"job.j"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(got) != n || got[0].ID != "0" || got[n-1].ID != fmt.Sprint(n-1) {
+				t.Errorf("read %d of %d", len(got), n)
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	_, _ = c.Read(ctx, []string{"ev.j"}, []string{"job.j"}) // ends early
+	cancel()
+	if msgs, consumers := jobState(t, c); msgs != n || consumers != 1 {
+		t.Fatalf("job-events stream holds %d messages and %d consumers; want %d and the retainer", msgs, consumers, n)
+	}
+}
+
+// Replay hands over what it reads in batches of at most BatchSize, after
+// Marked.
+func TestReplayInBatches(t *testing.T) {
+	c, nc := openTestCache(t, 10000)
+	for i := range 1000 {
+		publish(t, nc, "ev.x", fmt.Sprint(i))
+	}
+	var marked ReadPoint
+	var sizes []int
+	next := 0
+	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
+		BatchSize: 100,
+		Marked:    func(rp ReadPoint) { marked = rp },
+		Batch: func(b []CachedMsg) error {
+			if marked.Events == 0 {
+				t.Error("a batch before Marked")
+			}
+			sizes = append(sizes, len(b))
+			for _, m := range b {
+				if m.ID != fmt.Sprint(next) {
+					t.Fatalf("message %d is %s", next, m.ID)
+				}
+				next++
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp != marked || rp.Events != 1000 || next != 1000 || len(sizes) != 10 {
+		t.Fatalf("read point %+v, marked %+v, %d messages in batches %v", rp, marked, next, sizes)
+	}
+}
+
+// A job event the events stream evicts while a replay reads it comes from
+// its retained copy, in its place: a flood during a long replay loses no
+// retained job event.
+func TestEvictedDuringReplayComesFromCopy(t *testing.T) {
+	c, nc := openTestCache(t, 4)
+	retainAll(t, c, "keep", "job.*")
+	publish(t, nc, "ev.j", "job-old")
+	publish(t, nc, "job.j", "job-old")
+	for i := range 4 { // job-old is evicted
+		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
+	}
+	for i := range 2 {
+		publish(t, nc, "ev.j", fmt.Sprint("job-", i))
+		publish(t, nc, "job.j", fmt.Sprint("job-", i))
+	}
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	flooded := false
+	_, err := c.Replay(t.Context(), []string{"ev.*"}, []string{"job.*"}, ReplayOptions{BatchSize: 1, Batch: func(b []CachedMsg) error {
+		ids = append(ids, b[0].ID)
+		if !flooded { // after job-old, before the events stream is read
+			flooded = true
+			for i := range 8 {
+				publish(t, nc, "ev.e", fmt.Sprint("late-", i))
+			}
+			return c.Sync(t.Context())
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[job-old job-0 job-1]" {
+		t.Fatalf("replayed %v", ids)
+	}
 }
