@@ -31,9 +31,6 @@ import (
 // before delivering it again; redeliveries are recognised by sequence.
 const retainAckWait = 30 * time.Second
 
-// cacheReadTimeout bounds reading the cache for a new registration.
-const cacheReadTimeout = 5 * time.Second
-
 func (a *Agent) openCache(ctx context.Context) error {
 	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
 	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
@@ -262,10 +259,12 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 	}
 }
 
-// readCache reads the cached events a new registration matches, oldest
-// first. A cache that cannot be read leaves the registration with live
-// events only, which is logged.
-func (a *Agent) readCache(proc pmix.Proc, session string, g bus.Registration) []cachedEvent {
+// readCache reads the cached events a new registration matches and passes
+// them to batch, oldest first (see routerHost). No deadline bounds the whole
+// read, which lasts as long as the backlog needs; each request to JetStream
+// has its own. A cache that cannot be read to the end leaves the
+// registration with what was read and live events, which is logged.
+func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) error {
 	scopes := event.ClientScopes(a.place(), proc.Nspace, session)
 	var filters, jobFilters []string
 	if g.WantsJob() {
@@ -281,28 +280,29 @@ func (a *Agent) readCache(proc pmix.Proc, session string, g bus.Registration) []
 			filters = append(filters, sc.Environment().CachedPatterns(codes)...)
 		}
 	}
-	// The client's other frames wait meanwhile (handler completions among
-	// them): give up on an unreachable cache soon.
-	ctx, cancel := context.WithTimeout(a.ctx, cacheReadTimeout)
-	msgs, err := a.cache.Read(ctx, filters, jobFilters)
-	cancel()
-	if err != nil && a.ctx.Err() == nil {
-		a.log.Warn("reading the event cache for a new registration; it gets live events only", "client", proc.String(), "err", err)
+	_, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
+		Marked: func(jetstream.ReadPoint) { marked() },
+		Batch: func(msgs []jetstream.CachedMsg) error {
+			out := make([]cachedEvent, 0, len(msgs))
+			for _, cm := range msgs {
+				p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
+				if err != nil {
+					continue
+				}
+				m, err := event.UnmarshalMessage(cm.Data)
+				if err != nil {
+					a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
+					continue
+				}
+				out = append(out, cachedEvent{sc: p.Scope, m: m})
+			}
+			return batch(out)
+		},
+	})
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("reading the event cache for a new registration; it misses what was not read yet", "client", proc.String(), "err", err)
 	}
-	out := make([]cachedEvent, 0, len(msgs))
-	for _, cm := range msgs {
-		p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
-		if err != nil {
-			continue
-		}
-		m, err := event.UnmarshalMessage(cm.Data)
-		if err != nil {
-			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
-			continue
-		}
-		out = append(out, cachedEvent{sc: p.Scope, m: m})
-	}
-	return out
+	return err
 }
 
 // (j *job) hasNode reports whether the job has a proc on node.
