@@ -57,6 +57,10 @@ type hold struct {
 	batches  chan []cachedEvent
 	fencedCh chan struct{} // closed when the fence is back
 	markedCh chan struct{} // closed by the read: the fence is sent, or will never be
+	// Set by the read before it closes batches: how far it read in the
+	// job-events stream, and why it stopped short.
+	upTo    uint64
+	readErr error
 
 	// Guarded by holdMu.
 	subscribed bool // register has subscribed for it: its read may start
@@ -253,7 +257,7 @@ func (r *router) read(h *hold) {
 		r.post(func() { r.pump(h) })
 	}()
 	sent := false
-	_ = r.host.readCache(h.ctx, h.proc, h.session, h.reg, func() {
+	h.upTo, h.readErr = r.host.readCache(h.ctx, h.proc, h.session, h.reg, func() {
 		if !h.fenceless {
 			r.fence(h)
 		}
@@ -377,7 +381,6 @@ func (r *router) pump(h *hold) {
 // reached the agent before it. One that waits for the release to run the
 // client's chain is not replayed.
 func (r *router) replayBatch(h *hold, proc pmix.Proc, session string, reg *bus.Registry, b []cachedEvent) {
-	var accepted map[string]bool
 	for _, c := range b {
 		if _, waits := h.c.deferredIDs[c.m.ID]; waits {
 			continue
@@ -389,15 +392,7 @@ func (r *router) replayBatch(h *hold, proc pmix.Proc, session string, reg *bus.R
 			r.replayQueued(h, proc, session, reg, i)
 			h.queue[i].done = true
 		}
-		if r.replayTo(proc, session, reg, h, c.sc, c.m) {
-			if accepted == nil {
-				accepted = map[string]bool{}
-			}
-			accepted[c.m.ID] = true
-		}
-	}
-	if len(accepted) > 0 {
-		r.host.replayed(proc, accepted)
+		r.replayTo(proc, session, reg, h, c.sc, c.m)
 	}
 }
 
@@ -413,10 +408,15 @@ func (r *router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.
 }
 
 // release replays the live events that queued for h and were not among
-// the cached ones, and releases the registration.
+// the cached ones, and releases the registration. A replay that read the
+// cache to the end is recorded: the retained job events it covers are
+// settled for the client (retention.go).
 func (r *router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
 	r.replayQueued(h, proc, session, reg, len(h.queue))
 	_ = reg.Release(h.id)
+	if h.readErr == nil && h.upTo > 0 {
+		r.host.replayed(proc, session, h.reg, h.upTo)
+	}
 	r.finish(h, proc, reg)
 }
 

@@ -88,12 +88,13 @@ type routerHost interface {
 	// readCache reads the cached events a new registration of client
 	// proc (of session) matches and passes them to batch, oldest first,
 	// a batch at a time; marked is called once the read point is fixed,
-	// before the first batch. It returns batch's error, or its own when
-	// the cache could not be read to the end (which it logs).
-	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) error
-	// replayed records the ids of the cached events replayed to a
-	// registration of client p that accepted them.
-	replayed(p pmix.Proc, ids map[string]bool)
+	// before the first batch. It returns the read point in the job-events
+	// stream, and batch's error, or its own when the cache could not be
+	// read to the end (which it logs).
+	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) (uint64, error)
+	// replayed records that the cache was replayed in full, up to upTo in
+	// the job-events stream, to registration g of client p.
+	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
 	// goFunc runs f on a goroutine the agent owns; false once it stops.
 	goFunc(f func()) bool
 }

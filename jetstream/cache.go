@@ -240,19 +240,23 @@ func (c *EventCache) sync(ctx context.Context, stream string) error {
 	return kvError(err, "cache barrier")
 }
 
-// RetainedMsg is a job event a retainer holds: Ack releases it.
+// RetainedMsg is a job event a retainer was given: Ack releases it.
 type RetainedMsg struct {
 	CachedMsg
-	Seq uint64 // stream sequence: a redelivery has the same
-	msg natsjs.Msg
+	Pending uint64 // messages the retainer has not given yet
+	msg     natsjs.Msg
 }
 
-// Ack tells the stream this consumer no longer needs the message.
+// Ack tells the stream this retainer no longer needs the message.
 func (m *RetainedMsg) Ack() error { return m.msg.Ack() }
 
-// Retainer is a durable consumer on the job-events stream whose unacked
-// messages the stream keeps. Stop it to stop receiving (the retention
-// stays); Delete it to end the retention.
+// AckSync is Ack, returning once the stream has it, and so every
+// acknowledgement sent before it on the same connection.
+func (m *RetainedMsg) AckSync(ctx context.Context) error { return m.msg.DoubleAck(ctx) }
+
+// Retainer is a durable consumer on the job-events stream whose
+// unacknowledged messages the stream keeps. Stop it to stop receiving (the
+// retention stays); Delete it to end the retention.
 type Retainer struct {
 	c    *EventCache
 	name string
@@ -261,8 +265,10 @@ type Retainer struct {
 
 // Retain creates (or resumes) the durable consumer name on the job-events
 // stream with the given filters and calls f for every message, from one
-// goroutine, in stream order. A message not acked within ackWait is
-// delivered again (after a restart, say); f sees the same Seq then.
+// goroutine, in stream order. f is not to keep the message: one it does not
+// acknowledge is given again after ackWait, or at once after Redeliver, so
+// the caller need not remember what it retains. A resumed consumer gives
+// every message it holds again at once.
 func (c *EventCache) Retain(ctx context.Context, name string, filters []string, ackWait time.Duration, f func(*RetainedMsg)) (*Retainer, error) {
 	cons, err := c.jobs.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		Durable:        name,
@@ -276,20 +282,63 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 	if err != nil {
 		return nil, kvError(err, "job event consumer")
 	}
+	r := &Retainer{c: c, name: name}
+	// Also sets the consumer's check floor on the server, which it
+	// otherwise leaves at 0 until a check runs: a consumer deleted with
+	// its floor at 0 while the stream is checked purges the stream
+	// (docs/cache.md).
+	_ = r.Redeliver(ctx)
 	cc, err := cons.Consume(func(m natsjs.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
 			return
 		}
 		f(&RetainedMsg{
-			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp},
-			Seq:       meta.Sequence.Stream, msg: m,
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream},
+			Pending:   meta.NumPending,
+			msg:       m,
 		})
 	})
 	if err != nil {
 		return nil, kvError(err, "job event consumer")
 	}
-	return &Retainer{c: c, name: name, cc: cc}, nil
+	r.cc = cc
+	return r, nil
+}
+
+// Redeliver has every message the retainer has not acknowledged given
+// again, oldest first, without waiting for the ack wait. It needs
+// nats-server 2.14 or later; an older one answers with an error, and the
+// messages come again after the ack wait only.
+func (r *Retainer) Redeliver(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := r.c.jobs.ResetConsumer(rctx, r.name); err != nil {
+		return kvError(err, "redelivering retained job events")
+	}
+	return nil
+}
+
+// Backlog counts the messages the retainer has not acknowledged yet, given
+// or not.
+func (r *Retainer) Backlog(ctx context.Context) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	cons, err := r.c.jobs.Consumer(rctx, r.name)
+	if err != nil {
+		return 0, kvError(err, "job event consumer info")
+	}
+	info, err := cons.Info(rctx)
+	if err != nil {
+		return 0, kvError(err, "job event consumer info")
+	}
+	return uint64(info.NumAckPending) + info.NumPending, nil
+}
+
+// LastJobSeq returns the job-events stream's last sequence once it has
+// stored everything published before the call.
+func (c *EventCache) LastJobSeq(ctx context.Context) (uint64, error) {
+	return c.mark(ctx, "jobs")
 }
 
 // Stop stops delivering messages; the consumer and its retention remain.

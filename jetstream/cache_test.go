@@ -288,3 +288,115 @@ func TestEvictedDuringReplayComesFromCopy(t *testing.T) {
 		t.Fatalf("replayed %v", ids)
 	}
 }
+
+// A retainer keeps nothing in memory: what its callback does not
+// acknowledge comes again on Redeliver, from the oldest, and the stream
+// keeps it meanwhile.
+func TestRetainerRedeliver(t *testing.T) {
+	c, nc := openTestCache(t, 512)
+	const n = 100
+	var mu sync.Mutex
+	var seen []string
+	ack := false
+	r, err := c.Retain(t.Context(), "keep", []string{"job.*"}, time.Hour, func(m *RetainedMsg) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.ID)
+		if ack {
+			_ = m.Ack()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := count(); got != n {
+			return fmt.Errorf("given %d of %d", got, n)
+		}
+		return nil
+	})
+	if b, err := r.Backlog(t.Context()); err != nil || b != n {
+		t.Fatalf("backlog %d, %v; want %d", b, err, n)
+	}
+	mu.Lock()
+	ack = true
+	mu.Unlock()
+	if err := r.Redeliver(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if msgs, _ := jobState(t, c); msgs != 0 {
+			return fmt.Errorf("%d still retained (given %d)", msgs, count())
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 2*n || seen[n] != "0" || seen[2*n-1] != fmt.Sprint(n-1) {
+		t.Fatalf("given %d, again from %s", len(seen), seen[n])
+	}
+	if b, err := r.Backlog(t.Context()); err != nil || b != 0 {
+		t.Fatalf("backlog %d, %v; want none", b, err)
+	}
+}
+
+// Retainers deleted together, as the agents of a job that ended delete
+// theirs, leave the other retainers' messages in the stream. With more than
+// 100,000 sequences between a deleted consumer's ack floor and the stream's
+// end, nats-server v2.15.2 checks the stream in the background; a consumer
+// being deleted meanwhile whose check floor was never set counts as 0, and
+// the check purges the stream. Retain has the server check each new
+// consumer at once.
+func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
+	c, nc := openTestCache(t, 512)
+	const n = 20_000
+	given := retainAll(t, c, "keep", "job.j")
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	for range 100_001 {
+		if err := nc.Publish("job.x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := given(); got != n {
+			return fmt.Errorf("retainer given %d of %d", got, n)
+		}
+		return nil
+	})
+	for round := range 5 {
+		// A purge the deletions of the previous round started has
+		// happened by now: creating four consumers takes longer than
+		// the check.
+		if msgs, _ := jobState(t, c); msgs != n {
+			t.Fatalf("round %d: the job-events stream holds %d of the %d messages its retainer has not acknowledged", round, msgs, n)
+		}
+		var rs []*Retainer
+		for i := range 4 {
+			r, err := c.Retain(t.Context(), fmt.Sprint("ended", round, "_", i), []string{"job.y"}, time.Hour, func(*RetainedMsg) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		var wg sync.WaitGroup
+		for _, r := range rs {
+			wg.Go(func() {
+				if err := r.Delete(t.Context()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
