@@ -226,19 +226,27 @@ func (r *router) awaitFence(ctx context.Context, h *hold) {
 	case <-ctx.Done():
 		return
 	}
+	if !r.refence(ctx, h, timeout.C) && ctx.Err() == nil {
+		r.log.Warn("a new registration's fence is late: events that reach it meanwhile are replayed to it alone", "client", h.proc.String(), "timeout", fenceTimeout)
+	}
+}
+
+// refence sends h's fence again every refenceInterval until it is back,
+// ctx ends or timeout fires (a nil one never does), and reports whether it
+// is back.
+func (r *router) refence(ctx context.Context, h *hold, timeout <-chan time.Time) bool {
 	again := time.NewTicker(refenceInterval)
 	defer again.Stop()
 	for {
 		select {
 		case <-h.fencedCh:
-			return
+			return true
 		case <-again.C:
 			r.fence(h)
-		case <-timeout.C:
-			r.log.Warn("a new registration's fence is late: events that reach it meanwhile are replayed to it alone", "client", h.proc.String(), "timeout", fenceTimeout)
-			return
+		case <-timeout:
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
@@ -267,20 +275,8 @@ func (r *router) read(h *hold) {
 		sent = true
 		return r.handOver(h, b)
 	})
-	if !sent || h.fenceless {
-		return
-	}
-	again := time.NewTicker(refenceInterval)
-	defer again.Stop()
-	for {
-		select {
-		case <-h.fencedCh:
-			return
-		case <-again.C:
-			r.fence(h)
-		case <-h.ctx.Done():
-			return
-		}
+	if sent && !h.fenceless {
+		r.refence(h.ctx, h, nil)
 	}
 }
 

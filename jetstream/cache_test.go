@@ -156,6 +156,30 @@ func retainAll(t *testing.T, c *EventCache, name string, filters ...string) func
 	}
 }
 
+// openBacklog opens a cache whose job-events stream holds n messages
+// ("0", "1", …) on job.j that a retainer, "keep", has not acknowledged,
+// and whose last sequence is more than 100,000 past them.
+func openBacklog(t *testing.T, n int) *EventCache {
+	t.Helper()
+	c, nc := openTestCache(t, 512)
+	given := retainAll(t, c, "keep", "job.j")
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	for range 100_001 { // nobody keeps these: they only move the sequence on
+		if err := nc.Publish("job.x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := given(); got != n {
+			return fmt.Errorf("retainer given %d of %d", got, n)
+		}
+		return nil
+	})
+	return c
+}
+
 func jobState(t *testing.T, c *EventCache) (msgs uint64, consumers int) {
 	t.Helper()
 	info, err := c.jobs.Info(t.Context())
@@ -174,23 +198,8 @@ func jobState(t *testing.T, c *EventCache) (msgs uint64, consumers int) {
 // deleted meanwhile (an ordered consumer deletes one at every fetch) makes
 // that check purge the stream.
 func TestReadBacklogKeepsRetention(t *testing.T) {
-	c, nc := openTestCache(t, 512)
 	const n = 20_000
-	given := retainAll(t, c, "keep", "job.j")
-	for i := range n {
-		publish(t, nc, "job.j", fmt.Sprint(i))
-	}
-	for range 100_001 { // nobody keeps these: they only move the sequence on
-		if err := nc.Publish("job.x", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clustertest.WaitFor(t, waitTime, func() error {
-		if got := given(); got != n {
-			return fmt.Errorf("retainer given %d of %d", got, n)
-		}
-		return nil
-	})
+	c := openBacklog(t, n)
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
@@ -357,23 +366,8 @@ func TestRetainerRedeliver(t *testing.T) {
 // the check purges the stream. Retain has the server check each new
 // consumer at once.
 func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
-	c, nc := openTestCache(t, 512)
 	const n = 20_000
-	given := retainAll(t, c, "keep", "job.j")
-	for i := range n {
-		publish(t, nc, "job.j", fmt.Sprint(i))
-	}
-	for range 100_001 {
-		if err := nc.Publish("job.x", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clustertest.WaitFor(t, waitTime, func() error {
-		if got := given(); got != n {
-			return fmt.Errorf("retainer given %d of %d", got, n)
-		}
-		return nil
-	})
+	c := openBacklog(t, n)
 	for round := range 5 {
 		// A purge the deletions of the previous round started has
 		// happened by now: creating four consumers takes longer than

@@ -175,8 +175,8 @@ func TestRetainedBacklogReplayedOnce(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("notified and retained %d job events in %v", total, time.Since(start))
 	heapBefore := heapMiB()
+	t.Logf("notified and retained %d job events in %v; heap in use %.0f MiB (NATS server, agent and clients together)", total, time.Since(start), heapBefore)
 
 	start = time.Now()
 	c1 := s.attach(late)
@@ -190,7 +190,7 @@ func TestRetainedBacklogReplayedOnce(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("replayed %d job events in %v; heap in use %.0f MiB before, %.0f MiB after", total, time.Since(start), heapBefore, heapMiB())
+	t.Logf("replayed %d job events in %v; heap in use %.0f MiB, the recorder's %d deliveries included", total, time.Since(start), heapMiB(), total)
 	// A fence: an event after the replay, live; nothing replayed comes
 	// again after it.
 	if err := c0.NotifyEvent(t.Context(), nsCode, pmix.RangeNamespace, seqInfo(total)); err != nil {
