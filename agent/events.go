@@ -55,12 +55,6 @@ func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcom
 	a.outcomes.add(rep)
 }
 
-func (a *Agent) replayed(p pmix.Proc, ids map[string]bool) {
-	a.mu.Lock()
-	a.receivedLocked(p, ids)
-	a.mu.Unlock()
-}
-
 // Subjects returns the subjects the agent is subscribed to for its
 // clients' registrations, sorted.
 func (a *Agent) Subjects() []string {

@@ -174,6 +174,7 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 		o(e)
 	}
 	a.expected[proc] = e
+	a.clientRegisteredLocked(proc)
 	return e, nil
 }
 
@@ -192,7 +193,7 @@ func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 	e, ok := a.expected[proc]
 	if ok {
 		delete(a.expected, proc)
-		a.receivedLocked(proc, nil) // nothing is owed to a client that is gone
+		a.clientGoneLocked(proc) // nothing is owed to a client that is gone
 	}
 	a.mu.Unlock()
 	if !ok {
@@ -237,6 +238,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil
+		a.clientDetachedLocked(e.proc)
 		a.attachedChangedLocked()
 	}
 	a.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
@@ -45,9 +46,16 @@ type router struct {
 
 	// holds are registrations being replayed to, by client; the dispatch
 	// goroutine reads them, others add them.
-	holdMu sync.Mutex
-	holds  map[recipient][]*hold
-	nholds atomic.Int32 // len of all holds, read on every event without holdMu
+	holdMu  sync.Mutex
+	holds   map[recipient]*heldClient
+	nholds  atomic.Int32 // holds in all, read on every event without holdMu
+	holdSeq atomic.Uint64
+
+	// Fences come back through the inbox (see hold), on the router's own
+	// subject, subscribed into msgs on first use.
+	fenceSubj string
+	fenceMu   sync.Mutex
+	fenceSub  subscription
 
 	// updMu serializes changes to the subscriptions, which subscribe and
 	// unsubscribe under it (buffered writes, never a round trip): needs,
@@ -81,11 +89,17 @@ type routerHost interface {
 	// outcome reports a chain that ended.
 	outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
 	// readCache reads the cached events a new registration of client
-	// proc (of session) matches, oldest first.
-	readCache(proc pmix.Proc, session string, g bus.Registration) []cachedEvent
-	// replayed records the ids of the cached events replayed to a
-	// registration of client p that accepted them.
-	replayed(p pmix.Proc, ids map[string]bool)
+	// proc (of session) matches and passes them to batch, oldest first,
+	// a batch at a time; marked is called once the read point is fixed,
+	// before the first batch. It returns the read point in the job-events
+	// stream, and batch's error, or its own when the cache could not be
+	// read to the end (which it logs).
+	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) (uint64, error)
+	// replayed records that the cache was replayed in full, up to upTo in
+	// the job-events stream, to registration g of client p.
+	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
+	// goFunc runs f on a goroutine the agent owns; false once it stops.
+	goFunc(f func()) bool
 }
 
 // recipient is a local client as the router sees it.
@@ -116,8 +130,8 @@ func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logge
 	return &router{
 		nc: nc, place: place, host: host, log: log, done: done,
 		msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
-		holds: make(map[recipient][]*hold),
-		subs:  make(map[string]subscription), scopes: make(map[string]subjects.Scope),
+		holds: make(map[recipient]*heldClient), fenceSubj: "_INBOX." + nuid.Next(),
+		subs: make(map[string]subscription), scopes: make(map[string]subjects.Scope),
 		interest: make(map[string]*scopeInterest), contrib: make(map[recipient]map[bus.ID][]scopeNeed),
 		seen: newRecentIDs(4096),
 	}
@@ -139,10 +153,19 @@ func (r *router) publish(m *event.Message, from *event.Sender) error {
 
 // register adds a registration to client rc's registry, held out of live
 // chains until the cached events it matches have been replayed to it, and
-// subscribes to what it needs. Call the returned function once the client
-// has its reply: the replay and the release then run on the dispatch
-// goroutine before any later event, so the registration gets every event
-// once, cached ones first, and no replayed invocation precedes the reply.
+// subscribes to what it needs (see hold). It returns once the events the
+// cache read can return have all been dispatched, or after fenceTimeout.
+// Call the returned function once the client has its reply: the replay
+// then starts, on the dispatch goroutine, and the client's events that
+// arrive from then on wait for the release, when they run the client's
+// chain with the new registration in it. So the registration gets every
+// event once, cached ones first; no replayed invocation precedes the reply;
+// and an event the client causes after its call returned reaches it in its
+// chain.
+//
+// A client's registrations are replayed to one at a time. One made while
+// another of the same client is held returns at once and is read for once
+// that one is released; the client's events wait for both.
 func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, func(), error) {
 	proc, session, reg, ok := rc.target()
 	if !ok {
@@ -155,28 +178,28 @@ func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status
 	if err != nil {
 		return 0, nil, err
 	}
-	hd := r.addHold(rc, reg, id)
-	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, hd.reg)); err != nil {
-		r.dropHold(hd)
+	hd := r.addHold(ctx, rc, proc, session, reg, id)
+	undo := func(err error) (bus.ID, func(), error) {
+		r.post(func() { r.abandon(hd) })
 		_ = reg.Deregister(id)
 		r.unsubscribe(rc, id)
 		return 0, nil, err
 	}
-	// Read the cache now, so that the replay and the release are queued
-	// for the dispatch goroutine before the client learns the registration
-	// succeeded: an event it causes afterwards is dispatched after them,
-	// and reaches the registration live.
-	cached := r.host.readCache(proc, session, hd.reg)
-	replied := make(chan struct{})
-	r.post(func() {
-		select { // the reply goes out before any replayed invoke
-		case <-replied:
-		case <-r.done:
-			return
+	if err := r.ensureFenceSub(); err != nil {
+		return undo(err)
+	}
+	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, hd.reg)); err != nil {
+		return undo(err)
+	}
+	if r.subscribed(hd) {
+		if !r.startRead(hd) {
+			return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
 		}
-		r.finishHold(hd, cached)
-	})
-	return id, func() { close(replied) }, nil
+		if !hd.fenceless {
+			r.awaitFence(ctx, hd)
+		}
+	}
+	return id, func() { r.post(func() { hd.replied = true; r.pump(hd) }) }, nil
 }
 
 // deregister removes a registration of client rc and the subscriptions
@@ -194,7 +217,7 @@ func (r *router) forget(rc recipient) {
 	r.updMu.Lock()
 	defer r.updMu.Unlock()
 	for _, needs := range r.contrib[rc] {
-		r.release(needs)
+		r.releaseNeeds(needs)
 	}
 	delete(r.contrib, rc)
 }
@@ -263,6 +286,10 @@ func (r *router) runControl() {
 // handle decodes an event and runs the chains of the local clients in its
 // range.
 func (r *router) handle(msg *nats.Msg) {
+	if msg.Sub != nil && msg.Sub.Subject == r.fenceSubj {
+		r.fenced(string(msg.Data))
+		return
+	}
 	r.mu.Lock()
 	sc, ok := r.scopes[msg.Sub.Subject]
 	r.mu.Unlock()
@@ -285,7 +312,9 @@ func (r *router) handle(msg *nats.Msg) {
 
 // deliver runs m through the chain of every attached client it is for.
 // Registrations being replayed to are skipped by the chains; the event
-// queues for them instead. Only the dispatch goroutine calls it.
+// queues for them instead, or, once their replay has begun, waits with the
+// client's other events for the release (see hold). Only the dispatch
+// goroutine calls it.
 func (r *router) deliver(sc subjects.Scope, m *event.Message) {
 	ev := m.BusEvent(r.place.Cluster)
 	holding := r.nholds.Load() > 0
@@ -294,15 +323,20 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) {
 		if !ok || !event.For(r.place, sc, m, proc, session) {
 			continue
 		}
-		if holding {
-			r.queueForHolds(rc, proc, session, sc, m, ev)
+		if holding && r.holdEvent(rc, proc, session, sc, m, ev) {
+			continue // until the release
 		}
-		if !reg.Wants(ev) {
-			continue
-		}
-		r.stats.delivered.Add(1)
-		reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+		r.notify(proc, reg, m, ev)
 	}
+}
+
+// notify runs a client's chain for an event that is for it.
+func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) {
+	if !reg.Wants(ev) {
+		return
+	}
+	r.stats.delivered.Add(1)
+	reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
 }
 
 // MaxRegistrationCodes bounds the codes one registration may name: each
@@ -389,7 +423,7 @@ func (r *router) subscribe(ctx context.Context, rc recipient, id bus.ID, needs [
 		r.contrib[rc] = map[bus.ID][]scopeNeed{}
 	}
 	r.contrib[rc][id] = needs
-	added, err := r.acquire(needs)
+	added, err := r.acquireNeeds(needs)
 	r.updMu.Unlock()
 	if err != nil || !added {
 		return err
@@ -415,15 +449,15 @@ func (r *router) unsubscribe(rc recipient, id bus.ID) {
 	if len(r.contrib[rc]) == 0 {
 		delete(r.contrib, rc)
 	}
-	r.release(needs)
+	r.releaseNeeds(needs)
 }
 
-// acquire counts needs in, subscribing where a count leaves zero, and
+// acquireNeeds counts needs in, subscribing where a count leaves zero, and
 // reports whether it subscribed to anything. A scope moving to its
 // wildcard subscribes to it before dropping its code subjects, so no event
 // is missed meanwhile; the id filter drops the duplicates the overlap may
 // bring. Called with updMu held.
-func (r *router) acquire(needs []scopeNeed) (added bool, err error) {
+func (r *router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
 	sub := func(sc subjects.Scope, subjs []string) {
 		for _, subj := range subjs {
 			if e := r.subscribeSubject(sc, subj); e != nil && err == nil {
@@ -458,9 +492,9 @@ func (r *router) acquire(needs []scopeNeed) (added bool, err error) {
 	return added, err
 }
 
-// release counts needs out, unsubscribing where a count reaches zero.
+// releaseNeeds counts needs out, unsubscribing where a count reaches zero.
 // Called with updMu held.
-func (r *router) release(needs []scopeNeed) {
+func (r *router) releaseNeeds(needs []scopeNeed) {
 	for _, n := range needs {
 		in := r.interest[n.scope.Prefix()]
 		if in == nil {
@@ -578,113 +612,12 @@ func (r *router) close() {
 	r.unsubscribeSubjects(subjs)
 	clear(r.interest)
 	clear(r.contrib)
-}
-
-// hold is a registration being replayed to: the live events it would have
-// received meanwhile, in order.
-type hold struct {
-	rc    recipient
-	id    bus.ID
-	reg   bus.Registration
-	queue []heldEvent
-}
-
-type heldEvent struct {
-	m  *event.Message
-	sc subjects.Scope
-}
-
-// addHold starts queueing the live events that a registration, just
-// registered held, accepts.
-func (r *router) addHold(rc recipient, reg *bus.Registry, id bus.ID) *hold {
-	h := &hold{rc: rc, id: id}
-	h.reg, _ = reg.Lookup(id)
-	r.holdMu.Lock()
-	r.holds[rc] = append(r.holds[rc], h)
-	r.nholds.Add(1)
-	r.holdMu.Unlock()
-	return h
-}
-
-// dropHold forgets a hold without releasing its registration.
-func (r *router) dropHold(h *hold) {
-	r.holdMu.Lock()
-	defer r.holdMu.Unlock()
-	before := len(r.holds[h.rc])
-	hs := slices.DeleteFunc(r.holds[h.rc], func(x *hold) bool { return x == h })
-	r.nholds.Add(int32(len(hs) - before))
-	if len(hs) == 0 {
-		delete(r.holds, h.rc)
-	} else {
-		r.holds[h.rc] = hs
+	r.fenceMu.Lock()
+	defer r.fenceMu.Unlock()
+	if r.fenceSub != nil {
+		_ = r.fenceSub.Unsubscribe()
+		r.fenceSub = nil
 	}
-}
-
-// queueForHolds keeps m for the held registrations of rc that accept it.
-func (r *router) queueForHolds(rc recipient, proc pmix.Proc, session string, sc subjects.Scope, m *event.Message, ev bus.Event) {
-	self := r.origin(proc, session)
-	r.holdMu.Lock()
-	defer r.holdMu.Unlock()
-	for _, h := range r.holds[rc] {
-		if h.reg.Accepts(ev, self) {
-			h.queue = append(h.queue, heldEvent{m: m, sc: sc})
-		}
-	}
-}
-
-// origin is a local client as its registry sees itself.
-func (r *router) origin(proc pmix.Proc, session string) bus.Origin {
-	return bus.Origin{Cluster: string(r.place.Cluster), Node: r.place.Node, Session: session, Proc: proc}
-}
-
-// finishHold runs on the dispatch goroutine once the client has its reply:
-// it replays the cached events to the held registration, then the live
-// events that queued for it meanwhile and were not among them, and releases
-// it — all before the next event is dispatched, so every later event reaches
-// it live and none twice.
-func (r *router) finishHold(h *hold, cached []cachedEvent) {
-	r.dropHold(h)
-	r.holdMu.Lock()
-	queue := h.queue
-	r.holdMu.Unlock()
-	proc, session, reg, ok := h.rc.target()
-	if !ok {
-		return
-	}
-	seen := make(map[string]bool, len(cached))
-	accepted := map[string]bool{}
-	for _, c := range cached {
-		seen[c.m.ID] = true
-		if r.replayTo(proc, session, reg, h, c.sc, c.m) {
-			accepted[c.m.ID] = true
-		}
-	}
-	for _, q := range queue {
-		if !seen[q.m.ID] {
-			seen[q.m.ID] = true
-			r.replayTo(proc, session, reg, h, q.sc, q.m)
-		}
-	}
-	_ = reg.Release(h.id)
-	if len(accepted) > 0 {
-		r.host.replayed(proc, accepted)
-	}
-}
-
-// replayTo runs one event through the held registration h of a client, if
-// the event is for the client and the registration accepts it, and reports
-// whether it did.
-func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
-	if !event.For(r.place, sc, m, proc, session) {
-		return false
-	}
-	ev := m.BusEvent(r.place.Cluster)
-	if !h.reg.Accepts(ev, r.origin(proc, session)) {
-		return false
-	}
-	r.stats.replayed.Add(1)
-	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
-	return true
 }
 
 // recentIDs remembers the last n event ids, to drop an event that arrives

@@ -71,8 +71,11 @@ func (h *fakeHost) outcome(m *event.Message, source, client pmix.Proc, o bus.Out
 		}
 	}
 }
-func (h *fakeHost) readCache(pmix.Proc, string, bus.Registration) []cachedEvent { return nil }
-func (h *fakeHost) replayed(pmix.Proc, map[string]bool)                         {}
+func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registration, func(), func([]cachedEvent) error) (uint64, error) {
+	return 0, nil
+}
+func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
+func (h *fakeHost) goFunc(f func()) bool                                 { go f(); return true }
 
 func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session string) *fakeClient {
 	t.Helper()

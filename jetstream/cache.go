@@ -131,6 +131,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		Storage:     storage,
 		Replicas:    replicas,
 		Duplicates:  time.Minute,
+		AllowDirect: true, // reads never use a consumer (cacheread.go)
 	})
 	if err != nil {
 		return nil, kvError(err, "job events stream")
@@ -147,6 +148,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		Storage:     storage,
 		Replicas:    replicas,
 		Duplicates:  time.Minute,
+		AllowDirect: true,
 	})
 	if err != nil {
 		return nil, kvError(err, "event cache stream")
@@ -199,6 +201,7 @@ type CachedMsg struct {
 	Subject string
 	Data    []byte
 	Time    time.Time // when the stream stored it
+	Seq     uint64    // in the stream it was read from
 }
 
 // barrierSubject is a subject a cache stream captures only for Sync: nothing
@@ -221,8 +224,11 @@ func (c *EventCache) Sync(ctx context.Context) error {
 	return errors.Join(c.sync(ctx, "events"), c.sync(ctx, "jobs"))
 }
 
+// barrierSeq is the last sequence a barrier expects: no stream has it.
+const barrierSeq = math.MaxUint64
+
 func (c *EventCache) sync(ctx context.Context, stream string) error {
-	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(math.MaxUint64))
+	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(barrierSeq))
 	var apiErr *natsjs.APIError
 	switch {
 	case err == nil:
@@ -233,103 +239,26 @@ func (c *EventCache) sync(ctx context.Context, stream string) error {
 	return kvError(err, "cache barrier")
 }
 
-// Read returns the cached events on the given subjects (filters for the
-// events stream, jobFilters for the job-events stream; filters within one
-// list must not overlap), each once, in the order they were received: job
-// events the events stream has already evicted first, since they are older
-// than all it still holds, then the events stream's, oldest first.
-// Everything published before the call is included.
-//
-// The job-events stream is read first, then the events stream after Sync:
-// a publisher sends a job event to the events stream before its copy, so a
-// copy read from the job-events stream whose event is not in the events
-// stream read after it was evicted, not yet to come.
-//
-// Errors: as Stats.
-func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
-	jobs, err := readAll(ctx, c.jobs, jobFilters)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.sync(ctx, "events"); err != nil {
-		return nil, err
-	}
-	ev, err := readAll(ctx, c.events, filters)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(ev))
-	for _, m := range ev {
-		seen[m.ID] = true
-	}
-	var out []CachedMsg
-	for _, m := range jobs {
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			out = append(out, m)
-		}
-	}
-	return append(out, ev...), nil
-}
-
-// readAll reads every message currently on the filters, oldest first: until
-// a message says none is pending after it. A short or empty fetch (an
-// ordered consumer resetting under load, say) is retried until ctx ends,
-// never taken for the end.
-func readAll(ctx context.Context, s natsjs.Stream, filters []string) ([]CachedMsg, error) {
-	if len(filters) == 0 {
-		return nil, nil
-	}
-	cons, err := s.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: natsjs.DeliverAllPolicy})
-	if err != nil {
-		return nil, kvError(err, "cache read")
-	}
-	pending := cons.CachedInfo().NumPending
-	if pending == 0 {
-		return nil, nil
-	}
-	out := make([]CachedMsg, 0, pending)
-	for {
-		batch, err := cons.Fetch(int(min(pending, 1024)), natsjs.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, kvError(err, "cache read")
-		}
-		for m := range batch.Messages() {
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, kvError(err, "cache read")
-			}
-			out = append(out, CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp})
-			pending = meta.NumPending
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			return nil, kvError(err, "cache read")
-		}
-		if pending == 0 {
-			return out, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, kvError(err, "cache read")
-		}
-	}
-}
-
-// RetainedMsg is a job event a retainer holds: Ack releases it.
+// RetainedMsg is a job event a retainer was given: Ack releases it.
 type RetainedMsg struct {
 	CachedMsg
-	Seq uint64 // stream sequence: a redelivery has the same
-	msg natsjs.Msg
+	Pending uint64 // messages the retainer has not given yet
+	msg     natsjs.Msg
 }
 
-// Ack tells the stream this consumer no longer needs the message.
+// Ack tells the stream this retainer no longer needs the message.
 //
 // Errors: ErrUnreachable when the connection is closed; pmix.ErrGeneral
 // for another refusal (the message was acked already).
 func (m *RetainedMsg) Ack() error { return kvError(m.msg.Ack(), "acking a job event") }
 
-// Retainer is a durable consumer on the job-events stream whose unacked
-// messages the stream keeps. Stop it to stop receiving (the retention
-// stays); Delete it to end the retention.
+// AckSync is Ack, returning once the stream has it, and so every
+// acknowledgement sent before it on the same connection.
+func (m *RetainedMsg) AckSync(ctx context.Context) error { return m.msg.DoubleAck(ctx) }
+
+// Retainer is a durable consumer on the job-events stream whose
+// unacknowledged messages the stream keeps. Stop it to stop receiving (the
+// retention stays); Delete it to end the retention.
 type Retainer struct {
 	c    *EventCache
 	name string
@@ -338,8 +267,10 @@ type Retainer struct {
 
 // Retain creates (or resumes) the durable consumer name on the job-events
 // stream with the given filters and calls f for every message, from one
-// goroutine, in stream order. A message not acked within ackWait is
-// delivered again (after a restart, say); f sees the same Seq then.
+// goroutine, in stream order. f is not to keep the message: one it does not
+// acknowledge is given again after ackWait, or at once after Redeliver, so
+// the caller need not remember what it retains. A resumed consumer gives
+// every message it holds again at once.
 //
 // Errors: as Stats.
 func (c *EventCache) Retain(ctx context.Context, name string, filters []string, ackWait time.Duration, f func(*RetainedMsg)) (*Retainer, error) {
@@ -355,20 +286,63 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 	if err != nil {
 		return nil, kvError(err, "job event consumer")
 	}
+	r := &Retainer{c: c, name: name}
+	// Also sets the consumer's check floor on the server, which it
+	// otherwise leaves at 0 until a check runs: a consumer deleted with
+	// its floor at 0 while the stream is checked purges the stream
+	// (docs/cache.md).
+	_ = r.Redeliver(ctx)
 	cc, err := cons.Consume(func(m natsjs.Msg) {
 		meta, err := m.Metadata()
 		if err != nil {
 			return
 		}
 		f(&RetainedMsg{
-			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp},
-			Seq:       meta.Sequence.Stream, msg: m,
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream},
+			Pending:   meta.NumPending,
+			msg:       m,
 		})
 	})
 	if err != nil {
 		return nil, kvError(err, "job event consumer")
 	}
-	return &Retainer{c: c, name: name, cc: cc}, nil
+	r.cc = cc
+	return r, nil
+}
+
+// Redeliver has every message the retainer has not acknowledged given
+// again, oldest first, without waiting for the ack wait. It needs
+// nats-server 2.14 or later; an older one answers with an error, and the
+// messages come again after the ack wait only.
+func (r *Retainer) Redeliver(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := r.c.jobs.ResetConsumer(rctx, r.name); err != nil {
+		return kvError(err, "redelivering retained job events")
+	}
+	return nil
+}
+
+// Backlog counts the messages the retainer has not acknowledged yet, given
+// or not.
+func (r *Retainer) Backlog(ctx context.Context) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	cons, err := r.c.jobs.Consumer(rctx, r.name)
+	if err != nil {
+		return 0, kvError(err, "job event consumer info")
+	}
+	info, err := cons.Info(rctx)
+	if err != nil {
+		return 0, kvError(err, "job event consumer info")
+	}
+	return uint64(info.NumAckPending) + info.NumPending, nil
+}
+
+// LastJobSeq returns the job-events stream's last sequence once it has
+// stored everything published before the call.
+func (c *EventCache) LastJobSeq(ctx context.Context) (uint64, error) {
+	return c.mark(ctx, "jobs")
 }
 
 // Stop stops delivering messages; the consumer and its retention remain.

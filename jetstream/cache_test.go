@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -131,4 +132,265 @@ func TestEvictionAndRetainedOrder(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// retainAll keeps every message on filters, acknowledging none, and
+// returns how many it has been given.
+func retainAll(t *testing.T, c *EventCache, name string, filters ...string) func() int {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	r, err := c.Retain(t.Context(), name, filters, time.Hour, func(*RetainedMsg) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// openBacklog opens a cache whose job-events stream holds n messages
+// ("0", "1", …) on job.j that a retainer, "keep", has not acknowledged,
+// and whose last sequence is more than 100,000 past them.
+func openBacklog(t *testing.T, n int) *EventCache {
+	t.Helper()
+	c, nc := openTestCache(t, 512)
+	given := retainAll(t, c, "keep", "job.j")
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	for range 100_001 { // nobody keeps these: they only move the sequence on
+		if err := nc.Publish("job.x", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := given(); got != n {
+			return fmt.Errorf("retainer given %d of %d", got, n)
+		}
+		return nil
+	})
+	return c
+}
+
+func jobState(t *testing.T, c *EventCache) (msgs uint64, consumers int) {
+	t.Helper()
+	info, err := c.jobs.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs, info.State.Consumers
+}
+
+// Reading a large retained backlog (issue 12, items 5 and 10) returns all
+// of it and changes nothing: the job-events stream keeps every message its
+// retainer has not acknowledged, and no read leaves a consumer behind, not
+// even one whose context ended. Reads through consumers lost it all: past
+// 100,000 sequences between a deleted consumer's ack floor and the stream's
+// end, nats-server checks the stream in the background, and a consumer
+// deleted meanwhile (an ordered consumer deletes one at every fetch) makes
+// that check purge the stream.
+func TestReadBacklogKeepsRetention(t *testing.T) {
+	const n = 20_000
+	c := openBacklog(t, n)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+			defer cancel()
+			got, err := c.Read(ctx, nil, []string{"job.j"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(got) != n || got[0].ID != "0" || got[n-1].ID != fmt.Sprint(n-1) {
+				t.Errorf("read %d of %d", len(got), n)
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	_, _ = c.Read(ctx, []string{"ev.j"}, []string{"job.j"}) // ends early
+	cancel()
+	if msgs, consumers := jobState(t, c); msgs != n || consumers != 1 {
+		t.Fatalf("job-events stream holds %d messages and %d consumers; want %d and the retainer", msgs, consumers, n)
+	}
+}
+
+// Replay hands over what it reads in batches of at most BatchSize, after
+// Marked.
+func TestReplayInBatches(t *testing.T) {
+	c, nc := openTestCache(t, 10000)
+	for i := range 1000 {
+		publish(t, nc, "ev.x", fmt.Sprint(i))
+	}
+	var marked ReadPoint
+	var sizes []int
+	next := 0
+	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
+		BatchSize: 100,
+		Marked:    func(rp ReadPoint) { marked = rp },
+		Batch: func(b []CachedMsg) error {
+			if marked.Events == 0 {
+				t.Error("a batch before Marked")
+			}
+			sizes = append(sizes, len(b))
+			for _, m := range b {
+				if m.ID != fmt.Sprint(next) {
+					t.Fatalf("message %d is %s", next, m.ID)
+				}
+				next++
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp != marked || rp.Events != 1000 || next != 1000 || len(sizes) != 10 {
+		t.Fatalf("read point %+v, marked %+v, %d messages in batches %v", rp, marked, next, sizes)
+	}
+}
+
+// A job event the events stream evicts while a replay reads it comes from
+// its retained copy, in its place: a flood during a long replay loses no
+// retained job event.
+func TestEvictedDuringReplayComesFromCopy(t *testing.T) {
+	c, nc := openTestCache(t, 4)
+	retainAll(t, c, "keep", "job.*")
+	publish(t, nc, "ev.j", "job-old")
+	publish(t, nc, "job.j", "job-old")
+	for i := range 4 { // job-old is evicted
+		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
+	}
+	for i := range 2 {
+		publish(t, nc, "ev.j", fmt.Sprint("job-", i))
+		publish(t, nc, "job.j", fmt.Sprint("job-", i))
+	}
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	flooded := false
+	_, err := c.Replay(t.Context(), []string{"ev.*"}, []string{"job.*"}, ReplayOptions{BatchSize: 1, Batch: func(b []CachedMsg) error {
+		ids = append(ids, b[0].ID)
+		if !flooded { // after job-old, before the events stream is read
+			flooded = true
+			for i := range 8 {
+				publish(t, nc, "ev.e", fmt.Sprint("late-", i))
+			}
+			return c.Sync(t.Context())
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[job-old job-0 job-1]" {
+		t.Fatalf("replayed %v", ids)
+	}
+}
+
+// A retainer keeps nothing in memory: what its callback does not
+// acknowledge comes again on Redeliver, from the oldest, and the stream
+// keeps it meanwhile.
+func TestRetainerRedeliver(t *testing.T) {
+	c, nc := openTestCache(t, 512)
+	const n = 100
+	var mu sync.Mutex
+	var seen []string
+	ack := false
+	r, err := c.Retain(t.Context(), "keep", []string{"job.*"}, time.Hour, func(m *RetainedMsg) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.ID)
+		if ack {
+			_ = m.Ack()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	for i := range n {
+		publish(t, nc, "job.j", fmt.Sprint(i))
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := count(); got != n {
+			return fmt.Errorf("given %d of %d", got, n)
+		}
+		return nil
+	})
+	if b, err := r.Backlog(t.Context()); err != nil || b != n {
+		t.Fatalf("backlog %d, %v; want %d", b, err, n)
+	}
+	mu.Lock()
+	ack = true
+	mu.Unlock()
+	if err := r.Redeliver(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if msgs, _ := jobState(t, c); msgs != 0 {
+			return fmt.Errorf("%d still retained (given %d)", msgs, count())
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 2*n || seen[n] != "0" || seen[2*n-1] != fmt.Sprint(n-1) {
+		t.Fatalf("given %d, again from %s", len(seen), seen[n])
+	}
+	if b, err := r.Backlog(t.Context()); err != nil || b != 0 {
+		t.Fatalf("backlog %d, %v; want none", b, err)
+	}
+}
+
+// Retainers deleted together, as the agents of a job that ended delete
+// theirs, leave the other retainers' messages in the stream. With more than
+// 100,000 sequences between a deleted consumer's ack floor and the stream's
+// end, nats-server v2.15.2 checks the stream in the background; a consumer
+// being deleted meanwhile whose check floor was never set counts as 0, and
+// the check purges the stream. Retain has the server check each new
+// consumer at once.
+func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
+	const n = 20_000
+	c := openBacklog(t, n)
+	for round := range 5 {
+		// A purge the deletions of the previous round started has
+		// happened by now: creating four consumers takes longer than
+		// the check.
+		if msgs, _ := jobState(t, c); msgs != n {
+			t.Fatalf("round %d: the job-events stream holds %d of the %d messages its retainer has not acknowledged", round, msgs, n)
+		}
+		var rs []*Retainer
+		for i := range 4 {
+			r, err := c.Retain(t.Context(), fmt.Sprint("ended", round, "_", i), []string{"job.y"}, time.Hour, func(*RetainedMsg) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		var wg sync.WaitGroup
+		for _, r := range rs {
+			wg.Go(func() {
+				if err := r.Delete(t.Context()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
 }

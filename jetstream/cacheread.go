@@ -1,0 +1,385 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Reading the cache. Reads use JetStream's direct get, in batches, and
+// never a consumer: on the job-events stream, which has interest retention,
+// every consumer takes part in deciding what the stream keeps, and deleting
+// one starts a clean-up that nats-server v2.15.2 can turn into a purge of
+// the whole stream (docs/cache.md). A direct get is a request like any
+// other: it leaves retention alone, and nothing behind.
+
+// ReadPoint is where a replay's read ends: the last sequence of each stream
+// when it began. Every message of its filters up to these sequences is
+// read, unless the stream dropped it first.
+type ReadPoint struct {
+	Events uint64
+	Jobs   uint64
+}
+
+// ReplayOptions are what Replay does with what it reads.
+type ReplayOptions struct {
+	// Marked, if set, is called once the read point is fixed and before
+	// the first batch: everything published before Replay was called is
+	// at or below it.
+	Marked func(ReadPoint)
+	// Batch receives the events, in order, at most BatchSize at a time;
+	// Replay does not touch a slice once passed. An error from Batch ends
+	// the replay with it.
+	Batch func([]CachedMsg) error
+	// BatchSize is 256 if zero.
+	BatchSize int
+}
+
+const (
+	defaultReplayBatch = 256
+	// directBatch and directMaxBytes bound one direct-get answer.
+	directBatch    = 256
+	directMaxBytes = 1 << 20
+	// requestTimeout bounds one JetStream request of a read; a read as a
+	// whole takes as long as its backlog needs.
+	requestTimeout = 5 * time.Second
+)
+
+// Replay reads the cached events on the given subjects (filters for the
+// events stream, jobFilters for the job-events stream) and passes them to
+// opts.Batch as it reads them: each once, in the order they were received —
+// the job events the events stream has already evicted first, since they
+// are older than all it still holds, then the events stream's, oldest
+// first. Everything published before the call is included. Memory does not
+// grow with the backlog: at most a batch is held, and the ids of the
+// events stream's messages (bounded by its limits).
+//
+// It returns the read point. Errors: ErrUnreachable when JetStream stops
+// answering; ctx's error, or Batch's.
+func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, opts ReplayOptions) (ReadPoint, error) {
+	// The job-events stream first: a publisher sends an event before its
+	// copy, so every copy at or below rp.Jobs has its event at or below
+	// rp.Events, or evicted.
+	var rp ReadPoint
+	var err error
+	if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+		return rp, err
+	}
+	if rp.Events, err = c.mark(ctx, "events"); err != nil {
+		return rp, err
+	}
+	if opts.Marked != nil {
+		opts.Marked(rp)
+	}
+	out := emitter{f: opts.Batch, size: opts.BatchSize}
+	if out.size <= 0 {
+		out.size = defaultReplayBatch
+	}
+
+	// The events stream's messages now, by id: a copy whose event is among
+	// them is emitted with the events stream's, in its place.
+	var inEvents map[string]*present
+	var order []*present // by events-stream sequence
+	if len(jobFilters) > 0 {
+		inEvents = map[string]*present{}
+		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+			p := &present{seq: m.Seq}
+			inEvents[m.ID] = p
+			order = append(order, p)
+			return nil
+		})
+		if err != nil {
+			return rp, err
+		}
+		// The copies of evicted events.
+		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, rp.Jobs, func(m CachedMsg) error {
+			if p, ok := inEvents[m.ID]; ok {
+				p.jobSeq = m.Seq
+				return nil
+			}
+			return out.add(m)
+		})
+		if err != nil {
+			return rp, err
+		}
+	}
+
+	// The events stream, in order. An event evicted since it was listed
+	// above, while the read went on, is replaced by its copy, if it has
+	// one, in its place.
+	next := 0
+	copiesBefore := func(seq uint64) error {
+		for ; next < len(order) && order[next].seq < seq; next++ {
+			p := order[next]
+			if p.emitted || p.jobSeq == 0 {
+				continue
+			}
+			m, err := c.getJob(ctx, p.jobSeq)
+			if err != nil {
+				return err
+			}
+			if m != nil {
+				if err := out.add(*m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err = c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+		if err := copiesBefore(m.Seq); err != nil {
+			return err
+		}
+		if p, ok := inEvents[m.ID]; ok {
+			if p.emitted {
+				return nil
+			}
+			p.emitted = true
+		}
+		return out.add(m)
+	})
+	if err == nil {
+		err = copiesBefore(rp.Events + 1)
+	}
+	if err == nil {
+		err = out.flush()
+	}
+	return rp, err
+}
+
+// present is an event of the events stream a replay listed.
+type present struct {
+	seq     uint64 // in the events stream
+	jobSeq  uint64 // of its copy, 0 if none was read
+	emitted bool
+}
+
+// emitter gathers messages into batches.
+type emitter struct {
+	f    func([]CachedMsg) error
+	size int
+	buf  []CachedMsg
+}
+
+func (e *emitter) add(m CachedMsg) error {
+	if e.buf == nil {
+		e.buf = make([]CachedMsg, 0, e.size)
+	}
+	e.buf = append(e.buf, m)
+	if len(e.buf) < e.size {
+		return nil
+	}
+	return e.flush()
+}
+
+func (e *emitter) flush() error {
+	if len(e.buf) == 0 || e.f == nil {
+		return nil
+	}
+	b := e.buf
+	e.buf = nil
+	return e.f(b)
+}
+
+// Read returns what Replay would pass to Batch, all at once. Its memory
+// grows with the backlog; an agent replays instead.
+func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]CachedMsg, error) {
+	var out []CachedMsg
+	_, err := c.Replay(ctx, filters, jobFilters, ReplayOptions{Batch: func(b []CachedMsg) error {
+		out = append(out, b...)
+		return nil
+	}})
+	return out, err
+}
+
+// mark returns the stream's last sequence once it has stored everything
+// published before the call (see Sync): the refusal of the barrier names
+// the last sequence the stream has.
+func (c *EventCache) mark(ctx context.Context, stream string) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	_, err := c.js.Publish(rctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(barrierSeq))
+	var apiErr *natsjs.APIError
+	switch {
+	case err == nil:
+		return 0, pmix.Errorf(pmix.ErrGeneral, "cache barrier on %s was stored", stream) // cannot happen
+	case !errors.As(err, &apiErr) || (apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequenceConstant):
+		return 0, kvError(err, "cache barrier")
+	}
+	// "wrong last sequence: 1234"
+	if _, num, ok := cutLast(apiErr.Description, ": "); ok {
+		if seq, err := strconv.ParseUint(num, 10, 64); err == nil {
+			return seq, nil
+		}
+	}
+	// A server that does not say: its state now is at least as far.
+	s := c.events
+	if stream == "jobs" {
+		s = c.jobs
+	}
+	info, err := s.Info(rctx)
+	if err != nil {
+		return 0, kvError(err, "cache read point")
+	}
+	return info.State.LastSeq, nil
+}
+
+func cutLast(s, sep string) (before, after string, ok bool) {
+	for i := len(s) - len(sep); i >= 0; i-- {
+		if s[i:i+len(sep)] == sep {
+			return s[:i], s[i+len(sep):], true
+		}
+	}
+	return s, "", false
+}
+
+// getJob returns the job-events stream's message seq, or nil if it is gone.
+func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	raw, err := c.jobs.GetMsg(rctx, seq)
+	if errors.Is(err, natsjs.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, kvError(err, "cache read")
+	}
+	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: raw.Subject, Data: raw.Data, Time: raw.Time, Seq: raw.Sequence}, nil
+}
+
+// scan calls f for every message of stream on filters up to sequence upTo,
+// in sequence order: one direct-get cursor per filter, merged. A message
+// two overlapping filters both match is passed once.
+func (c *EventCache) scan(ctx context.Context, stream string, filters []string, upTo uint64, f func(CachedMsg) error) error {
+	if len(filters) == 0 || upTo == 0 {
+		return nil
+	}
+	curs := make([]*cursor, 0, len(filters))
+	defer func() {
+		for _, cu := range curs {
+			cu.close()
+		}
+	}()
+	batch := max(directBatch/len(filters), 16)
+	for _, flt := range filters {
+		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: 1, upTo: upTo, batch: batch})
+	}
+	var last uint64
+	for {
+		var best *cursor
+		for _, cu := range curs {
+			if err := cu.fill(ctx); err != nil {
+				return err
+			}
+			if len(cu.buf) > 0 && (best == nil || cu.buf[0].Seq < best.buf[0].Seq) {
+				best = cu
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		m := best.buf[0]
+		best.buf[0] = CachedMsg{}
+		best.buf = best.buf[1:]
+		if m.Seq == last {
+			continue
+		}
+		last = m.Seq
+		if err := f(m); err != nil {
+			return err
+		}
+	}
+}
+
+// cursor walks the messages of one filter of a stream in sequence order,
+// a direct-get batch at a time, answered on an inbox of its own.
+type cursor struct {
+	nc     *nats.Conn
+	api    string // "$JS.API.DIRECT.GET.<stream>"
+	filter string
+	next   uint64 // the sequence to ask from next
+	upTo   uint64
+	batch  int
+	buf    []CachedMsg
+	done   bool
+	sub    *nats.Subscription
+}
+
+type directGetRequest struct {
+	Seq      uint64 `json:"seq"`
+	NextFor  string `json:"next_by_subj"`
+	Batch    int    `json:"batch"`
+	MaxBytes int    `json:"max_bytes"`
+}
+
+// fill fetches the next batch if the buffer is empty and the filter may
+// have more.
+func (cu *cursor) fill(ctx context.Context) error {
+	if len(cu.buf) > 0 || cu.done {
+		return nil
+	}
+	if cu.next > cu.upTo {
+		cu.done = true
+		return nil
+	}
+	if cu.sub == nil {
+		sub, err := cu.nc.SubscribeSync(cu.nc.NewInbox())
+		if err != nil {
+			return kvError(err, "cache read")
+		}
+		_ = sub.SetPendingLimits(-1, -1) // one answer at a time, bounded by batch and max_bytes
+		cu.sub = sub
+	}
+	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes})
+	if err := cu.nc.PublishRequest(cu.api, cu.sub.Subject, req); err != nil {
+		return kvError(err, "cache read")
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	for {
+		m, err := cu.sub.NextMsgWithContext(rctx)
+		if err != nil {
+			return kvError(err, "cache read")
+		}
+		if status := m.Header.Get(hdrStatus); status != "" && len(m.Data) == 0 {
+			switch status {
+			case "404": // nothing from cu.next on
+				cu.done = true
+				return nil
+			case "204": // end of batch
+				if m.Header.Get(hdrNumPending) == "0" {
+					cu.done = true
+				}
+				return nil
+			}
+			return statusError(status, m.Header.Get(hdrDescription), "cache read")
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+		if err != nil {
+			return pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", m.Header.Get(hdrSequence))
+		}
+		cu.next = seq + 1
+		if seq > cu.upTo {
+			cu.done = true // the rest of the answer is past the read point too
+			continue
+		}
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get(natsjs.TimeStampHeaer))
+		cu.buf = append(cu.buf, CachedMsg{
+			ID: m.Header.Get(MsgIDHeader), Subject: m.Header.Get(hdrSubject),
+			Data: m.Data, Time: ts, Seq: seq,
+		})
+	}
+}
+
+func (cu *cursor) close() {
+	if cu.sub != nil {
+		_ = cu.sub.Unsubscribe()
+	}
+}
