@@ -27,7 +27,11 @@
 // the job table, where outcomes go; events.go) and NATS only through
 // transport, which has an in-memory implementation for tests. The event
 // cache and job-event retention are cache.go; publish/lookup is a service
-// (package publishlookup) the agent wires in publishlookup.go.
+// (package publishlookup) the agent wires in publishlookup.go, and so is
+// liveness (package launch/liveness, liveness.go): the agent's key in its
+// cluster's PMIXBUS_AGENTS bucket, which lists the jobs its node hosts,
+// and PMIX_EVENT_NODE_DOWN for the nodes whose keys expire (OnNodeDown,
+// Agents; docs/liveness.md).
 //
 // Events reach an agent only through subscriptions its clients'
 // registrations need; all subscriptions feed one dispatch goroutine, so
