@@ -196,7 +196,7 @@ func TestKilledNodeIsDeclaredDown(t *testing.T) {
 			return nil
 		})
 	}
-	t.Logf("n3 killed → declared down by both others in %v (TTL 1s, interval 200ms)", time.Since(killed))
+	t.Logf("n3 killed → declared down by both others in %v (TTL 1s, interval 200ms); expiry %v after the last beat", time.Since(killed), a.host.nodeDowns()[0].At.Sub(a.host.nodeDowns()[0].LastBeat))
 	da, db := a.host.nodeDowns()[0], b.host.nodeDowns()[0]
 	if da.Node != "n3" || da.Revision != db.Revision || !slices.Equal(da.Events, db.Events) || da.Err != nil {
 		t.Fatalf("n1 declared %+v, n2 %+v", da, db)
