@@ -46,6 +46,7 @@ type Service struct {
 	// the outage's, not the node's (recentOutage).
 	reconnects    atomic.Uint64
 	reconnectedAt atomic.Int64
+	outage        atomic.Bool // a test's pretended outage (export_test.go)
 
 	stats struct{ beats, beatFailures, declared, rejoined atomic.Uint64 }
 
@@ -359,6 +360,9 @@ func (s *Service) noteReconnects() {
 // because of the outage (a restarted server expires every key at once),
 // not because its agent died.
 func (s *Service) recentOutage() bool {
+	if s.outage.Load() {
+		return true
+	}
 	s.noteReconnects()
 	if s.cfg.Conn.Status() != nats.CONNECTED {
 		return true

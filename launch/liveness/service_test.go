@@ -76,7 +76,9 @@ func fast(nc *nats.Conn, id cluster.ID, name string, h liveness.Host) liveness.C
 func startNode(t *testing.T, url, name string, jobs ...liveness.HostedJob) *node {
 	t.Helper()
 	n := &node{name: name, nc: clustertest.Connect(t, url), host: &fakeHost{jobs: jobs}}
-	svc, err := liveness.New(fast(n.nc, "A", name, n.host))
+	cfg := fast(n.nc, "A", name, n.host)
+	cfg.Logger = clustertest.Logger(t)
+	svc, err := liveness.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,4 +372,103 @@ func TestEvents(t *testing.T) {
 func isStr(v pmix.Value, want string) bool {
 	s, ok := v.Str()
 	return ok && s == want
+}
+
+// TestNATSRestartDeclaresNothing: the cluster's NATS server goes away for
+// several TTLs and comes back. Either the agents' buffered refreshes reach
+// it before it expires their keys, or it expires every key at once and the
+// agents, whose own connections were down too, wait a TTL before
+// declaring, by when every agent has found its key gone and created it
+// again: either way nobody is declared down.
+func TestNATSRestartDeclaresNothing(t *testing.T) {
+	srv := clustertest.StartServer(t, "A")
+	a := startNode(t, srv.ClientURL(), "n1")
+	b := startNode(t, srv.ClientURL(), "n2", liveness.HostedJob{Nspace: "sim", Ranks: []pmix.Rank{0}})
+	clustertest.WaitFor(t, waitTime, func() error {
+		if len(a.svc.Agents()) != 2 || len(b.svc.Agents()) != 2 {
+			return errors.New("not all seen")
+		}
+		return nil
+	})
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	failed := func(n uint64) {
+		t.Helper()
+		clustertest.WaitFor(t, waitTime, func() error {
+			for _, nd := range []*node{a, b} {
+				if got := nd.svc.Stats().BeatFailures; got < n {
+					return fmt.Errorf("%s: %d failed refreshes", nd.name, got)
+				}
+			}
+			return nil
+		})
+	}
+	failed(4) // each waits up to a TTL for its answer: an outage of several TTLs
+	if err := srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		for _, nd := range []*node{a, b} {
+			if got := nodesOf(nd.svc.Agents()); !slices.Equal(got, []string{"n1", "n2"}) {
+				return fmt.Errorf("%s sees %v", nd.name, got)
+			}
+		}
+		return nil
+	})
+	waitBeats(t, 10, a, b) // twice the TTL: past any confirmation wait
+	for _, nd := range []*node{a, b} {
+		t.Logf("%s: %+v", nd.name, nd.svc.Stats())
+		if d := nd.host.nodeDowns(); len(d) != 0 {
+			t.Errorf("%s declared %+v", nd.name, d)
+		}
+	}
+}
+
+// TestExpiryAfterOwnOutageIsConfirmed: an agent whose own connection was
+// just down waits a TTL before declaring a node whose key expired: if the
+// node's agent writes its key again meanwhile (it was cut off by the same
+// outage), it is not declared; if not, it is, a TTL late.
+func TestExpiryAfterOwnOutageIsConfirmed(t *testing.T) {
+	srv := clustertest.StartServer(t, "A")
+	a := startNode(t, srv.ClientURL(), "n1")
+	b := startNode(t, srv.ClientURL(), "n2", liveness.HostedJob{Nspace: "sim", Ranks: []pmix.Rank{0}})
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := nodesOf(a.svc.Agents()); !slices.Equal(got, []string{"n1", "n2"}) {
+			return fmt.Errorf("n1 sees %v", got)
+		}
+		return nil
+	})
+	a.svc.PretendOutage(true)
+	resume := b.svc.PauseBeats()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got := nodesOf(a.svc.Agents()); !slices.Equal(got, []string{"n1"}) {
+			return fmt.Errorf("n1 sees %v", got)
+		}
+		return nil
+	})
+	resume()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if s := b.svc.Stats(); s.Rejoined != 1 {
+			return fmt.Errorf("n2 has not rejoined: %+v", s)
+		}
+		return nil
+	})
+	waitBeats(t, 10, a) // twice the TTL: past the confirmation wait
+	if d := a.host.nodeDowns(); len(d) != 0 {
+		t.Fatalf("declared a node that came back: %+v", d)
+	}
+
+	// n2 dies for real: declared, one TTL later than otherwise.
+	b.nc.Close()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if len(a.host.nodeDowns()) != 1 {
+			return errors.New("n2 not declared down")
+		}
+		return nil
+	})
+	d := a.host.nodeDowns()[0]
+	if late := time.Since(d.At); late < time.Second {
+		t.Errorf("declared %v after the expiry, want a TTL", late)
+	}
 }
