@@ -26,11 +26,12 @@ type Service struct {
 	started  time.Time
 
 	js natsjs.JetStream
-	kv natsjs.KeyValue
 
-	// writeMu serializes the writes of the key; rev is its revision as
-	// last written, read and set under writeMu.
+	// writeMu serializes the writes of the key. kv (set by Start) and rev,
+	// the key's revision as last written (0 until claimed), are read and
+	// set under it.
 	writeMu sync.Mutex
+	kv      natsjs.KeyValue
 	rev     uint64
 	failing bool // refreshes are failing; logged once per streak
 
@@ -91,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, log: log.With("component", "liveness"), key: key(cfg.Node), instance: nuid.Next(),
-		js: js, view: map[string]*peer{},
+		started: time.Now(), js: js, view: map[string]*peer{},
 		kick: make(chan struct{}, 1), ready: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, stop: stop,
 	}, nil
@@ -115,15 +116,15 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	}
 	s.state = running
 	s.mu.Unlock()
-	s.started = time.Now()
 	s.reconnects.Store(s.cfg.Conn.Stats().Reconnects)
-	if s.kv, err = openBucket(ctx, s.js, s.cfg); err != nil {
+	kv, err := openBucket(ctx, s.js, s.cfg)
+	if err != nil {
 		return err
 	}
-	if err := s.claim(ctx); err != nil {
+	if err := s.claim(ctx, kv); err != nil {
 		return err
 	}
-	w, err := s.kv.WatchAll(s.ctx)
+	w, err := kv.WatchAll(s.ctx)
 	if err != nil {
 		return fmt.Errorf("%w: watching %s: %w", ErrUnreachable, Bucket, err)
 	}
@@ -165,10 +166,12 @@ func (s *Service) record() *Record {
 	}
 }
 
-// claim creates the node's key, waiting out the key of an earlier run.
-func (s *Service) claim(ctx context.Context) error {
+// claim creates the node's key in kv, waiting out the key of an earlier
+// run.
+func (s *Service) claim(ctx context.Context, kv natsjs.KeyValue) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.kv = kv
 	var deadline time.Time
 	for {
 		err := s.createLocked(ctx)
@@ -236,6 +239,9 @@ func (s *Service) Refresh(ctx context.Context) error {
 	defer s.writeMu.Unlock()
 	if s.stopped() {
 		return ErrClosed
+	}
+	if s.rev == 0 {
+		return nil // Start has yet to claim the key, which it writes as it is then
 	}
 	return s.refreshLocked(ctx)
 }
@@ -413,7 +419,7 @@ func (s *Service) shutdown(ctx context.Context) error {
 		_ = disc.Unsubscribe()
 	}
 	var errs []error
-	if wasRunning && s.kv != nil {
+	if wasRunning {
 		if err := s.deleteKey(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -436,7 +442,7 @@ func (s *Service) shutdown(ctx context.Context) error {
 func (s *Service) deleteKey(ctx context.Context) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if s.rev == 0 {
+	if s.kv == nil || s.rev == 0 {
 		return nil // never claimed
 	}
 	err := s.kv.Delete(ctx, s.key, natsjs.LastRevision(s.rev))
