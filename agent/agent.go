@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
 )
@@ -43,6 +44,9 @@ type Agent struct {
 	evicted  atomic.Uint64
 
 	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+
+	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
+	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write
 
 	hellos helloGate // connections yet to say hello (conn.go)
 
@@ -124,9 +128,10 @@ func New(cfg Config) (*Agent, error) {
 // that fails undoes what it started.
 //
 // Errors: ErrClosed after Shutdown or a second Start; pmix.ErrUnreach when
-// NATS cannot be reached; pmix.ErrInit when the event cache, publish/lookup
-// or the socket cannot be set up (another agent listening on the socket
-// among them).
+// NATS cannot be reached; pmix.ErrInit when the event cache, publish/lookup,
+// the socket or the liveness key cannot be set up (another agent listening
+// on the socket among them, or another agent of the node alive in the
+// cluster: liveness.ErrNodeTaken).
 func (a *Agent) Start(ctx context.Context) (err error) {
 	a.mu.Lock()
 	if a.closed || a.started {
@@ -190,6 +195,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.ln, a.addr = ln, addr
+	if err := a.startLiveness(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "liveness: %w", err)
+	}
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
 	a.goFunc(a.acceptLoop)
@@ -323,6 +331,9 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	a.goMu.Unlock()
 	a.cancel()
 	close(a.done)
+	// First, while NATS is up: the key goes, so that no agent declares
+	// this node down.
+	a.stopLiveness(ctx)
 	a.mu.Lock()
 	a.closed = true
 	conns := make([]*clientConn, 0, len(a.conns))

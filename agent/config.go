@@ -13,6 +13,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/publishlookup"
@@ -106,6 +107,17 @@ type Config struct {
 	// bucket when this agent creates it; at most the cluster's servers.
 	PublishReplicas int
 
+	// Liveness (package launch/liveness, docs/liveness.md): the agent keeps
+	// a key in its cluster's PMIXBUS_AGENTS bucket, refreshed every
+	// LivenessInterval and expiring LivenessTTL (whole seconds) after the
+	// last refresh; the cluster's agents declare the node down when it
+	// expires. Slots (the processes the node may run; the number of CPUs
+	// by default) and Version are what the key reports.
+	Slots            int
+	Version          string
+	LivenessInterval time.Duration
+	LivenessTTL      time.Duration
+
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -113,9 +125,11 @@ type Config struct {
 // DefaultConfig returns a Config for the given cluster and node with an
 // embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, the
 // registries' default handler timeout (bus.DefaultHandlerTimeout, 30 s),
-// and GLOBAL published data where the topology says (GlobalDomain empty).
+// GLOBAL published data where the topology says (GlobalDomain empty), and
+// liveness.DefaultConfig's slots, version, interval (500 ms) and TTL (2 s).
 // Every default of the agent lives here.
 func DefaultConfig(id cluster.ID, node string) Config {
+	live := liveness.DefaultConfig()
 	return Config{
 		Cluster:          id,
 		Node:             node,
@@ -129,7 +143,19 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		CacheSize:        jetstream.DefaultEventCacheSize,
 		PublishBucket:    publishlookup.DefaultBucket,
 		PublishReplicas:  1,
+		Slots:            live.Slots,
+		Version:          live.Version,
+		LivenessInterval: live.Interval,
+		LivenessTTL:      live.TTL,
 	}
+}
+
+// livenessKnobs are the liveness settings of c.
+func (c Config) livenessKnobs() liveness.Config {
+	live := liveness.DefaultConfig()
+	live.Slots, live.Version = c.Slots, c.Version
+	live.Interval, live.TTL = c.LivenessInterval, c.LivenessTTL
+	return live
 }
 
 // Validate reports every problem with c at once.
@@ -183,6 +209,9 @@ func (c Config) Validate() error {
 	}
 	if c.Keys != nil && c.Conn == nil && !c.Keys.Has(security.RoleAgent) {
 		errs = append(errs, fmt.Errorf("keys: %w: %s", security.ErrNoKey, security.RoleAgent))
+	}
+	if err := c.livenessKnobs().ValidateKnobs(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Conn == nil && c.URL == "" {
 		if c.StoreDir == "" {

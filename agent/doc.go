@@ -23,12 +23,16 @@
 // router (router.go); the router resolves ranges with package event,
 // publishes on NATS, keeps the subscriptions its clients' registrations
 // need, and runs arriving events through the chains of the local clients in
-// range, replaying cached events to new registrations first (replay.go).
-// The router reaches the agent only through a small interface (the attached
-// clients, the job table, where outcomes go; events.go) and NATS only
-// through transport, which has an in-memory implementation for tests. The
-// event cache is cache.go, job-event retention retention.go; publish/lookup
-// is a service (package publishlookup) the agent wires in publishlookup.go.
+// range, replaying cached events to new registrations first. The router
+// reaches the agent only through a small interface (the attached clients,
+// the job table, where outcomes go; events.go) and NATS only through
+// transport, which has an in-memory implementation for tests. The event
+// cache is cache.go, job-event retention retention.go, replay replay.go; publish/lookup is a service
+// (package publishlookup) the agent wires in publishlookup.go, and so is
+// liveness (package launch/liveness, liveness.go): the agent's key in its
+// cluster's PMIXBUS_AGENTS bucket, which lists the jobs its node hosts,
+// and PMIX_EVENT_NODE_DOWN for the nodes whose keys expire (OnNodeDown,
+// Agents; docs/liveness.md).
 //
 // Events reach an agent only through subscriptions its clients'
 // registrations need; all subscriptions feed one dispatch goroutine, so

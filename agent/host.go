@@ -70,10 +70,16 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
 		a.stopRetainingLocked(j.Nspace) // its filters change
 	}
+	old := a.jobs[j.Nspace]
 	a.jobs[j.Nspace] = nj
 	a.retainJobLocked(nj)
 	a.mu.Unlock()
 	a.ensureRetention(ctx, j.Nspace) // before returning, so the job's events are kept from now on
+	var oldProcs map[pmix.Rank]string
+	if old != nil {
+		oldProcs = old.procs
+	}
+	a.livenessJobsChanged(ctx, nj.procs, oldProcs) // so is the node's key
 	return nil
 }
 
@@ -90,7 +96,8 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 		a.mu.Unlock()
 		return ErrClosed
 	}
-	if _, ok := a.jobs[nspace]; !ok {
+	old, ok := a.jobs[nspace]
+	if !ok {
 		a.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
 	}
@@ -109,7 +116,8 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	for _, c := range conns {
 		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
 	}
-	a.publishLookupJobEnded(ctx, nspace) // PMIX_PERSIST_APP and _SESSION data
+	a.livenessJobsChanged(ctx, old.procs) // its procs no longer go down with the node
+	a.publishLookupJobEnded(ctx, nspace)  // PMIX_PERSIST_APP and _SESSION data
 	return nil
 }
 

@@ -36,6 +36,12 @@ type Stats struct {
 	NATSDisconnects uint64
 	NATSReconnects  uint64
 	NATSErrors      uint64 // asynchronous errors NATS reported (slow consumers among them)
+
+	// Liveness (launch/liveness).
+	LivenessBeats        uint64 // refreshes of the agent's liveness key
+	LivenessBeatFailures uint64 // refreshes that failed
+	NodesDeclaredDown    uint64 // nodes of the cluster this agent declared down (their keys expired)
+	LivenessRejoins      uint64 // times this agent found its own key expired, and joined again
 }
 
 // agentStats are the agent's own counters; the router keeps the event
@@ -62,6 +68,9 @@ func (a *Agent) Stats() Stats {
 	if a.nc != nil {
 		s.NATSConnected = a.nc.IsConnected()
 	}
+	ls := a.LivenessStats()
+	s.LivenessBeats, s.LivenessBeatFailures = ls.Beats, ls.BeatFailures
+	s.NodesDeclaredDown, s.LivenessRejoins = ls.Declared, ls.Rejoined
 	if r := a.router; r != nil {
 		s.EventsPublished = r.stats.published.Load()
 		s.EventsReceived = r.stats.received.Load()

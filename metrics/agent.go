@@ -80,6 +80,10 @@ func Agent(a StatsSource, cluster, node string) prometheus.Collector {
 			m("nats_disconnects_total", "Times the agent lost its NATS connection.", c, func(s agent.Stats) float64 { return float64(s.NATSDisconnects) }),
 			m("nats_reconnects_total", "Times the agent's NATS connection came back.", c, func(s agent.Stats) float64 { return float64(s.NATSReconnects) }),
 			m("nats_errors_total", "Asynchronous errors NATS reported to the agent (slow consumers among them).", c, func(s agent.Stats) float64 { return float64(s.NATSErrors) }),
+			m("liveness_beats_total", "Refreshes of the agent's liveness key.", c, func(s agent.Stats) float64 { return float64(s.LivenessBeats) }),
+			m("liveness_beat_failures_total", "Refreshes of the agent's liveness key that failed.", c, func(s agent.Stats) float64 { return float64(s.LivenessBeatFailures) }),
+			m("liveness_rejoins_total", "Times the agent found its own liveness key expired (the cluster had declared its node down) and joined again.", c, func(s agent.Stats) float64 { return float64(s.LivenessRejoins) }),
+			m("nodes_declared_down_total", "Nodes of the cluster this agent declared down: their liveness keys expired.", c, func(s agent.Stats) float64 { return float64(s.NodesDeclaredDown) }),
 		},
 	}
 }

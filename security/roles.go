@@ -51,6 +51,19 @@ const (
 	inboxes = "_INBOX.>"
 )
 
+// WatchInboxPrefix is the inbox prefix of the read-only tools
+// (nats.CustomInboxPrefix): the replies to their own requests only.
+const WatchInboxPrefix = "_PMIXBUS.watch"
+
+// AgentsStream is the stream of the agents bucket (liveness), which the
+// watch role may read, and DiscoverySubject where tools ask which clusters
+// are reachable; both are package launch/liveness's, named here so that
+// security imports nothing above it.
+const (
+	AgentsStream     = "KV_PMIXBUS_AGENTS"
+	DiscoverySubject = "pmix.ctl.clusters"
+)
+
 // Permissions returns the NATS permissions of role r, or nil for a role
 // that is not one of Roles. For RoleLeaf they are seen from the leaf
 // link's end, as nats-server takes them: what it may publish crosses
@@ -77,10 +90,23 @@ func Permissions(r Role) *server.Permissions {
 			}},
 		}
 	case RoleWatch:
+		// Read-only: events and outcomes, and for `pmixbus status` the
+		// clusters' answer to discovery and a read of their agents
+		// buckets (which list nodes and the ranks they host, no data) —
+		// with replies on an inbox of its own, never "_INBOX.>".
+		agentsJS := func(api string) []string {
+			return []string{"$JS.API." + api + "." + AgentsStream, "$JS.*.API." + api + "." + AgentsStream,
+				"$JS.API." + api + "." + AgentsStream + ".>", "$JS.*.API." + api + "." + AgentsStream + ".>"}
+		}
+		var pub []string
+		for _, api := range []string{"STREAM.INFO", "CONSUMER.CREATE", "CONSUMER.DELETE", "DIRECT.GET", "STREAM.MSG.GET"} {
+			pub = append(pub, agentsJS(api)...)
+		}
+		pub = append(pub, DiscoverySubject, "$JS.FC."+AgentsStream+".>")
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Deny: []string{">"}},
+			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				subjects.Prefix + ".>", subjects.EnvPrefix + ".>", outcomes,
+				subjects.Prefix + ".>", subjects.EnvPrefix + ".>", outcomes, WatchInboxPrefix + ".>",
 			}},
 		}
 	case RoleLeaf:

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/metrics"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -38,6 +40,14 @@ over NATS. With no --nats URL it starts an embedded NATS server with
 JetStream (domain = the cluster) on a free port, or on --port; with
 --leaf-remote that server joins other clusters through a hub's leaf port
 (see "pmixbus server -h").
+
+The agent keeps a key in its cluster's PMIXBUS_AGENTS bucket (its node,
+--slots, version, where it listens, the jobs it hosts), refreshed every
+--liveness-interval; when an agent stops refreshing, its key expires
+--liveness-ttl after the last refresh and the other agents of the cluster
+raise PMIX_EVENT_NODE_DOWN and PMIX_ERR_PROC_TERM_WO_SYNC for the procs it
+hosted. A clean stop (SIGINT, SIGTERM) deletes the key and raises nothing.
+"pmixbus status" lists the agents (docs/liveness.md).
 
 GLOBAL publish/lookup data (PMIx_Publish at PMIX_RANGE_GLOBAL) lives in the
 one JetStream domain that every cluster reaches. At start the agent asks the
@@ -83,21 +93,24 @@ For example:
 
 // agentEnv names the environment variables of the agent's flags.
 var agentEnv = envBindings{
-	"cluster":          "PMIXBUS_CLUSTER",
-	"node":             "PMIXBUS_NODE",
-	"nats":             "PMIXBUS_NATS",
-	"port":             "PMIXBUS_PORT",
-	"store":            "PMIXBUS_STORE",
-	"listen":           "PMIXBUS_LISTEN",
-	"handler-timeout":  "PMIXBUS_HANDLER_TIMEOUT",
-	"log-level":        "PMIXBUS_LOG_LEVEL",
-	"event-cache-size": "PMIXBUS_EVENT_CACHE_SIZE",
-	"cache-max-age":    "PMIXBUS_CACHE_MAX_AGE",
-	"cache-max-bytes":  "PMIXBUS_CACHE_MAX_BYTES",
-	"cache-memory":     "PMIXBUS_CACHE_MEMORY",
-	"global-domain":    "PMIXBUS_GLOBAL_DOMAIN",
-	"metrics-addr":     "PMIXBUS_METRICS_ADDR",
-	"keys":             security.EnvKeysDir,
+	"cluster":           "PMIXBUS_CLUSTER",
+	"node":              "PMIXBUS_NODE",
+	"nats":              "PMIXBUS_NATS",
+	"port":              "PMIXBUS_PORT",
+	"store":             "PMIXBUS_STORE",
+	"listen":            "PMIXBUS_LISTEN",
+	"handler-timeout":   "PMIXBUS_HANDLER_TIMEOUT",
+	"log-level":         "PMIXBUS_LOG_LEVEL",
+	"event-cache-size":  "PMIXBUS_EVENT_CACHE_SIZE",
+	"cache-max-age":     "PMIXBUS_CACHE_MAX_AGE",
+	"cache-max-bytes":   "PMIXBUS_CACHE_MAX_BYTES",
+	"cache-memory":      "PMIXBUS_CACHE_MEMORY",
+	"global-domain":     "PMIXBUS_GLOBAL_DOMAIN",
+	"metrics-addr":      "PMIXBUS_METRICS_ADDR",
+	"slots":             "PMIXBUS_SLOTS",
+	"liveness-interval": "PMIXBUS_LIVENESS_INTERVAL",
+	"liveness-ttl":      "PMIXBUS_LIVENESS_TTL",
+	"keys":              security.EnvKeysDir,
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -119,6 +132,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cacheMemory    = fs.Bool("cache-memory", false, "keep the event cache in memory rather than in files, which survive a NATS restart (PMIXBUS_CACHE_MEMORY)")
 		keys           = fs.String("keys", "", keysDirHelp+" ("+security.EnvKeysDir+")")
 		leafTLS        = addLeafTLSFlags(fs)
+		slots          = fs.Int("slots", runtime.NumCPU(), "processes this node may run, as its liveness key reports them; default the number of CPUs (PMIXBUS_SLOTS)")
+		liveInterval   = fs.Duration("liveness-interval", liveness.DefaultInterval, "how often the agent refreshes its liveness key (PMIXBUS_LIVENESS_INTERVAL)")
+		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
 		leafRemotes    stringList
 	)
@@ -177,6 +193,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.CacheMemory = *cacheMemory
 	cfg.URL = *natsURL
 	cfg.GlobalDomain = *globalDomain
+	cfg.Slots = *slots
+	cfg.Version = pmixbusVersion()
+	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))

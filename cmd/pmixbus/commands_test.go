@@ -206,6 +206,8 @@ func TestHelpOfNewCommands(t *testing.T) {
 		{[]string{"agent", "-h"}, []string{"Usage: pmixbus agent", "PMIXBUS_CLUSTER", "--job nspace:session:rank=node", "export", "-handler-timeout"}},
 		{[]string{"notify", "--help"}, []string{"Usage: pmixbus notify", "key:type=value", "-non-default", "-no-cache", "-target"}},
 		{[]string{"watch", "-h"}, []string{"Usage: pmixbus watch", "-outcomes", "-json", "-count"}},
+		{[]string{"status", "-h"}, []string{"Usage: pmixbus status", "PMIXBUS_AGENTS", "-json", "-cluster", "-wait"}},
+		{[]string{"agent", "-h"}, []string{"-slots", "-liveness-ttl", "-liveness-interval", "PMIXBUS_LIVENESS_TTL"}},
 		{[]string{"bench", "--help"}, []string{"Usage: pmixbus bench <benchmark>", "Benchmarks:", "events ", "target <name>"}},
 		{[]string{"bench", "events", "-h"}, []string{"Usage: pmixbus bench events", "-latency-rounds", "-fanout-events"}},
 		{[]string{"help", "demo"}, []string{"Usage: pmixbus demo", "east", "west"}},

@@ -1,0 +1,370 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/launch/liveness"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Liveness in the tests: a node is declared down within a second of its
+// agent's last refresh.
+const (
+	liveInterval = 250 * time.Millisecond
+	liveTTL      = time.Second
+)
+
+// nodeDownSpec: three agents in A, so that two of them declare a3 down
+// and the jobs' agents must keep one copy of each event; and a cluster B,
+// which hears nothing of it.
+//
+//	A: a1: sim.0 viz.0   a2: sim.1   a3: sim.2 sim.3 viz.1
+//	B: b1: far.0
+var nodeDownSpec = agenttest.Spec{
+	Clusters: []agenttest.Cluster{
+		{ID: "A", Nodes: []string{"a1", "a2", "a3"}},
+		{ID: "B", Nodes: []string{"b1"}},
+	},
+	Jobs: []agenttest.Job{
+		{Cluster: "A", Nspace: "sim", Session: "s1", Nodes: []string{"a1", "a2", "a3", "a3"}},
+		{Cluster: "A", Nspace: "viz", Session: "s1", Nodes: []string{"a1", "a3"}},
+		{Cluster: "B", Nspace: "far", Session: "s1", Nodes: []string{"b1"}},
+	},
+	Agent: func(c *agent.Config) {
+		c.HandlerTimeout = 10 * time.Second
+		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+	},
+}
+
+// faultCodes are what a node down raises.
+var faultCodes = []pmix.Status{pmix.EventNodeDown, pmix.ErrProcTermWOSync}
+
+// declared counts, per agent, the nodes it declared down.
+type declared struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func watchDeclared(w *world) *declared {
+	d := &declared{n: map[string]int{}}
+	for node, a := range w.agents {
+		a.OnNodeDown(func(liveness.NodeDown) {
+			d.mu.Lock()
+			d.n[node]++
+			d.mu.Unlock()
+		})
+	}
+	return d
+}
+
+func (d *declared) of(node string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[node]
+}
+
+// waitSeen waits until each of the agents sees exactly nodes alive.
+func waitSeen(t *testing.T, w *world, nodes []string, agents ...string) {
+	t.Helper()
+	for _, n := range agents {
+		clustertest.WaitFor(t, waitTime, func() error {
+			var got []string
+			for _, e := range w.agents[n].Agents() {
+				got = append(got, e.Node)
+			}
+			if !slices.Equal(got, nodes) {
+				return fmt.Errorf("%s sees %v, want %v", n, got, nodes)
+			}
+			return nil
+		})
+	}
+}
+
+// waitBeats waits until each agent has refreshed its key n more times: the
+// clock of "nothing happened meanwhile".
+func waitBeats(t *testing.T, w *world, n uint64, agents ...string) {
+	t.Helper()
+	start := map[string]uint64{}
+	for _, a := range agents {
+		start[a] = w.agents[a].LivenessStats().Beats
+	}
+	for _, a := range agents {
+		clustertest.WaitFor(t, waitTime, func() error {
+			if got := w.agents[a].LivenessStats().Beats - start[a]; got < n {
+				return fmt.Errorf("%s beat %d times, want %d", a, got, n)
+			}
+			return nil
+		})
+	}
+}
+
+// fence sends a GLOBAL fence from each agent and waits until every client
+// in clients has seen fences more (events from one agent arrive in order,
+// so whatever an agent raised before its fence has arrived by then).
+func fence(t *testing.T, w *world, from []string, clients []string, seen map[string]int) {
+	t.Helper()
+	for _, n := range from {
+		if _, err := w.agents[n].Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clients {
+		seen[c] += len(from)
+		w.client(c).rec.waitCount(t, fenceCode, seen[c])
+	}
+}
+
+func affected(d delivery) []pmix.Proc {
+	v, _ := pmix.LookupValue(d.Info, pmix.KeyEventAffectedProcs)
+	ps, _ := v.Procs()
+	return ps
+}
+
+// TestNodeDownEndToEnd: an agent killed abruptly (its NATS connection
+// closed; no Shutdown) is declared down by both other agents of its
+// cluster, and each client of a job it hosted procs of gets exactly one
+// PMIX_EVENT_NODE_DOWN (affected procs: the job's procs on the node) and
+// one PMIX_ERR_PROC_TERM_WO_SYNC per such proc (source the dead proc,
+// PMIX_EVENT_AFFECTED_PROC of type PROC), at plain handlers of those
+// codes. The event cache holds one copy: a registration made afterwards
+// gets each replayed once. Another cluster hears nothing.
+func TestNodeDownEndToEnd(t *testing.T) {
+	w := worldOf(t, agenttest.Start(t, nodeDownSpec))
+	clients := []string{"A:sim.0", "A:sim.1", "A:viz.0", "B:far.0"}
+	for _, c := range clients[:3] {
+		w.client(c).register(t, faultCodes, nil, pmix.EventNoActionTaken)
+	}
+	w.client("B:far.0").register(t, nil, []pmix.Info{jobLevel, enviroLevel}, pmix.EventNoActionTaken) // everything
+	for _, c := range clients {
+		w.client(c).register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
+	}
+	first := make(chan time.Time, 1)
+	if _, err := w.client("A:sim.0").c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventNodeDown}, nil, func(_ *bus.Call, done bus.Done) {
+		select {
+		case first <- time.Now():
+		default:
+		}
+		done(pmix.EventNoActionTaken, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitInterest("A", "pmix.evt.global.-3999")
+	w.waitInterest("B", "pmix.evt.global.-3999")
+	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2")
+	decl := watchDeclared(w)
+
+	killed := time.Now()
+	w.agents["a3"].NATS().Close()
+	var at time.Time
+	select {
+	case at = <-first:
+	case <-time.After(waitTime):
+		t.Fatal("no NODE_DOWN at a handler")
+	}
+	t.Logf("agent killed → NODE_DOWN at a handler on another agent: %v (liveness TTL %v, interval %v)", at.Sub(killed), liveTTL, liveInterval)
+	if at.Sub(killed) > 2*liveTTL {
+		t.Errorf("NODE_DOWN took %v, more than twice the TTL", at.Sub(killed))
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if decl.of("a1") == 0 || decl.of("a2") == 0 {
+			return fmt.Errorf("declared by a1 %d times, by a2 %d times", decl.of("a1"), decl.of("a2"))
+		}
+		return nil
+	})
+	seen := map[string]int{}
+	fence(t, w, []string{"a1", "a2", "b1"}, clients, seen)
+
+	want := map[string][]pmix.Proc{
+		"A:sim.0": {{Nspace: "sim", Rank: 2}, {Nspace: "sim", Rank: 3}},
+		"A:sim.1": {{Nspace: "sim", Rank: 2}, {Nspace: "sim", Rank: 3}},
+		"A:viz.0": {{Nspace: "viz", Rank: 1}},
+	}
+	check := func(name string, rec *recorder, procs []pmix.Proc) {
+		t.Helper()
+		downs, terms := rec.of(pmix.EventNodeDown), rec.of(pmix.ErrProcTermWOSync)
+		if len(downs) != 1 || !slices.Equal(affected(downs[0]), procs) || !isString(downs[0].Info, pmix.KeyHostname, "a3") {
+			t.Errorf("%s: NODE_DOWN %+v, want one with affected procs %v", name, downs, procs)
+		}
+		var sources []pmix.Proc
+		for _, d := range terms {
+			v, _ := pmix.LookupValue(d.Info, pmix.KeyEventAffectedProc)
+			p, isProc := v.Proc()
+			if !isProc || p != d.Source {
+				t.Errorf("%s: TERM_WO_SYNC from %v has PMIX_EVENT_AFFECTED_PROC %v", name, d.Source, v)
+			}
+			sources = append(sources, d.Source)
+		}
+		sort.Slice(sources, func(i, j int) bool { return sources[i].Rank < sources[j].Rank })
+		if !slices.Equal(sources, procs) {
+			t.Errorf("%s: TERM_WO_SYNC from %v, want one from each of %v", name, sources, procs)
+		}
+	}
+	for name, procs := range want {
+		check(name, w.client(name).rec, procs)
+	}
+	for _, code := range faultCodes {
+		if got := w.client("B:far.0").rec.of(code); len(got) != 0 {
+			t.Errorf("B:far.0 got %+v", got)
+		}
+	}
+
+	// A registration made now gets the cached events replayed, once each.
+	late := newRecorder()
+	if _, err := w.client("A:sim.1").c.RegisterEventHandler(t.Context(), append(faultCodes, fenceCode),
+		[]pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("late"))}, late.handler(pmix.EventNoActionTaken)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.agents["a1"].Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	late.waitCount(t, fenceCode, 4) // the three cached, and this one
+	check("late registration", late, want["A:sim.1"])
+}
+
+func isString(info []pmix.Info, key, want string) bool {
+	v, _ := pmix.LookupValue(info, key)
+	s, ok := v.Str()
+	return ok && s == want
+}
+
+// TestCleanAgentStopRaisesNothing: an agent that shuts down deletes its
+// key; nobody declares its node down, even long after its TTL.
+func TestCleanAgentStopRaisesNothing(t *testing.T) {
+	w := worldOf(t, agenttest.Start(t, nodeDownSpec))
+	clients := []string{"A:sim.0", "A:sim.1", "A:viz.0"}
+	for _, c := range clients {
+		w.client(c).register(t, faultCodes, nil, pmix.EventNoActionTaken)
+		w.client(c).register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
+	}
+	w.waitInterest("A", "pmix.evt.global.-3999")
+	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2")
+	decl := watchDeclared(w)
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.agents["a3"].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitSeen(t, w, []string{"a1", "a2"}, "a1", "a2")
+	waitBeats(t, w, uint64(2*liveTTL/liveInterval), "a1", "a2") // twice the TTL
+	fence(t, w, []string{"a1", "a2"}, clients, map[string]int{})
+	for _, c := range clients {
+		if got := w.client(c).rec.of(pmix.EventNodeDown); len(got) != 0 {
+			t.Errorf("%s got NODE_DOWN after a clean stop: %+v", c, got)
+		}
+		if got := w.client(c).rec.of(pmix.ErrProcTermWOSync); len(got) != 0 {
+			t.Errorf("%s got TERM_WO_SYNC after a clean stop: %+v", c, got)
+		}
+	}
+	if decl.of("a1")+decl.of("a2") != 0 {
+		t.Errorf("declared down after a clean stop")
+	}
+	// The node's agent starts again at once: its key was deleted.
+	w.startAgent("a3")
+	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2")
+}
+
+// TestHubLossRaisesNothing: the hub going away cuts every leaf link, but
+// each cluster's keys live in its own domain: no agent misses a refresh,
+// and no node is declared down, in either cluster, for twice the TTL and
+// after the hub is back.
+func TestHubLossRaisesNothing(t *testing.T) {
+	w := worldOf(t, agenttest.Start(t, nodeDownSpec))
+	decl := watchDeclared(w)
+	all := []string{"a1", "a2", "a3", "b1"}
+	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2", "a3")
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.mc.ShutdownHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	failures := map[string]uint64{}
+	for _, n := range all {
+		failures[n] = w.agents[n].LivenessStats().BeatFailures
+	}
+	waitBeats(t, w, uint64(2*liveTTL/liveInterval), all...)
+	if err := w.mc.RestartHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitBeats(t, w, 2, all...)
+	for _, n := range all {
+		if got := w.agents[n].LivenessStats().BeatFailures; got != failures[n] {
+			t.Errorf("%s: %d refreshes failed while the hub was away", n, got-failures[n])
+		}
+		if decl.of(n) != 0 {
+			t.Errorf("%s declared %d nodes down", n, decl.of(n))
+		}
+	}
+	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2", "a3")
+	waitSeen(t, w, []string{"b1"}, "b1")
+}
+
+// TestNodeDownLatency: agent killed → NODE_DOWN at a handler on another
+// agent, over a few kills, with the default liveness knobs, beside the TTL
+// (the goal: at most twice it). By construction it is between TTL −
+// interval and TTL after the kill, plus up to 250 ms for the server's
+// expiry timer, plus delivery.
+func TestNodeDownLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills an agent three times and waits out the default TTL each time")
+	}
+	liveInterval, liveTTL := liveness.DefaultInterval, liveness.DefaultTTL
+	spec := agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "sim", Session: "s1", Nodes: []string{"a1", "a2"}}},
+		Agent:    func(c *agent.Config) { c.HandlerTimeout = 10 * time.Second },
+	}
+	w := worldOf(t, agenttest.Start(t, spec))
+	got := make(chan time.Time, 8)
+	if _, err := w.client("A:sim.0").c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventNodeDown}, nil, func(_ *bus.Call, done bus.Done) {
+		got <- time.Now()
+		done(pmix.EventNoActionTaken, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	job := agent.Job{Nspace: "sim", Session: "s1", Procs: map[pmix.Rank]string{0: "a1", 1: "a2"}}
+	const kills = 3
+	var took []time.Duration
+	for i := range kills {
+		waitSeen(t, w, []string{"a1", "a2"}, "a1")
+		clustertest.WaitFor(t, waitTime, func() error { // a2's key lists the job
+			for _, e := range w.agents["a1"].Agents() {
+				if e.Node == "a2" && e.Record != nil && len(e.Record.Jobs) == 1 {
+					return nil
+				}
+			}
+			return fmt.Errorf("a1 does not see a2 host sim")
+		})
+		old := w.agents["a2"]
+		killed := time.Now()
+		old.NATS().Close()
+		select {
+		case at := <-got:
+			took = append(took, at.Sub(killed))
+		case <-time.After(waitTime):
+			t.Fatalf("kill %d: no NODE_DOWN", i)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+		_ = old.Shutdown(ctx) // cannot delete its key, which is gone already
+		cancel()
+		a := w.startAgent("a2")
+		if err := a.RegisterJob(t.Context(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("agent killed → NODE_DOWN at a handler, %d kills: min %v, median %v, max %v; TTL %v, interval %v: max/TTL %.2f (goal ≤ 2)",
+		kills, took[0], took[kills/2], took[kills-1], liveTTL, liveInterval, float64(took[kills-1])/float64(liveTTL))
+	if took[kills-1] > 2*liveTTL {
+		t.Errorf("NODE_DOWN took up to %v, more than twice the TTL", took[kills-1])
+	}
+}
