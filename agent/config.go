@@ -64,10 +64,15 @@ type Config struct {
 	// HelloTimeout bounds how long a new connection may take to
 	// authenticate.
 	HelloTimeout time.Duration
-	// ClientQueueLimit bounds the bytes of frames queued for one client
-	// that has not read them yet: a client past it is cut off (told why,
-	// once), so that no client's reading speed delays the others.
-	ClientQueueLimit int
+	// ClientQueueLimit and ClientStallTimeout decide when a client that
+	// does not read what it is sent is cut off (told why, once), so that
+	// no client's reading speed delays the others: with more than
+	// ClientQueueLimit bytes of frames queued for it, once its socket has
+	// taken nothing for ClientStallTimeout, or at once past four times the
+	// limit (which bounds the memory one client may hold). A client that
+	// reads, however slowly, is let fall behind up to that.
+	ClientQueueLimit   int
+	ClientStallTimeout time.Duration
 	// WriteTimeout bounds one write to a client's socket; a client that
 	// takes longer to read is cut off.
 	WriteTimeout time.Duration
@@ -131,22 +136,23 @@ type Config struct {
 func DefaultConfig(id cluster.ID, node string) Config {
 	live := liveness.DefaultConfig()
 	return Config{
-		Cluster:          id,
-		Node:             node,
-		Listen:           "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
-		MaxFrame:         proto.DefaultMaxFrame,
-		HandlerTimeout:   bus.DefaultHandlerTimeout,
-		HelloTimeout:     10 * time.Second,
-		ClientQueueLimit: 8 << 20,
-		WriteTimeout:     10 * time.Second,
-		MaxPendingHello:  1024,
-		CacheSize:        jetstream.DefaultEventCacheSize,
-		PublishBucket:    publishlookup.DefaultBucket,
-		PublishReplicas:  1,
-		Slots:            live.Slots,
-		Version:          live.Version,
-		LivenessInterval: live.Interval,
-		LivenessTTL:      live.TTL,
+		Cluster:            id,
+		Node:               node,
+		Listen:             "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
+		MaxFrame:           proto.DefaultMaxFrame,
+		HandlerTimeout:     bus.DefaultHandlerTimeout,
+		HelloTimeout:       10 * time.Second,
+		ClientQueueLimit:   8 << 20,
+		ClientStallTimeout: 2 * time.Second,
+		WriteTimeout:       10 * time.Second,
+		MaxPendingHello:    1024,
+		CacheSize:          jetstream.DefaultEventCacheSize,
+		PublishBucket:      publishlookup.DefaultBucket,
+		PublishReplicas:    1,
+		Slots:              live.Slots,
+		Version:            live.Version,
+		LivenessInterval:   live.Interval,
+		LivenessTTL:        live.TTL,
 	}
 }
 
@@ -186,6 +192,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClientQueueLimit < 64<<10 {
 		errs = append(errs, fmt.Errorf("client queue limit %d: must be at least 64 KiB", c.ClientQueueLimit))
+	}
+	if c.ClientStallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("client stall timeout %v: must be positive", c.ClientStallTimeout))
 	}
 	if c.WriteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("write timeout %v: must be positive", c.WriteTimeout))

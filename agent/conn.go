@@ -50,7 +50,7 @@ type pendingInvoke struct {
 func newClientConn(a *Agent, c net.Conn) *clientConn {
 	return &clientConn{
 		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
-		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
+		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
 }
 

@@ -16,14 +16,18 @@ import (
 // costs a write per batch; cork holds frames back until uncork, so that a
 // batch of events dispatched together goes out together.
 //
-// A client whose queue passes its limit is cut off: one error frame saying
-// why is queued behind what it has not read, the client is detached at
-// once (its chains move on, the others are not delayed), and its socket
-// closes once that frame is written or the write times out. Frames sent
-// after that fail at once.
+// A client that reads slowly is let fall behind; one that stops reading is
+// cut off: with more than its limit queued, once its socket has taken
+// nothing for the stall time (or at once past four times the limit, which
+// bounds the memory a client may hold). One error frame saying why is
+// queued behind what it has not read, the client is detached at once (its
+// chains move on, the others are not delayed), and its socket closes once
+// that frame is written or the write times out. Frames sent after that
+// fail at once.
 type sender struct {
 	c       net.Conn
-	limit   int             // bytes queued beyond which the client is cut off
+	limit   int             // bytes queued beyond which a stalled client is cut off
+	stall   time.Duration   // how long a write may make no progress, past the limit
 	timeout time.Duration   // bounds each write
 	abort   <-chan struct{} // closed: finish waits no more (the agent shuts down)
 
@@ -34,15 +38,20 @@ type sender struct {
 	err     error // sticky: the client was cut off, or the stream broke
 	closing bool  // write what is queued, then stop
 	running bool  // run was started
-	wake    chan struct{}
-	done    chan struct{} // closed when run returns
+	// writingSince is when the write in progress began (zero: none);
+	// inflight the bytes run took that the socket has not yet.
+	writingSince time.Time
+	inflight     int
+	stallCheck   *time.Timer // armed while over the limit
+	wake         chan struct{}
+	done         chan struct{} // closed when run returns
 
 	cutOff     func(error) // see start
 	cutOffOnce sync.Once
 }
 
-func newSender(c net.Conn, limit int, timeout time.Duration, abort <-chan struct{}) *sender {
-	return &sender{c: c, limit: limit, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan struct{}) *sender {
+	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // send queues f. It fails once the client was cut off or its stream broke.
@@ -62,13 +71,8 @@ func (s *sender) send(f *proto.Frame) error {
 		s.mu.Unlock()
 		return err
 	}
-	if len(s.buf) > s.limit {
-		s.err = pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d bytes of frames queued for it, the limit is %d", len(s.buf), s.limit)
-		bye := &proto.Frame{Type: proto.TypeError}
-		bye.SetErr(s.err)
-		s.buf, _ = proto.AppendFrame(s.buf, bye)
-		s.closing = true
-		err = s.err
+	if s.queuedLocked() > s.limit {
+		err = s.overLimitLocked(time.Now())
 	}
 	corked := s.corked > 0 && err == nil
 	s.mu.Unlock()
@@ -79,6 +83,83 @@ func (s *sender) send(f *proto.Frame) error {
 		s.stop(err)
 	}
 	return err
+}
+
+// overLimitLocked decides about a client with more than its limit queued:
+// cut off when its socket has taken nothing for the stall time or the
+// queue passed four times the limit, else checked again when the stall
+// time would be up. It returns the reason it was cut off, if it was.
+func (s *sender) overLimitLocked(now time.Time) error {
+	stalled := !s.writingSince.IsZero() && now.Sub(s.writingSince) >= s.stall
+	if !stalled && s.queuedLocked() <= 4*s.limit {
+		if s.stallCheck == nil {
+			wait := s.stall
+			if !s.writingSince.IsZero() {
+				wait -= now.Sub(s.writingSince)
+			}
+			s.stallCheck = time.AfterFunc(wait, s.checkStall)
+		}
+		return nil
+	}
+	s.err = pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d bytes of frames queued for it and none taken for %v (the limit is %d bytes)",
+		s.queuedLocked(), now.Sub(s.writingSince).Round(time.Millisecond), s.limit)
+	bye := &proto.Frame{Type: proto.TypeError}
+	bye.SetErr(s.err)
+	s.buf, _ = proto.AppendFrame(s.buf, bye)
+	s.closing = true
+	return s.err
+}
+
+// queuedLocked is what is queued for the client and not yet taken by its
+// socket.
+func (s *sender) queuedLocked() int { return len(s.buf) + s.inflight }
+
+// checkStall looks again at a client that was over its limit.
+func (s *sender) checkStall() {
+	s.mu.Lock()
+	s.stallCheck = nil
+	var err error
+	if s.err == nil && !s.closing && s.queuedLocked() > s.limit {
+		err = s.overLimitLocked(time.Now())
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.kick()
+		s.stop(err)
+	}
+}
+
+// writeChunk bounds one write call, so that progress is seen per chunk: a
+// slow reader keeps taking chunks, a stalled one leaves one waiting.
+const writeChunk = 64 << 10
+
+// write writes out in chunks, each bounded by the write timeout, noting
+// when the one in progress began.
+func (s *sender) write(out []byte) error {
+	s.mu.Lock()
+	s.inflight = len(out)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.writingSince, s.inflight = time.Time{}, 0
+		s.mu.Unlock()
+	}()
+	for len(out) > 0 {
+		n := min(len(out), writeChunk)
+		now := time.Now()
+		s.mu.Lock()
+		s.writingSince = now
+		s.mu.Unlock()
+		_ = s.c.SetWriteDeadline(now.Add(s.timeout))
+		if _, err := s.c.Write(out[:n]); err != nil {
+			return err
+		}
+		out = out[n:]
+		s.mu.Lock()
+		s.inflight = len(out)
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // stop reports, once, why the client must go.
@@ -141,6 +222,10 @@ func (s *sender) finish(last *proto.Frame, grace time.Duration) {
 	}
 	s.closing = true
 	running := s.running
+	if s.stallCheck != nil {
+		s.stallCheck.Stop()
+		s.stallCheck = nil
+	}
 	s.mu.Unlock()
 	if !running {
 		return
@@ -179,8 +264,7 @@ func (s *sender) run() {
 				}
 				break
 			}
-			_ = s.c.SetWriteDeadline(time.Now().Add(s.timeout))
-			_, err := s.c.Write(out)
+			err := s.write(out)
 			s.mu.Lock()
 			if cap(out) <= 1<<20 {
 				s.spare = out[:0]

@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// startSender runs a sender on one end of a pipe and returns the other
+// end and the reason the sender cut its client off, once it does.
+func startSender(t *testing.T, limit int, stall time.Duration) (*sender, net.Conn, chan error) {
+	t.Helper()
+	agentEnd, clientEnd := net.Pipe()
+	t.Cleanup(func() { agentEnd.Close(); clientEnd.Close() })
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	s := newSender(agentEnd, limit, stall, time.Hour, done)
+	cut := make(chan error, 1)
+	goFunc := func(f func()) bool { go f(); return true }
+	if !s.start(goFunc, func(err error) { cut <- err }) {
+		t.Fatal("sender did not start")
+	}
+	t.Cleanup(func() { s.finish(nil, 0) })
+	return s, clientEnd, cut
+}
+
+func frame(n int) *proto.Frame {
+	return &proto.Frame{Type: proto.TypeInvoke, Seq: 1, Name: strings.Repeat("x", n)}
+}
+
+// A client that reads, however slowly, is let fall behind its limit; one
+// that stops reading is cut off after the stall time, and told why.
+func TestSenderSlowVersusStalled(t *testing.T) {
+	t.Run("slow", func(t *testing.T) {
+		s, c, cut := startSender(t, 64<<10, 500*time.Millisecond)
+		var read atomic.Int64
+		go func() { // 8 KiB every 20 ms: 400 KiB/s, slower than it is sent
+			buf := make([]byte, 8<<10)
+			for {
+				n, err := c.Read(buf)
+				read.Add(int64(n))
+				if err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		for range 200 { // 200 KiB, past the limit, under four times it
+			if err := s.send(frame(1000)); err != nil {
+				t.Fatalf("a slow reader was cut off: %v", err)
+			}
+		}
+		deadline := time.After(30 * time.Second)
+		for read.Load() < 200*1000 {
+			select {
+			case err := <-cut:
+				t.Fatalf("a slow reader was cut off: %v", err)
+			case <-deadline:
+				t.Fatalf("read %d bytes", read.Load())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})
+	t.Run("stalled", func(t *testing.T) {
+		s, c, cut := startSender(t, 64<<10, 200*time.Millisecond)
+		for range 100 { // 100 KiB, past the limit; nobody reads
+			_ = s.send(frame(1000))
+		}
+		var err error
+		select {
+		case err = <-cut:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a client that stopped reading was not cut off")
+		}
+		if !errors.Is(err, pmix.ErrOutOfResource) || !strings.Contains(err.Error(), "client not reading") {
+			t.Fatalf("cut off with %v", err)
+		}
+		if err := s.send(frame(10)); err == nil {
+			t.Fatal("a frame was queued for a client cut off")
+		}
+		// Reading again, it finds why after what was queued.
+		for {
+			f, err := proto.ReadFrame(c, proto.DefaultMaxFrame)
+			if err != nil {
+				t.Fatalf("no error frame: %v", err)
+			}
+			if f.Type == proto.TypeError {
+				if f.Status != pmix.ErrOutOfResource {
+					t.Fatalf("error frame %+v", f)
+				}
+				return
+			}
+		}
+	})
+}
