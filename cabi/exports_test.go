@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExports checks that the library defines every PMIx_* function that
+// Debian's OpenPMIx 4.2.2 libpmix.so.2 exports (testdata's list, taken
+// from `nm -D --defined-only`), so that a consumer that binds them all at
+// load time, as Open MPI's components do, loads.
+func TestExports(t *testing.T) {
+	nm, err := exec.LookPath("nm")
+	if err != nil {
+		t.Skipf("no nm: %v", err)
+	}
+	out, err := exec.Command(nm, "-D", "--defined-only", filepath.Join(libDir(t), "libpmix.so.2")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[1] == "T" {
+			defined[f[2]] = true
+		}
+	}
+	want, err := os.ReadFile("testdata/libpmix-4.2.2-exports.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sym := range strings.Fields(string(want)) {
+		if !defined[sym] {
+			t.Errorf("libpmix.so.2 does not define %s", sym)
+		}
+	}
+	soname, err := exec.Command("readelf", "-d", filepath.Join(libDir(t), "libpmix.so.2")).Output()
+	if err == nil && !strings.Contains(string(soname), "[libpmix.so.2]") {
+		t.Errorf("SONAME is not libpmix.so.2:\n%s", soname)
+	}
+}
