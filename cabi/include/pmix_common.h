@@ -1188,6 +1188,7 @@ PMIX_EXPORT pmix_status_t PMIx_Info_load(pmix_info_t *info, const char *key, con
                                          pmix_data_type_t type);
 PMIX_EXPORT pmix_status_t PMIx_Info_xfer(pmix_info_t *dest, const pmix_info_t *src);
 PMIX_EXPORT void PMIx_Data_array_destruct(pmix_data_array_t *d);
+PMIX_EXPORT void PMIx_Data_array_construct(pmix_data_array_t *p, size_t num, pmix_data_type_t type);
 PMIX_EXPORT void PMIx_Topology_destruct(pmix_topology_t *topo);
 PMIX_EXPORT void PMIx_Cpuset_destruct(pmix_cpuset_t *cpuset);
 PMIX_EXPORT void *PMIx_Info_list_start(void);
@@ -1451,25 +1452,7 @@ PMIX_EXPORT void PMIx_Info_list_release(void *ptr);
         }                                                         \
     } while (0)
 
-#define PMIX_DATA_ARRAY_CONSTRUCT(m, n, t)                                       \
-    do {                                                                         \
-        (m)->type = (t);                                                         \
-        (m)->size = (n);                                                         \
-        (m)->array = NULL;                                                       \
-        if (0 < (n)) {                                                           \
-            if (PMIX_INFO == (t)) {                                              \
-                PMIX_INFO_CREATE((m)->array, (n));                               \
-            } else if (PMIX_PROC == (t)) {                                       \
-                PMIX_PROC_CREATE((m)->array, (n));                               \
-            } else if (PMIX_VALUE == (t)) {                                      \
-                PMIX_VALUE_CREATE((m)->array, (n));                              \
-            } else if (PMIX_PDATA == (t)) {                                      \
-                PMIX_PDATA_CREATE((m)->array, (n));                              \
-            } else {                                                             \
-                (m)->array = calloc((n), 8);                                     \
-            }                                                                    \
-        }                                                                        \
-    } while (0)
+#define PMIX_DATA_ARRAY_CONSTRUCT(m, n, t) PMIx_Data_array_construct((m), (n), (t))
 #define PMIX_DATA_ARRAY_CREATE(m, n, t)                                          \
     do {                                                                         \
         (m) = (pmix_data_array_t *)pmix_malloc(sizeof(pmix_data_array_t));       \
