@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+)
+
+// The end-to-end tests run C programs linked against libpmix.so.2 under
+// agents of an agenttest world: Detached jobs, each rank a subprocess
+// launched with World.Env's environment.
+
+// started is a C program running in the background.
+type started struct {
+	cmd    *exec.Cmd
+	out    *bufio.Reader
+	rest   bytes.Buffer // what was read after the line waited for
+	stderr bytes.Buffer
+	done   chan error
+}
+
+// start starts bin with env and waits until it prints the line ready.
+func start(t *testing.T, ctx context.Context, bin string, env map[string]string, ready string, args ...string) *started {
+	t.Helper()
+	s := &started{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan error, 1)}
+	s.cmd.Env = cmdEnv(t, env)
+	s.cmd.Stderr = &s.stderr
+	pipe, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.cmd.Process.Kill(); <-s.done })
+	s.out = bufio.NewReader(pipe)
+	var seen strings.Builder
+	for {
+		line, err := s.out.ReadString('\n')
+		seen.WriteString(line)
+		if strings.TrimSpace(line) == ready {
+			break
+		}
+		if err != nil {
+			err = s.cmd.Wait()
+			s.done <- err
+			t.Fatalf("%s exited before %q: %v\nstdout:\n%s\nstderr:\n%s", bin, ready, err, seen.String(), s.stderr.String())
+		}
+	}
+	go func() {
+		_, _ = io.Copy(&s.rest, s.out)
+		s.done <- s.cmd.Wait()
+	}()
+	return s
+}
+
+// wait waits for the program to exit and returns the rest of its output.
+func (s *started) wait(t *testing.T) string {
+	t.Helper()
+	err := <-s.done
+	s.done <- err // for the cleanup
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, s.rest.String(), s.stderr.String())
+	}
+	return s.rest.String()
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestEvents registers three handlers from C (LAST, FIRST and a default
+// one, the last without blocking) in a process on one node, and notifies
+// three events from a C process on another: every event reaches the
+// handlers in chain order, the events arrive in the order notified, a
+// handler completing from another thread passes its results down the
+// chain, and a blocking call made inside a handler returns
+// PMIX_ERR_WOULD_BLOCK instead of deadlocking.
+func TestEvents(t *testing.T) {
+	for _, h := range headers(t) {
+		t.Run(h.name, func(t *testing.T) {
+			bin := compile(t, "events.c", h, true)
+			w := agenttest.Start(t, agenttest.Spec{
+				Clusters: []agenttest.Cluster{{ID: "A"}},
+				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "capp", Nodes: []string{"n1", "n2"}, Detached: true}},
+			})
+			ctx := testContext(t)
+			listener := start(t, ctx, bin, w.Env("A:capp.0"), "ready", "listen")
+			if out := run(t, ctx, bin, w.Env("A:capp.1"), "notify"); !strings.Contains(out, "notified") {
+				t.Fatalf("notifier: %s", out)
+			}
+			out := listener.wait(t)
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if strings.HasPrefix(line, "FAIL") {
+					t.Error(line)
+				}
+				if strings.HasPrefix(line, "event ") {
+					got = append(got, line)
+				}
+			}
+			// The agent runs the chains of different events side by side:
+			// each chain keeps its order, and the first handler of every
+			// chain sees the events in the order they were notified.
+			pos := map[string]int{}
+			for i, line := range got {
+				pos[line] = i
+			}
+			var firsts []string
+			for _, line := range got {
+				if strings.HasPrefix(line, "event first ") {
+					firsts = append(firsts, strings.Fields(line)[2])
+				}
+			}
+			if strings.Join(firsts, " ") != "-3001 -3002 -3003" {
+				t.Errorf("the first handler saw %v, want -3001 -3002 -3003", firsts)
+			}
+			for _, code := range []string{"-3001", "-3002", "-3003"} {
+				chain := []string{
+					"event first " + code + " capp.1",
+					"event middle " + code + " capp.1",
+					"event last " + code + " capp.1 text=n" + code[1:] + " middle.saw=1",
+				}
+				for i, line := range chain {
+					p, ok := pos[line]
+					if !ok {
+						t.Errorf("missing %q in:\n%s", line, strings.Join(got, "\n"))
+					} else if i > 0 && p < pos[chain[i-1]] {
+						t.Errorf("%q ran before %q", line, chain[i-1])
+					}
+				}
+			}
+			if len(got) != 9 {
+				t.Errorf("%d handler invocations, want 9:\n%s", len(got), strings.Join(got, "\n"))
+			}
+			if n := strings.Count(out, "publish-in-handler -15"); n != 3 {
+				t.Errorf("a blocking publish inside a handler returned PMIX_ERR_WOULD_BLOCK %d times, want 3:\n%s", n, out)
+			}
+		})
+	}
+}
