@@ -148,3 +148,42 @@ func TestEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestRendezvous has two C processes on different nodes meet through
+// publish/lookup: the client waits (PMIX_WAIT) for data the server
+// publishes after it started, reads a second key with PMIx_Lookup_nb,
+// answers with PMIx_Publish_nb, which the server is waiting for, and both
+// unpublish.
+func TestRendezvous(t *testing.T) {
+	for _, h := range headers(t) {
+		t.Run(h.name, func(t *testing.T) {
+			bin := compile(t, "rendezvous.c", h, true)
+			w := agenttest.Start(t, agenttest.Spec{
+				Clusters: []agenttest.Cluster{{ID: "A"}},
+				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "rdv", Nodes: []string{"n1", "n2"}, Detached: true}},
+			})
+			ctx := testContext(t)
+			client := start(t, ctx, bin, w.Env("A:rdv.1"), "waiting", "client")
+			server := start(t, ctx, bin, w.Env("A:rdv.0"), "published", "server")
+			cout, sout := client.wait(t), server.wait(t)
+			for _, want := range []string{
+				"lookup svc.uri=tcp://svc:4711 from rdv.0",
+				"lookup_nb svc.port=4711 from rdv.0",
+				"unpublish_nb 0",
+				"lookup-after-unpublish -46",
+			} {
+				if !strings.Contains(cout, want+"\n") {
+					t.Errorf("client output lacks %q:\n%s", want, cout)
+				}
+			}
+			for _, want := range []string{"answer hello from rdv.1", "unpublish 0"} {
+				if !strings.Contains(sout, want+"\n") {
+					t.Errorf("server output lacks %q:\n%s", want, sout)
+				}
+			}
+			if strings.Contains(cout+sout, "FAIL") {
+				t.Errorf("client:\n%s\nserver:\n%s", cout, sout)
+			}
+		})
+	}
+}
