@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os/exec"
 	"strings"
@@ -185,5 +186,45 @@ func TestRendezvous(t *testing.T) {
 				t.Errorf("client:\n%s\nserver:\n%s", cout, sout)
 			}
 		})
+	}
+}
+
+// TestAbort: PMIx_Abort with no procs tells the caller's namespace
+// (PMIX_ERR_PROC_REQUESTED_ABORT, -8, with its message) and ends the
+// caller with the status given.
+func TestAbort(t *testing.T) {
+	h := headers(t)[0]
+	bin := compile(t, "abort.c", h, true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ab", Nodes: []string{"n1", "n2"}, Detached: true}},
+	})
+	ctx := testContext(t)
+	watcher := start(t, ctx, bin, w.Env("A:ab.0"), "ready", "watch")
+	cmd := exec.CommandContext(ctx, bin, "abort")
+	cmd.Env = cmdEnv(t, w.Env("A:ab.1"))
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("the aborting process ended with %v, want exit status 3; output:\n%s", err, out)
+	}
+	if got := watcher.wait(t); !strings.Contains(got, "event -8 from ab.1 text=bye\n") {
+		t.Errorf("watcher output:\n%s", got)
+	}
+}
+
+// TestThreads has eight C threads register, notify PROC_LOCAL, deregister
+// and initialise/finalize (nested) at once, fifty times each: every entry
+// point is safe from any thread.
+func TestThreads(t *testing.T) {
+	h := headers(t)[0]
+	bin := compile(t, "threads.c", h, true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "thr", Nodes: []string{"n1"}, Detached: true}},
+	})
+	out := run(t, testContext(t), bin, w.Env("A:thr.0"))
+	if strings.Contains(out, "FAIL") || !strings.Contains(out, "finalize 0\ninitialized 0\n") {
+		t.Errorf("output:\n%s", out)
 	}
 }
