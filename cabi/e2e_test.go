@@ -154,7 +154,8 @@ func TestEvents(t *testing.T) {
 // publish/lookup: the client waits (PMIX_WAIT) for data the server
 // publishes after it started, reads a second key with PMIx_Lookup_nb,
 // answers with PMIx_Publish_nb, which the server is waiting for, and both
-// unpublish.
+// unpublish (the client a scratch key only: the server may still be
+// waiting for its answer).
 func TestRendezvous(t *testing.T) {
 	for _, h := range headers(t) {
 		t.Run(h.name, func(t *testing.T) {

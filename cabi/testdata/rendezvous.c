@@ -1,8 +1,8 @@
 /* rendezvous.c: "server" publishes where it can be reached and waits
  * (PMIX_WAIT) for the client's answer; "client", started first, waits for
  * the server's data with a blocking PMIX_WAIT lookup, reads a second key
- * with PMIx_Lookup_nb, publishes its answer without blocking and
- * unpublishes everything. Each prints what it found. */
+ * with PMIx_Lookup_nb, publishes its answer and a scratch key without
+ * blocking, and unpublishes the scratch key. Each prints what it found. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,7 +102,8 @@ static int client(void)
     pmix_pdata_t pd;
     pmix_status_t rc;
     char *keys[] = {"svc.port", NULL};
-    pmix_info_t answer;
+    pmix_info_t *answer, wait;
+    int all = 0;
 
     printf("waiting\n");
     fflush(stdout);
@@ -114,20 +115,27 @@ static int client(void)
     printf("lookup %s=%s from %s.%u\n", pd.key, pd.value.data.string, pd.proc.nspace, pd.proc.rank);
     PMIX_PDATA_DESTRUCT(&pd);
 
-    rc = PMIx_Lookup_nb(keys, NULL, 0, lookupcb, NULL);
+    /* the keys of one publish become visible one by one: wait for this
+     * one too */
+    PMIX_INFO_LOAD(&wait, PMIX_WAIT, &all, PMIX_INT);
+    rc = PMIx_Lookup_nb(keys, &wait, 1, lookupcb, NULL);
+    PMIX_INFO_DESTRUCT(&wait);
     if (PMIX_SUCCESS != rc || PMIX_SUCCESS != wait_done()) {
         printf("FAIL lookup_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
 
-    PMIX_INFO_LOAD(&answer, "client.answer", "hello", PMIX_STRING);
-    rc = PMIx_Publish_nb(&answer, 1, opcb, NULL);
-    PMIX_INFO_DESTRUCT(&answer);
+    PMIX_INFO_CREATE(answer, 2);
+    PMIX_INFO_LOAD(&answer[0], "client.answer", "hello", PMIX_STRING);
+    PMIX_INFO_LOAD(&answer[1], "client.scratch", "x", PMIX_STRING);
+    rc = PMIx_Publish_nb(answer, 2, opcb, NULL);
+    PMIX_INFO_FREE(answer, 2);
     if (PMIX_SUCCESS != rc || PMIX_SUCCESS != (rc = wait_done())) {
         printf("FAIL publish_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
-    keys[0] = "client.answer";
+    /* the server may still be waiting for client.answer: drop the other */
+    keys[0] = "client.scratch";
     rc = PMIx_Unpublish_nb(keys, NULL, 0, opcb, NULL);
     if (PMIX_SUCCESS == rc) {
         rc = wait_done();
@@ -135,7 +143,7 @@ static int client(void)
     printf("unpublish_nb %d\n", rc);
     /* gone now: a lookup that does not wait finds nothing */
     PMIX_PDATA_CONSTRUCT(&pd);
-    PMIX_LOAD_KEY(pd.key, "client.answer");
+    PMIX_LOAD_KEY(pd.key, "client.scratch");
     printf("lookup-after-unpublish %d\n", PMIx_Lookup(&pd, 1, NULL, 0));
     return 0;
 }
