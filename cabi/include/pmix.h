@@ -205,6 +205,49 @@ PMIX_EXPORT pmix_query_t *PMIx_Query_create(size_t n);
 PMIX_EXPORT void PMIx_Query_free(pmix_query_t *p, size_t n);
 PMIX_EXPORT void PMIx_Query_release(pmix_query_t *p);
 
+PMIX_EXPORT void PMIx_App_info_create(pmix_app_t *p, size_t n);
+PMIX_EXPORT void PMIx_Query_qualifiers_create(pmix_query_t *p, size_t n);
+PMIX_EXPORT void PMIx_Topology_construct(pmix_topology_t *t);
+PMIX_EXPORT pmix_topology_t *PMIx_Topology_create(size_t n);
+PMIX_EXPORT void PMIx_Topology_free(pmix_topology_t *t, size_t n);
+PMIX_EXPORT void PMIx_Cpuset_construct(pmix_cpuset_t *c);
+PMIX_EXPORT pmix_cpuset_t *PMIx_Cpuset_create(size_t n);
+PMIX_EXPORT void PMIx_Cpuset_free(pmix_cpuset_t *c, size_t n);
+PMIX_EXPORT void PMIx_Coord_construct(pmix_coord_t *m);
+PMIX_EXPORT void PMIx_Coord_destruct(pmix_coord_t *m);
+PMIX_EXPORT pmix_coord_t *PMIx_Coord_create(size_t dims, size_t number);
+PMIX_EXPORT void PMIx_Coord_free(pmix_coord_t *m, size_t number);
+PMIX_EXPORT void PMIx_Geometry_construct(pmix_geometry_t *p);
+PMIX_EXPORT void PMIx_Geometry_destruct(pmix_geometry_t *p);
+PMIX_EXPORT pmix_geometry_t *PMIx_Geometry_create(size_t n);
+PMIX_EXPORT void PMIx_Geometry_free(pmix_geometry_t *p, size_t n);
+PMIX_EXPORT void PMIx_Device_distance_construct(pmix_device_distance_t *p);
+PMIX_EXPORT void PMIx_Device_distance_destruct(pmix_device_distance_t *p);
+PMIX_EXPORT pmix_device_distance_t *PMIx_Device_distance_create(size_t n);
+PMIX_EXPORT void PMIx_Device_distance_free(pmix_device_distance_t *p, size_t n);
+PMIX_EXPORT void PMIx_Endpoint_construct(pmix_endpoint_t *p);
+PMIX_EXPORT void PMIx_Endpoint_destruct(pmix_endpoint_t *p);
+PMIX_EXPORT pmix_endpoint_t *PMIx_Endpoint_create(size_t n);
+PMIX_EXPORT void PMIx_Endpoint_free(pmix_endpoint_t *p, size_t n);
+PMIX_EXPORT void PMIx_Proc_info_construct(pmix_proc_info_t *p);
+PMIX_EXPORT void PMIx_Proc_info_destruct(pmix_proc_info_t *p);
+PMIX_EXPORT pmix_proc_info_t *PMIx_Proc_info_create(size_t n);
+PMIX_EXPORT void PMIx_Proc_info_free(pmix_proc_info_t *p, size_t n);
+PMIX_EXPORT void PMIx_Regattr_construct(pmix_regattr_t *p);
+PMIX_EXPORT void PMIx_Regattr_destruct(pmix_regattr_t *p);
+PMIX_EXPORT pmix_regattr_t *PMIx_Regattr_create(size_t n);
+PMIX_EXPORT void PMIx_Regattr_free(pmix_regattr_t *p, size_t n);
+PMIX_EXPORT void PMIx_Regattr_load(pmix_regattr_t *info, const char *name, const char *key,
+                                   pmix_data_type_t type, const char *description);
+PMIX_EXPORT void PMIx_Regattr_xfer(pmix_regattr_t *dest, const pmix_regattr_t *src);
+PMIX_EXPORT void PMIx_Fabric_construct(pmix_regattr_t *p);
+PMIX_EXPORT void PMIx_Data_buffer_construct(pmix_data_buffer_t *b);
+PMIX_EXPORT void PMIx_Data_buffer_destruct(pmix_data_buffer_t *b);
+PMIX_EXPORT pmix_data_buffer_t *PMIx_Data_buffer_create(void);
+PMIX_EXPORT void PMIx_Data_buffer_release(pmix_data_buffer_t *b);
+PMIX_EXPORT void PMIx_Data_buffer_load(pmix_data_buffer_t *b, char *bytes, size_t sz);
+PMIX_EXPORT void PMIx_Data_buffer_unload(pmix_data_buffer_t *b, char **bytes, size_t *sz);
+
 #ifdef __cplusplus
 }
 #endif
