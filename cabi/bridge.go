@@ -313,7 +313,8 @@ func goPMIx_Lookup(data *C.pmix_pdata_t, ndata C.size_t, info *C.pmix_info_t, ni
 }
 
 // fillPData puts each value found into the first entry of pd with its key
-// that has none yet.
+// that has none yet. A found key of another cluster's publisher comes with
+// its "cluster:nspace" as the proc's nspace.
 func fillPData(pd []C.pmix_pdata_t, found []client.PData) {
 	filled := make([]bool, len(pd))
 	for _, f := range found {
@@ -323,7 +324,8 @@ func fillPData(pd []C.pmix_pdata_t, found []client.PData) {
 			}
 			filled[i] = true
 			putProc(&pd[i].proc, f.Proc)
-			C.PMIx_Value_destruct(&pd[i].value)
+			// Overwritten, not destructed, as OpenPMIx does: the caller
+			// may not have constructed the value.
 			putValue(&pd[i].value, f.Value)
 			break
 		}
