@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,7 +19,7 @@ func TestSingleton(t *testing.T) {
 			got := lines(run(t, t.Context(), bin, nil))
 			want := map[string]string{
 				"init": "-25", "rank": "0", "publish": "-25", "register": "0", "deregister": "0",
-				"get": "-47", "finalize": "0",
+				"get": "-47", "finalize": "0", "pmixbus": "1",
 				"error_string": "UNREACHABLE", "range_string": "AVAIL TO PROCESSES IN SAME ALLOCATION ONLY",
 			}
 			for k, v := range want {
@@ -29,6 +31,29 @@ func TestSingleton(t *testing.T) {
 				t.Errorf("nspace = %q, want singleton.<host>.<pid>", got["nspace"])
 			}
 		})
+	}
+}
+
+// TestUnmodifiedBinary builds a program as a user of Debian's libpmix-dev
+// would — its headers, linked against its library with a RUNPATH, as
+// pkg-config's flags give — and runs it with pmixbus's library first on
+// LD_LIBRARY_PATH: the binary loads pmixbus's library unrebuilt.
+func TestUnmodifiedBinary(t *testing.T) {
+	hs := headers(t)
+	if len(hs) < 2 {
+		t.Skip("Debian's libpmix-dev is not installed")
+	}
+	cc := needCC(t)
+	debLib := filepath.Join(filepath.Dir(debianInclude), "lib")
+	bin := filepath.Join(t.TempDir(), "singleton-openpmix")
+	args := []string{"-I", debianInclude, "testdata/singleton.c", "-o", bin,
+		"-L", debLib, "-Wl,-rpath", "-Wl," + debLib, "-Wl,--enable-new-dtags", "-lpmix"}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+	}
+	got := lines(run(t, t.Context(), bin, nil))
+	if got["pmixbus"] != "1" || got["init"] != "-25" || got["get"] != "-47" {
+		t.Errorf("the binary did not run on pmixbus's library: %v", got)
 	}
 }
 

@@ -99,6 +99,7 @@ int main(void)
     printf("deregister %d\n", PMIx_Deregister_event_handler((size_t)rc, NULL, NULL));
     printf("get %d\n", PMIx_Get(&me, PMIX_JOB_SIZE, NULL, 0, &val));
     printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    printf("pmixbus %d\n", NULL != strstr(PMIx_Get_version(), "pmixbus"));
     CHECK(0 == PMIx_Initialized(), "initialized after finalize");
     return failed;
 }
