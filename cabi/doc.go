@@ -4,7 +4,7 @@
 // It is built as a shared library, never run:
 //
 //	go build -buildmode=c-shared \
-//		-ldflags=-extldflags=-Wl,-soname,libpmix.so.2 \
+//		-ldflags="-extldflags '-Wl,-soname,libpmix.so.2 -Wl,--version-script=$PWD/cabi/libpmix.map'" \
 //		-o lib/libpmix.so.2 ./cabi
 //
 //	gcc -I cabi/include prog.c -L lib -l:libpmix.so.2 -o prog

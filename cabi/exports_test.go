@@ -13,7 +13,8 @@ import (
 // from `nm -D --defined-only`), so that a consumer that binds them all at
 // load time, as Open MPI's components do, loads; and the helper functions
 // that the macros of 4.2.3+ headers call (testdata/helpers-4.2.3.txt; the
-// statistics structures of later versions excepted).
+// statistics structures of later versions excepted); and nothing else:
+// the Go and cgo symbols stay inside.
 func TestExports(t *testing.T) {
 	nm, err := exec.LookPath("nm")
 	if err != nil {
@@ -38,6 +39,11 @@ func TestExports(t *testing.T) {
 			if !defined[sym] {
 				t.Errorf("libpmix.so.2 does not define %s (%s)", sym, list)
 			}
+		}
+	}
+	for sym := range defined {
+		if !strings.HasPrefix(sym, "PMIx_") {
+			t.Errorf("libpmix.so.2 exports %s: only PMIx_* should be (libpmix.map)", sym)
 		}
 	}
 	soname, err := exec.Command("readelf", "-d", filepath.Join(libDir(t), "libpmix.so.2")).Output()

@@ -49,8 +49,13 @@ func libDir(t *testing.T) string {
 		out := filepath.Join(lib.dir, "libpmix.so.2")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		abs, err := filepath.Abs("libpmix.map")
+		if err != nil {
+			lib.err = err
+			return
+		}
 		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared",
-			"-ldflags=-extldflags=-Wl,-soname,libpmix.so.2", "-o", out, ".")
+			"-ldflags=-extldflags '-Wl,-soname,libpmix.so.2 -Wl,--version-script="+abs+"'", "-o", out, ".")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			lib.err = fmt.Errorf("building libpmix.so.2: %v\n%s", err, b)
 			return
