@@ -6,7 +6,7 @@
 #define _GNU_SOURCE /* asprintf, strndup, strcasecmp */
 #include <stdio.h>
 
-#include "pmix.h"
+#include "objects.h"
 #include "errors_table.h"
 
 PMIX_EXPORT const char *PMIx_Get_version(void)
@@ -524,47 +524,31 @@ PMIX_EXPORT pmix_status_t PMIx_Setenv(const char *name, const char *value, bool 
 
 /* ---- constructors and destructors of the other structures ---- */
 
-PMIX_EXPORT void PMIx_Pdata_construct(pmix_pdata_t *p)
-{
+OBJECT_FUNCS(Pdata, pmix_pdata_t, PMIx_Value_destruct(&p->value))
+OBJECT_FUNCS(Byte_object, pmix_byte_object_t, {
+    free(p->bytes);
+    p->bytes = NULL;
+    p->size = 0;
+})
+OBJECT_FUNCS(Envar, pmix_envar_t, {
+    free(p->envar);
+    free(p->value);
     memset(p, 0, sizeof(*p));
-    p->value.type = PMIX_UNDEF;
-}
-PMIX_EXPORT void PMIx_Pdata_destruct(pmix_pdata_t *p) { PMIx_Value_destruct(&p->value); }
-PMIX_EXPORT pmix_pdata_t *PMIx_Pdata_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_pdata_t)); }
-PMIX_EXPORT void PMIx_Pdata_free(pmix_pdata_t *p, size_t n)
-{
-    size_t i;
-    if (NULL == p) {
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        PMIx_Pdata_destruct(&p[i]);
-    }
-    free(p);
-}
+})
+OBJECT_FUNCS(App, pmix_app_t, {
+    free(p->cmd);
+    PMIx_Argv_free(p->argv);
+    PMIx_Argv_free(p->env);
+    free(p->cwd);
+    PMIx_Info_free(p->info, p->ninfo);
+    memset(p, 0, sizeof(*p));
+})
+OBJECT_FUNCS(Query, pmix_query_t, {
+    PMIx_Argv_free(p->keys);
+    PMIx_Info_free(p->qualifiers, p->nqual);
+    memset(p, 0, sizeof(*p));
+})
 
-PMIX_EXPORT void PMIx_Byte_object_construct(pmix_byte_object_t *b) { memset(b, 0, sizeof(*b)); }
-PMIX_EXPORT void PMIx_Byte_object_destruct(pmix_byte_object_t *b)
-{
-    free(b->bytes);
-    b->bytes = NULL;
-    b->size = 0;
-}
-PMIX_EXPORT pmix_byte_object_t *PMIx_Byte_object_create(size_t n)
-{
-    return 0 == n ? NULL : calloc(n, sizeof(pmix_byte_object_t));
-}
-PMIX_EXPORT void PMIx_Byte_object_free(pmix_byte_object_t *b, size_t n)
-{
-    size_t i;
-    if (NULL == b) {
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        PMIx_Byte_object_destruct(&b[i]);
-    }
-    free(b);
-}
 /* takes d as it is: the object now owns it */
 PMIX_EXPORT void PMIx_Byte_object_load(pmix_byte_object_t *b, char *d, size_t sz)
 {
@@ -572,25 +556,6 @@ PMIX_EXPORT void PMIx_Byte_object_load(pmix_byte_object_t *b, char *d, size_t sz
     b->size = sz;
 }
 
-PMIX_EXPORT void PMIx_Envar_construct(pmix_envar_t *e) { memset(e, 0, sizeof(*e)); }
-PMIX_EXPORT void PMIx_Envar_destruct(pmix_envar_t *e)
-{
-    free(e->envar);
-    free(e->value);
-    memset(e, 0, sizeof(*e));
-}
-PMIX_EXPORT pmix_envar_t *PMIx_Envar_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_envar_t)); }
-PMIX_EXPORT void PMIx_Envar_free(pmix_envar_t *e, size_t n)
-{
-    size_t i;
-    if (NULL == e) {
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        PMIx_Envar_destruct(&e[i]);
-    }
-    free(e);
-}
 PMIX_EXPORT void PMIx_Envar_load(pmix_envar_t *e, char *var, char *value, char separator)
 {
     e->envar = NULL == var ? NULL : strdup(var);
@@ -598,47 +563,5 @@ PMIX_EXPORT void PMIx_Envar_load(pmix_envar_t *e, char *var, char *value, char s
     e->separator = separator;
 }
 
-PMIX_EXPORT void PMIx_App_construct(pmix_app_t *p) { memset(p, 0, sizeof(*p)); }
-PMIX_EXPORT void PMIx_App_destruct(pmix_app_t *p)
-{
-    free(p->cmd);
-    PMIx_Argv_free(p->argv);
-    PMIx_Argv_free(p->env);
-    free(p->cwd);
-    PMIx_Info_free(p->info, p->ninfo);
-    memset(p, 0, sizeof(*p));
-}
-PMIX_EXPORT pmix_app_t *PMIx_App_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_app_t)); }
-PMIX_EXPORT void PMIx_App_free(pmix_app_t *p, size_t n)
-{
-    size_t i;
-    if (NULL == p) {
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        PMIx_App_destruct(&p[i]);
-    }
-    free(p);
-}
 PMIX_EXPORT void PMIx_App_release(pmix_app_t *p) { PMIx_App_free(p, 1); }
-
-PMIX_EXPORT void PMIx_Query_construct(pmix_query_t *p) { memset(p, 0, sizeof(*p)); }
-PMIX_EXPORT void PMIx_Query_destruct(pmix_query_t *p)
-{
-    PMIx_Argv_free(p->keys);
-    PMIx_Info_free(p->qualifiers, p->nqual);
-    memset(p, 0, sizeof(*p));
-}
-PMIX_EXPORT pmix_query_t *PMIx_Query_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_query_t)); }
-PMIX_EXPORT void PMIx_Query_free(pmix_query_t *p, size_t n)
-{
-    size_t i;
-    if (NULL == p) {
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        PMIx_Query_destruct(&p[i]);
-    }
-    free(p);
-}
 PMIX_EXPORT void PMIx_Query_release(pmix_query_t *p) { PMIx_Query_free(p, 1); }

@@ -5,26 +5,7 @@
  * info, registered attributes), for programs built with 4.2.3+ headers,
  * whose macros call these. Everything is malloc'd, as the macros expect.
  */
-#include "pmix.h"
-
-#define OBJECT_FUNCS(Name, type, destruct_body)                                  \
-    PMIX_EXPORT void PMIx_##Name##_construct(type *p) { memset(p, 0, sizeof(*p)); } \
-    PMIX_EXPORT void PMIx_##Name##_destruct(type *p) { destruct_body; }          \
-    PMIX_EXPORT type *PMIx_##Name##_create(size_t n)                             \
-    {                                                                            \
-        return 0 == n ? NULL : calloc(n, sizeof(type));                          \
-    }                                                                            \
-    PMIX_EXPORT void PMIx_##Name##_free(type *p, size_t n)                       \
-    {                                                                            \
-        size_t i;                                                                \
-        if (NULL == p) {                                                         \
-            return;                                                              \
-        }                                                                        \
-        for (i = 0; i < n; i++) {                                                \
-            PMIx_##Name##_destruct(&p[i]);                                       \
-        }                                                                        \
-        free(p);                                                                 \
-    }
+#include "objects.h"
 
 /* PMIx_Topology_destruct and PMIx_Cpuset_destruct are in values.c: 4.2.2's
  * macros call them already. */
