@@ -7,28 +7,18 @@
  */
 #include "objects.h"
 
-/* PMIx_Topology_destruct and PMIx_Cpuset_destruct are in values.c: 4.2.2's
- * macros call them already. */
-PMIX_EXPORT void PMIx_Topology_construct(pmix_topology_t *t) { memset(t, 0, sizeof(*t)); }
-PMIX_EXPORT pmix_topology_t *PMIx_Topology_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_topology_t)); }
-PMIX_EXPORT void PMIx_Topology_free(pmix_topology_t *t, size_t n)
-{
-    size_t i;
-    for (i = 0; NULL != t && i < n; i++) {
-        PMIx_Topology_destruct(&t[i]);
-    }
-    free(t);
-}
-PMIX_EXPORT void PMIx_Cpuset_construct(pmix_cpuset_t *c) { memset(c, 0, sizeof(*c)); }
-PMIX_EXPORT pmix_cpuset_t *PMIx_Cpuset_create(size_t n) { return 0 == n ? NULL : calloc(n, sizeof(pmix_cpuset_t)); }
-PMIX_EXPORT void PMIx_Cpuset_free(pmix_cpuset_t *c, size_t n)
-{
-    size_t i;
-    for (i = 0; NULL != c && i < n; i++) {
-        PMIx_Cpuset_destruct(&c[i]);
-    }
-    free(c);
-}
+/* 4.2.2's PMIX_TOPOLOGY_DESTRUCT and PMIX_CPUSET_DESTRUCT call these
+ * destructors already. */
+OBJECT_FUNCS(Topology, pmix_topology_t, {
+    free(p->source);
+    p->source = NULL;
+    p->topology = NULL;
+})
+OBJECT_FUNCS(Cpuset, pmix_cpuset_t, {
+    free(p->source);
+    p->source = NULL;
+    p->bitmap = NULL;
+})
 
 PMIX_EXPORT void PMIx_Coord_construct(pmix_coord_t *m) { memset(m, 0, sizeof(*m)); }
 PMIX_EXPORT void PMIx_Coord_destruct(pmix_coord_t *m)

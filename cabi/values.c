@@ -835,23 +835,3 @@ PMIX_EXPORT void PMIx_Info_list_release(void *ptr)
     }
     free(l);
 }
-
-/* ---- objects pmixbus does not interpret ---- */
-
-PMIX_EXPORT void PMIx_Topology_destruct(pmix_topology_t *topo)
-{
-    if (NULL != topo) {
-        free(topo->source);
-        topo->source = NULL;
-        topo->topology = NULL;
-    }
-}
-
-PMIX_EXPORT void PMIx_Cpuset_destruct(pmix_cpuset_t *cpuset)
-{
-    if (NULL != cpuset) {
-        free(cpuset->source);
-        cpuset->source = NULL;
-        cpuset->bitmap = NULL;
-    }
-}
