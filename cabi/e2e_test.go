@@ -24,17 +24,21 @@ type started struct {
 	out    *bufio.Reader
 	rest   bytes.Buffer // what was read after the line waited for
 	stderr bytes.Buffer
+	stdin  io.WriteCloser // closed by wait: a program may wait for its EOF
 	done   chan error
 }
 
 // start starts bin with env and waits until it prints the line ready.
-func start(t *testing.T, ctx context.Context, bin string, env map[string]string, ready string, args ...string) *started {
+func start(t testing.TB, ctx context.Context, bin string, env map[string]string, ready string, args ...string) *started {
 	t.Helper()
 	s := &started{cmd: exec.CommandContext(ctx, bin, args...), done: make(chan error, 1)}
 	s.cmd.Env = cmdEnv(t, env)
 	s.cmd.Stderr = &s.stderr
 	pipe, err := s.cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.cmd.Start(); err != nil {
@@ -63,8 +67,9 @@ func start(t *testing.T, ctx context.Context, bin string, env map[string]string,
 }
 
 // wait waits for the program to exit and returns the rest of its output.
-func (s *started) wait(t *testing.T) string {
+func (s *started) wait(t testing.TB) string {
 	t.Helper()
+	_ = s.stdin.Close()
 	err := <-s.done
 	s.done <- err // for the cleanup
 	if err != nil {

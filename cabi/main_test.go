@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 // libDir builds the library on first use and returns its directory.
-func libDir(t *testing.T) string {
+func libDir(t testing.TB) string {
 	t.Helper()
 	needCC(t)
 	lib.once.Do(func() {
@@ -69,7 +69,7 @@ func libDir(t *testing.T) string {
 	return lib.dir
 }
 
-func needCC(t *testing.T) string {
+func needCC(t testing.TB) string {
 	t.Helper()
 	if !cgoEnabled {
 		t.Skip("cgo is disabled: libpmix.so.2 cannot be built")
@@ -91,7 +91,7 @@ type header struct {
 }
 
 // headers returns this package's headers, and Debian's when installed.
-func headers(t *testing.T) []header {
+func headers(t testing.TB) []header {
 	hs := []header{{"pmixbus", "include"}}
 	if _, err := os.Stat(filepath.Join(debianInclude, "pmix.h")); err == nil {
 		hs = append(hs, header{"openpmix-4.2.2", debianInclude})
@@ -103,7 +103,7 @@ func headers(t *testing.T) []header {
 
 // compile builds testdata/src against the headers h, linked with
 // -lpmix against the library when link is set, and returns the binary.
-func compile(t *testing.T, src string, h header, link bool) string {
+func compile(t testing.TB, src string, h header, link bool) string {
 	t.Helper()
 	cc := needCC(t)
 	abs, err := filepath.Abs(h.dir)
@@ -129,7 +129,7 @@ func compile(t *testing.T, src string, h header, link bool) string {
 
 // cmdEnv is the environment of a test program: this process's without any
 // PMIx identity, the library first on LD_LIBRARY_PATH, and extra.
-func cmdEnv(t *testing.T, extra map[string]string) []string {
+func cmdEnv(t testing.TB, extra map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "PMIX") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
@@ -145,7 +145,7 @@ func cmdEnv(t *testing.T, extra map[string]string) []string {
 }
 
 // run runs bin to completion and returns its standard output.
-func run(t *testing.T, ctx context.Context, bin string, env map[string]string, args ...string) string {
+func run(t testing.TB, ctx context.Context, bin string, env map[string]string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = cmdEnv(t, env)
