@@ -105,49 +105,7 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("notifier: %s", out)
 			}
 			out := listener.wait(t)
-			var got []string
-			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-				if strings.HasPrefix(line, "FAIL") {
-					t.Error(line)
-				}
-				if strings.HasPrefix(line, "event ") {
-					got = append(got, line)
-				}
-			}
-			// The agent runs the chains of different events side by side:
-			// each chain keeps its order, and the first handler of every
-			// chain sees the events in the order they were notified.
-			pos := map[string]int{}
-			for i, line := range got {
-				pos[line] = i
-			}
-			var firsts []string
-			for _, line := range got {
-				if strings.HasPrefix(line, "event first ") {
-					firsts = append(firsts, strings.Fields(line)[2])
-				}
-			}
-			if strings.Join(firsts, " ") != "-3001 -3002 -3003" {
-				t.Errorf("the first handler saw %v, want -3001 -3002 -3003", firsts)
-			}
-			for _, code := range []string{"-3001", "-3002", "-3003"} {
-				chain := []string{
-					"event first " + code + " capp.1",
-					"event middle " + code + " capp.1",
-					"event last " + code + " capp.1 text=n" + code[1:] + " middle.saw=1",
-				}
-				for i, line := range chain {
-					p, ok := pos[line]
-					if !ok {
-						t.Errorf("missing %q in:\n%s", line, strings.Join(got, "\n"))
-					} else if i > 0 && p < pos[chain[i-1]] {
-						t.Errorf("%q ran before %q", line, chain[i-1])
-					}
-				}
-			}
-			if len(got) != 9 {
-				t.Errorf("%d handler invocations, want 9:\n%s", len(got), strings.Join(got, "\n"))
-			}
+			checkChains(t, out, "capp.1")
 			if n := strings.Count(out, "publish-in-handler -15"); n != 3 {
 				t.Errorf("a blocking publish inside a handler returned PMIX_ERR_WOULD_BLOCK %d times, want 3:\n%s", n, out)
 			}
@@ -233,4 +191,88 @@ func TestThreads(t *testing.T) {
 	if strings.Contains(out, "FAIL") || !strings.Contains(out, "finalize 0\ninitialized 0\n") {
 		t.Errorf("output:\n%s", out)
 	}
+}
+
+// checkChains checks the listener's output of testdata/events.c: nine
+// invocations from source, the first handler seeing the events in the
+// order notified, and each event's chain in order with the middle
+// handler's result passed down. The agent runs the chains of different
+// events side by side, so only each chain keeps its order.
+func checkChains(t *testing.T, out, source string) {
+	t.Helper()
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, "FAIL") {
+			t.Error(line)
+		}
+		if strings.HasPrefix(line, "event ") {
+			got = append(got, line)
+		}
+	}
+	pos := map[string]int{}
+	for i, line := range got {
+		pos[line] = i
+	}
+	var firsts []string
+	for _, line := range got {
+		if strings.HasPrefix(line, "event first ") {
+			firsts = append(firsts, strings.Fields(line)[2])
+		}
+	}
+	if strings.Join(firsts, " ") != "-3001 -3002 -3003" {
+		t.Errorf("the first handler saw %v, want -3001 -3002 -3003", firsts)
+	}
+	for _, code := range []string{"-3001", "-3002", "-3003"} {
+		chain := []string{
+			"event first " + code + " " + source,
+			"event middle " + code + " " + source,
+			"event last " + code + " " + source + " text=n" + code[1:] + " middle.saw=1",
+		}
+		for i, line := range chain {
+			p, ok := pos[line]
+			if !ok {
+				t.Errorf("missing %q in:\n%s", line, strings.Join(got, "\n"))
+			} else if i > 0 && p < pos[chain[i-1]] {
+				t.Errorf("%q ran before %q", line, chain[i-1])
+			}
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("%d handler invocations, want 9:\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
+
+// TestEventsAcrossClusters: the same handlers in a C process of cluster A
+// receive PMIX_RANGE_GLOBAL events notified by a C process of cluster B,
+// through the hub's leaf links.
+func TestEventsAcrossClusters(t *testing.T) {
+	h := headers(t)[0]
+	bin := compile(t, "events.c", h, true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}, {ID: "B"}},
+		Jobs: []agenttest.Job{
+			{Cluster: "A", Nspace: "capp", Nodes: []string{"a1"}, Detached: true},
+			{Cluster: "B", Nspace: "bapp", Nodes: []string{"b1"}, Detached: true},
+		},
+	})
+	ctx := testContext(t)
+	listener := start(t, ctx, bin, w.Env("A:capp.0"), "ready", "listen")
+	for _, code := range []string{"-3001", "-3002", "-3003"} {
+		if err := w.WaitInterest(ctx, "B", "pmix.evt.global."+code); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := run(t, ctx, bin, w.Env("B:bapp.0"), "notify", "global"); !strings.Contains(out, "notified") {
+		t.Fatalf("notifier: %s", out)
+	}
+	out := listener.wait(t)
+	source := "bapp.0"
+	if i := strings.Index(out, "event first -3001 "); i >= 0 {
+		source = strings.Fields(out[i:])[3] // as the agent names a proc of another cluster
+	}
+	if !strings.HasSuffix(source, "bapp.0") {
+		t.Errorf("source %q, want bapp.0 of cluster B", source)
+	}
+	t.Logf("source as the handlers see it: %s", source)
+	checkChains(t, out, source)
 }

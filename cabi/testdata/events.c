@@ -1,7 +1,7 @@
 /* events.c: "listen" registers three handlers for -3001..-3003 (LAST,
  * FIRST, and one prepended by default, the last without blocking) and
  * prints each invocation until it has seen three events; "notify" notifies
- * the three events to its namespace. */
+ * the three events to its namespace ("notify global": to every cluster). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -182,7 +182,7 @@ static int listen_events(void)
     return 0;
 }
 
-static int notify_events(void)
+static int notify_events(pmix_data_range_t range)
 {
     pmix_status_t code;
     char text[16];
@@ -191,7 +191,7 @@ static int notify_events(void)
         pmix_status_t rc;
         snprintf(text, sizeof(text), "n%d", -code);
         PMIX_INFO_LOAD(&info, PMIX_EVENT_TEXT_MESSAGE, text, PMIX_STRING);
-        rc = PMIx_Notify_event(code, NULL, PMIX_RANGE_NAMESPACE, &info, 1, NULL, NULL);
+        rc = PMIx_Notify_event(code, NULL, range, &info, 1, NULL, NULL);
         PMIX_INFO_DESTRUCT(&info);
         if (PMIX_SUCCESS != rc) {
             printf("FAIL notify %d: %s\n", code, PMIx_Error_string(rc));
@@ -208,8 +208,8 @@ int main(int argc, char **argv)
     pmix_status_t rc;
     int failed;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: events listen|notify\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: events listen|notify [global]\n");
         return 2;
     }
     rc = PMIx_Init(&me, NULL, 0);
@@ -217,7 +217,12 @@ int main(int argc, char **argv)
         printf("FAIL init: %s\n", PMIx_Error_string(rc));
         return 1;
     }
-    failed = 0 == strcmp(argv[1], "listen") ? listen_events() : notify_events();
+    if (0 == strcmp(argv[1], "listen")) {
+        failed = listen_events();
+    } else {
+        failed = notify_events(argc > 2 && 0 == strcmp(argv[2], "global") ? PMIX_RANGE_GLOBAL
+                                                                          : PMIX_RANGE_NAMESPACE);
+    }
     rc = PMIx_Finalize(NULL, 0);
     if (PMIX_SUCCESS != rc) {
         printf("FAIL finalize: %s\n", PMIx_Error_string(rc));
