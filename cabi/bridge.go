@@ -101,12 +101,19 @@ func goPMIx_Initialized() C.int {
 	return 0
 }
 
+// goPMIx_Finalize: inHandler is whether the caller is one of the
+// application's handlers, which the last Finalize would wait for.
+//
 //export goPMIx_Finalize
-func goPMIx_Finalize() C.pmix_status_t {
+func goPMIx_Finalize(inHandler bool) C.pmix_status_t {
 	state.mu.Lock()
 	if state.inits == 0 {
 		state.mu.Unlock()
 		return C.PMIX_ERR_INIT
+	}
+	if inHandler && state.inits == 1 && state.c != nil {
+		state.mu.Unlock()
+		return C.PMIX_ERR_WOULD_BLOCK
 	}
 	state.inits--
 	if state.inits > 0 {

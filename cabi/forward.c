@@ -62,11 +62,13 @@ void cabi_exit(int status)
         }                        \
     } while (0)
 
+/* Init and Finalize are allowed in a handler when they only count: the
+ * library is initialised there, and only the last Finalize waits (for the
+ * handlers, among them the caller). */
 PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_t ninfo)
 {
     (void)info;
     (void)ninfo;
-    WOULD_BLOCK_IN_HANDLER();
     return goPMIx_Init(proc);
 }
 
@@ -76,8 +78,7 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
 {
     (void)info;
     (void)ninfo;
-    WOULD_BLOCK_IN_HANDLER();
-    return goPMIx_Finalize();
+    return goPMIx_Finalize(in_handler > 0);
 }
 
 /* Abort is allowed from a handler: it does not wait for anything the

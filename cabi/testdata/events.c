@@ -36,6 +36,12 @@ static void first(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_in
     pthread_mutex_lock(&mu);
     printf("publish-in-handler %d\n", rc);
     pthread_mutex_unlock(&mu);
+    /* nested Init/Finalize only count, so they are fine here */
+    rc = PMIx_Init(NULL, NULL, 0);
+    pthread_mutex_lock(&mu);
+    printf("init-in-handler %d\n", rc);
+    printf("finalize-in-handler %d\n", PMIx_Finalize(NULL, 0));
+    pthread_mutex_unlock(&mu);
     cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
 }
 
