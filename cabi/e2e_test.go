@@ -278,3 +278,26 @@ func TestEventsAcrossClusters(t *testing.T) {
 	t.Logf("source as the handlers see it: %s", source)
 	checkChains(t, out, source)
 }
+
+// TestOrder registers seven C handlers with every placement attribute
+// (FIRST, LAST, BEFORE and AFTER a named one, APPEND, and the default,
+// which prepends: RFC0018) and has the agent run their chain, before and
+// after one is deregistered.
+func TestOrder(t *testing.T) {
+	bin := compile(t, "order.c", headers(t)[0], true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true}},
+	})
+	out := run(t, testContext(t), bin, w.Env("A:ord.0"))
+	got := lines(out)
+	// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
+	// FIRST and a LAST around them.
+	if got["chain"] == "" || strings.Contains(out, "FAIL") {
+		t.Fatalf("output:\n%s", out)
+	}
+	want := "chain 1: dcfebga\nchain 2: dcfeba\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("chains:\n%s\nwant:\n%s", out, want)
+	}
+}
