@@ -66,3 +66,13 @@ func lines(out string) map[string]string {
 	}
 	return m
 }
+
+// TestHelpers runs testdata/helpers.c: the helper functions of 4.2.3+
+// headers (argv, setenv, multicluster names, procs, values, info flags,
+// info lists).
+func TestHelpers(t *testing.T) {
+	bin := compile(t, "helpers.c", headers(t)[0], true)
+	if out := run(t, t.Context(), bin, nil); out != "ok\n" {
+		t.Errorf("output:\n%s", out)
+	}
+}
