@@ -51,3 +51,23 @@ func TestExports(t *testing.T) {
 		t.Errorf("SONAME is not libpmix.so.2:\n%s", soname)
 	}
 }
+
+// openMPIPlugin is Debian's Open MPI 4.1 PMIx component, which imports 48
+// PMIx_* functions, client and server ones, with immediate binding.
+const openMPIPlugin = "/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_pmix_ext3x.so"
+
+// TestOpenMPIPlugin opens Open MPI's PMIx component with RTLD_NOW against
+// this library, where Debian's libopenmpi3 is installed: every symbol it
+// binds at load time is here, so Open MPI can load it.
+func TestOpenMPIPlugin(t *testing.T) {
+	if _, err := os.Stat(openMPIPlugin); err != nil {
+		t.Skipf("Debian's libopenmpi3 is not installed (%s)", openMPIPlugin)
+	}
+	bin := compile(t, "dlopen.c", headers(t)[0], false)
+	out := run(t, t.Context(), bin, map[string]string{
+		"LD_LIBRARY_PATH": libDir(t) + ":" + filepath.Dir(filepath.Dir(openMPIPlugin)),
+	}, "libopen-pal.so.40", openMPIPlugin)
+	if out != "loaded\n" {
+		t.Errorf("dlopen %s: %s", openMPIPlugin, out)
+	}
+}

@@ -128,7 +128,8 @@ func compile(t testing.TB, src string, h header, link bool) string {
 }
 
 // cmdEnv is the environment of a test program: this process's without any
-// PMIx identity, the library first on LD_LIBRARY_PATH, and extra.
+// PMIx identity, the library first on LD_LIBRARY_PATH (unless extra sets
+// it), and extra.
 func cmdEnv(t testing.TB, extra map[string]string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -137,7 +138,9 @@ func cmdEnv(t testing.TB, extra map[string]string) []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "LD_LIBRARY_PATH="+libDir(t))
+	if _, ok := extra["LD_LIBRARY_PATH"]; !ok {
+		env = append(env, "LD_LIBRARY_PATH="+libDir(t))
+	}
 	for k, v := range extra {
 		env = append(env, k+"="+v)
 	}
