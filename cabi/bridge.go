@@ -26,6 +26,10 @@ func main() {}
 // attachTimeout bounds PMIx_Init's attach and PMIx_Finalize's detach.
 const attachTimeout = 30 * time.Second
 
+// pending is the id of a registration the client has not answered yet
+// (the bus numbers registrations from 1).
+const pending bus.ID = 0
+
 // failedRef is the registration reference a failed non-blocking
 // registration reports, as OpenPMIx 4.2.2 does.
 const failedRef = math.MaxUint32
@@ -38,7 +42,7 @@ var state struct {
 	c         *client.Client // nil in a singleton
 	proc      pmix.Proc
 	nextRef   uint64
-	refs      map[uint64]bus.ID // reference → the client's id (0 until known)
+	refs      map[uint64]bus.ID // reference → the client's id (pending until known)
 	singleton bool
 }
 
@@ -201,7 +205,7 @@ func goPMIx_Register_event_handler(codes *C.pmix_status_t, ncodes C.size_t, info
 	c := state.c
 	ref := state.nextRef
 	state.nextRef++
-	state.refs[ref] = 0
+	state.refs[ref] = pending
 	state.mu.Unlock()
 	if c == nil {
 		// A singleton has no agent to raise events: the registration is
@@ -220,9 +224,12 @@ func goPMIx_Register_event_handler(codes *C.pmix_status_t, ncodes C.size_t, info
 			delete(state.refs, ref)
 			return status(err)
 		}
-		if _, ok := state.refs[ref]; ok {
-			state.refs[ref] = id
+		if _, ok := state.refs[ref]; !ok {
+			// Deregistered while the registration was on its way.
+			c.DeregisterEventHandlerCB(id, func(error) {})
+			return C.PMIX_SUCCESS
 		}
+		state.refs[ref] = id
 		return C.PMIX_SUCCESS
 	}
 	if cbfunc == nil {
@@ -256,7 +263,7 @@ func goPMIx_Deregister_event_handler(ref C.size_t, cbfunc C.pmix_op_cbfunc_t, cb
 	if !ok {
 		return C.PMIX_ERR_NOT_FOUND
 	}
-	if c == nil || id == 0 {
+	if c == nil || id == pending {
 		// A singleton's, or one whose registration has not completed:
 		// that one is dropped when it does.
 		if cbfunc != nil {
