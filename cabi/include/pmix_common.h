@@ -1491,6 +1491,61 @@ PMIX_EXPORT void PMIx_Info_list_release(void *ptr);
 #define PMIX_TOPOLOGY_DESTRUCT(m) PMIx_Topology_destruct(m)
 #define PMIX_CPUSET_DESTRUCT(m) PMIx_Cpuset_destruct(m)
 
+/* The macros below call helper functions this library exports (declared
+ * in pmix.h), where 4.2.2's expand to inline code of the same effect. */
+#define PMIX_ARGV_COUNT(r, a) (r) = PMIx_Argv_count(a)
+#define PMIX_ARGV_APPEND(r, a, b) (r) = PMIx_Argv_append_nosize(&(a), (b))
+#define PMIX_ARGV_PREPEND(r, a, b) (r) = PMIx_Argv_prepend_nosize(&(a), (b))
+#define PMIX_ARGV_APPEND_UNIQUE(r, a, b) (r) = PMIx_Argv_append_unique_nosize((a), (b))
+#define PMIX_ARGV_FREE(a) PMIx_Argv_free(a)
+#define PMIX_ARGV_SPLIT(a, b, c) (a) = PMIx_Argv_split((b), (c))
+#define PMIX_ARGV_JOIN(a, b, c) (a) = PMIx_Argv_join((b), (c))
+#define PMIX_ARGV_COPY(a, b) (a) = PMIx_Argv_copy(b)
+#define PMIX_SETENV(r, a, b, c) (r) = PMIx_Setenv((a), (b), true, (c))
+
+#define PMIX_APP_CREATE(m, n) (m) = PMIx_App_create(n)
+#define PMIX_APP_INFO_CREATE(m, n) PMIx_App_info_create((m), (n))
+#define PMIX_APP_DESTRUCT(m) PMIx_App_destruct(m)
+#define PMIX_APP_RELEASE(m)  \
+    do {                     \
+        PMIx_App_release(m); \
+        (m) = NULL;          \
+    } while (0)
+#define PMIX_APP_FREE(m, n)      \
+    do {                         \
+        PMIx_App_free((m), (n)); \
+        (m) = NULL;              \
+    } while (0)
+#define PMIX_QUERY_CREATE(m, n) (m) = PMIx_Query_create(n)
+#define PMIX_QUERY_QUALIFIERS_CREATE(m, n) PMIx_Query_qualifiers_create((m), (n))
+#define PMIX_QUERY_DESTRUCT(m) PMIx_Query_destruct(m)
+#define PMIX_QUERY_RELEASE(m)  \
+    do {                       \
+        PMIx_Query_release(m); \
+        (m) = NULL;            \
+    } while (0)
+#define PMIX_QUERY_FREE(m, n)      \
+    do {                           \
+        PMIx_Query_free((m), (n)); \
+        (m) = NULL;                \
+    } while (0)
+#define PMIX_ENVAR_DESTRUCT(m) PMIx_Envar_destruct(m)
+#define PMIX_ENVAR_LOAD(m, e, v, s) PMIx_Envar_load((m), (e), (v), (s))
+#define PMIX_BYTE_OBJECT_CREATE(m, n) (m) = PMIx_Byte_object_create(n)
+#define PMIX_BYTE_OBJECT_FREE(m, n)      \
+    do {                                 \
+        PMIx_Byte_object_free((m), (n)); \
+        (m) = NULL;                      \
+    } while (0)
+#define PMIX_PROC_INFO_CONSTRUCT(m) PMIx_Proc_info_construct(m)
+#define PMIX_PROC_INFO_DESTRUCT(m) PMIx_Proc_info_destruct(m)
+#define PMIX_PROC_INFO_CREATE(m, n) (m) = PMIx_Proc_info_create(n)
+#define PMIX_PROC_INFO_FREE(m, n)      \
+    do {                               \
+        PMIx_Proc_info_free((m), (n)); \
+        (m) = NULL;                    \
+    } while (0)
+
 /* "cluster:nspace" names for procs of another cluster (RFC0003). */
 #define PMIX_MULTICLUSTER_NSPACE_CONSTRUCT(t, c, n)                    \
     do {                                                               \

@@ -87,6 +87,25 @@ int main(void)
     CHECK(NULL == PMIx_Info_list_get_info(list, next, &next), "list end");
     PMIx_Info_list_release(list);
 
+    {
+        /* the macros over these helpers */
+        char **av = NULL, *j;
+        int rc, n;
+        pmix_app_t *app;
+        PMIX_ARGV_APPEND(rc, av, "x");
+        PMIX_ARGV_APPEND(rc, av, "y");
+        PMIX_ARGV_COUNT(n, av);
+        PMIX_ARGV_JOIN(j, av, ' ');
+        CHECK(PMIX_SUCCESS == rc && 2 == n && 0 == strcmp(j, "x y"), "argv macros %d %d %s", rc, n, j);
+        free(j);
+        PMIX_ARGV_FREE(av);
+        PMIX_APP_CREATE(app, 1);
+        app->cmd = strdup("prog");
+        PMIX_APP_INFO_CREATE(app, 1);
+        PMIX_INFO_LOAD(&app->info[0], "k", "v", PMIX_STRING);
+        PMIX_APP_FREE(app, 1);
+        CHECK(NULL == app, "APP_FREE");
+    }
     if (!failed) {
         printf("ok\n");
     }
