@@ -157,25 +157,41 @@ func TestRendezvous(t *testing.T) {
 
 // TestAbort: PMIx_Abort with no procs tells the caller's namespace
 // (PMIX_ERR_PROC_REQUESTED_ABORT, -8, with its message) and ends the
-// caller with the status given.
+// caller with the status given; with procs that leave the caller out, it
+// tells them and returns.
 func TestAbort(t *testing.T) {
-	h := headers(t)[0]
-	bin := compile(t, "abort.c", h, true)
-	w := agenttest.Start(t, agenttest.Spec{
-		Clusters: []agenttest.Cluster{{ID: "A"}},
-		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ab", Nodes: []string{"n1", "n2"}, Detached: true}},
-	})
-	ctx := testContext(t)
-	watcher := start(t, ctx, bin, w.Env("A:ab.0"), "ready", "watch")
-	cmd := exec.CommandContext(ctx, bin, "abort")
-	cmd.Env = cmdEnv(t, w.Env("A:ab.1"))
-	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
-		t.Errorf("the aborting process ended with %v, want exit status 3; output:\n%s", err, out)
-	}
-	if got := watcher.wait(t); !strings.Contains(got, "event -8 from ab.1 text=bye\n") {
-		t.Errorf("watcher output:\n%s", got)
+	bin := compile(t, "abort.c", headers(t)[0], true)
+	for _, tc := range []struct {
+		mode, text, out string
+		exit            int
+	}{
+		{mode: "abort", text: "bye", exit: 3},
+		{mode: "tell", text: "you", out: "abort-returned 0\n"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			w := agenttest.Start(t, agenttest.Spec{
+				Clusters: []agenttest.Cluster{{ID: "A"}},
+				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ab", Nodes: []string{"n1", "n2"}, Detached: true}},
+			})
+			ctx := testContext(t)
+			watcher := start(t, ctx, bin, w.Env("A:ab.0"), "ready", "watch")
+			cmd := exec.CommandContext(ctx, bin, tc.mode)
+			cmd.Env = cmdEnv(t, w.Env("A:ab.1"))
+			out, err := cmd.Output()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.exit || string(out) != tc.out {
+				t.Errorf("%s: exit status %d, output %q; want %d, %q", tc.mode, code, out, tc.exit, tc.out)
+			}
+			if got := watcher.wait(t); !strings.Contains(got, "event -8 from ab.1 text="+tc.text+"\n") {
+				t.Errorf("watcher output:\n%s", got)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,6 @@
 /* abort.c: "watch" waits for PMIX_ERR_PROC_REQUESTED_ABORT and prints who
  * raised it and why; "abort" calls PMIx_Abort(3, "bye", NULL, 0), which
- * must not return. */
+ * must not return; "tell" aborts rank 0 only, and goes on. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     struct timespec dl;
 
     if (argc != 2) {
-        fprintf(stderr, "usage: abort watch|abort\n");
+        fprintf(stderr, "usage: abort watch|abort|tell\n");
         return 2;
     }
     rc = PMIx_Init(&me, NULL, 0);
@@ -51,6 +51,15 @@ int main(int argc, char **argv)
         rc = PMIx_Abort(3, "bye", NULL, 0);
         printf("FAIL PMIx_Abort returned %d\n", rc);
         return 1;
+    }
+    if (0 == strcmp(argv[1], "tell")) {
+        /* an abort of rank 0 only: the caller goes on */
+        pmix_proc_t other;
+        PMIX_LOAD_PROCID(&other, me.nspace, 0);
+        rc = PMIx_Abort(3, "you", &other, 1);
+        printf("abort-returned %d\n", rc);
+        PMIx_Finalize(NULL, 0);
+        return 0;
     }
     rc = PMIx_Register_event_handler(&code, 1, NULL, 0, onabort, NULL, NULL);
     if (rc < 0) {
