@@ -105,7 +105,7 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("notifier: %s", out)
 			}
 			out := listener.wait(t)
-			checkChains(t, out, "capp.1")
+			checkChains(t, out, "capp.1", true)
 			for _, want := range []string{"publish-in-handler -15", "init-in-handler 0", "finalize-in-handler 0"} {
 				if n := strings.Count(out, want+"\n"); n != 3 {
 					t.Errorf("%q %d times, want 3 (a blocking call inside a handler returns PMIX_ERR_WOULD_BLOCK; a nested Init/Finalize only counts):\n%s", want, n, out)
@@ -212,11 +212,12 @@ func TestThreads(t *testing.T) {
 }
 
 // checkChains checks the listener's output of testdata/events.c: nine
-// invocations from source, the first handler seeing the events in the
-// order notified, and each event's chain in order with the middle
-// handler's result passed down. The agent runs the chains of different
+// invocations from source, each event's chain in order with the middle
+// handler's result passed down, and, with arrivalOrder, the first handler
+// seeing the events in the order notified (checked within one cluster
+// only: across the leaf links pmixbus does not promise it). The agent runs the chains of different
 // events side by side, so only each chain keeps its order.
-func checkChains(t *testing.T, out, source string) {
+func checkChains(t *testing.T, out, source string, arrivalOrder bool) {
 	t.Helper()
 	var got []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -237,7 +238,7 @@ func checkChains(t *testing.T, out, source string) {
 			firsts = append(firsts, strings.Fields(line)[2])
 		}
 	}
-	if strings.Join(firsts, " ") != "-3001 -3002 -3003" {
+	if arrivalOrder && strings.Join(firsts, " ") != "-3001 -3002 -3003" {
 		t.Errorf("the first handler saw %v, want -3001 -3002 -3003", firsts)
 	}
 	for _, code := range []string{"-3001", "-3002", "-3003"} {
@@ -292,7 +293,7 @@ func TestEventsAcrossClusters(t *testing.T) {
 		t.Errorf("source %q, want bapp.0 of cluster B", source)
 	}
 	t.Logf("source as the handlers see it: %s", source)
-	checkChains(t, out, source)
+	checkChains(t, out, source, false)
 }
 
 // TestOrder registers seven C handlers with every placement attribute
