@@ -214,8 +214,9 @@ func TestThreads(t *testing.T) {
 // checkChains checks the listener's output of testdata/events.c: nine
 // invocations from source, each event's chain in order with the middle
 // handler's result passed down, and, with arrivalOrder, the first handler
-// seeing the events in the order notified (checked within one cluster
-// only: across the leaf links pmixbus does not promise it). The agent runs the chains of different
+// seeing the events in the order notified (asked of one cluster only:
+// the codes travel on subjects of their own, and whether their order
+// holds across leaf links is not what this package tests). The agent runs the chains of different
 // events side by side, so only each chain keeps its order.
 func checkChains(t *testing.T, out, source string, arrivalOrder bool) {
 	t.Helper()
