@@ -6,17 +6,7 @@
 
 #include <pmix.h>
 
-static int failed;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failed = 1;                                 \
-        }                                               \
-    } while (0)
+#include "datacheck.h"
 
 int main(void)
 {
@@ -106,6 +96,7 @@ int main(void)
         PMIX_APP_FREE(app, 1);
         CHECK(NULL == app, "APP_FREE");
     }
+    datacheck();
     if (!failed) {
         printf("ok\n");
     }
