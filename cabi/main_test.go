@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests build libpmix.so.2 once per test binary, compile C programs
+// from testdata against it with the system C compiler, and run them as
+// subprocesses.
+
+// debianInclude is where Debian's libpmix-dev puts OpenPMIx 4.2.2's
+// headers; the tests that compile against the real headers skip without.
+const debianInclude = "/usr/lib/x86_64-linux-gnu/pmix2/include"
+
+var lib struct {
+	once sync.Once
+	dir  string // holds libpmix.so.2 and the libpmix.so link to it
+	err  error
+}
+
+var scratch string // removed after the tests
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cabi")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scratch = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// libDir builds the library on first use and returns its directory.
+func libDir(t testing.TB) string {
+	t.Helper()
+	needCC(t)
+	lib.once.Do(func() {
+		lib.dir = filepath.Join(scratch, "lib")
+		out := filepath.Join(lib.dir, "libpmix.so.2")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		abs, err := filepath.Abs("libpmix.map")
+		if err != nil {
+			lib.err = err
+			return
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared",
+			"-ldflags=-extldflags '-Wl,-soname,libpmix.so.2 -Wl,--version-script="+abs+"'", "-o", out, ".")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			lib.err = fmt.Errorf("building libpmix.so.2: %v\n%s", err, b)
+			return
+		}
+		lib.err = os.Symlink("libpmix.so.2", filepath.Join(lib.dir, "libpmix.so"))
+	})
+	if lib.err != nil {
+		t.Fatal(lib.err)
+	}
+	return lib.dir
+}
+
+func needCC(t testing.TB) string {
+	t.Helper()
+	if !cgoEnabled {
+		t.Skip("cgo is disabled: libpmix.so.2 cannot be built")
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s): %v", cc, err)
+	}
+	return cc
+}
+
+// header is a set of PMIx headers a test program is compiled against.
+type header struct {
+	name string
+	dir  string
+}
+
+// headers returns this package's headers, and Debian's when installed.
+func headers(t testing.TB) []header {
+	hs := []header{{"pmixbus", "include"}}
+	if _, err := os.Stat(filepath.Join(debianInclude, "pmix.h")); err == nil {
+		hs = append(hs, header{"openpmix-4.2.2", debianInclude})
+	} else {
+		t.Logf("Debian's libpmix-dev is not installed (%s): compiling against pmixbus's header only", debianInclude)
+	}
+	return hs
+}
+
+// compile builds testdata/src against the headers h, linked with
+// -lpmix against the library when link is set, and returns the binary.
+func compile(t testing.TB, src string, h header, link bool) string {
+	t.Helper()
+	cc := needCC(t)
+	abs, err := filepath.Abs(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read what gcc will, so that go test's cache sees a change to it.
+	for _, f := range []string{filepath.Join("testdata", src), "testdata/datacheck.h", "include/pmix.h", "include/pmix_common.h"} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+"-"+h.name)
+	args := []string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}
+	if link {
+		args = append(args, "-L", libDir(t), "-lpmix")
+	}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+	}
+	return bin
+}
+
+// cmdEnv is the environment of a test program: this process's without any
+// PMIx identity, the library first on LD_LIBRARY_PATH (unless extra sets
+// it), and extra.
+func cmdEnv(t testing.TB, extra map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PMIX") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if _, ok := extra["LD_LIBRARY_PATH"]; !ok {
+		env = append(env, "LD_LIBRARY_PATH="+libDir(t))
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// run runs bin to completion and returns its standard output.
+func run(t testing.TB, ctx context.Context, bin string, env map[string]string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = cmdEnv(t, env)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), args, err, out, stderr.String())
+	}
+	return string(out)
+}

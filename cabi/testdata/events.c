@@ -1,0 +1,238 @@
+/* events.c: "listen" registers three handlers for -3001..-3003 (LAST,
+ * FIRST, and one prepended by default, the last without blocking) and
+ * prints each invocation until it has seen three events; "notify" notifies
+ * the three events to its namespace ("notify global": to every cluster). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <pmix.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int events_done, registered;
+static size_t middle_ref;
+
+static void say(const char *fmt, const char *name, pmix_status_t code, const pmix_proc_t *src)
+{
+    pthread_mutex_lock(&mu);
+    printf(fmt, name, code, src->nspace, src->rank);
+    fflush(stdout);
+    pthread_mutex_unlock(&mu);
+}
+
+static void first(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                  pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    pmix_info_t pub;
+    pmix_status_t rc;
+    (void)id; (void)info; (void)ninfo; (void)results; (void)nresults;
+    say("event %s %d %s.%u\n", "first", code, src);
+    /* a blocking call from a handler must not deadlock */
+    PMIX_INFO_LOAD(&pub, "from-handler", "x", PMIX_STRING);
+    rc = PMIx_Publish(&pub, 1);
+    PMIX_INFO_DESTRUCT(&pub);
+    pthread_mutex_lock(&mu);
+    printf("publish-in-handler %d\n", rc);
+    pthread_mutex_unlock(&mu);
+    /* nested Init/Finalize only count, so they are fine here */
+    rc = PMIx_Init(NULL, NULL, 0);
+    pthread_mutex_lock(&mu);
+    printf("init-in-handler %d\n", rc);
+    printf("finalize-in-handler %d\n", PMIx_Finalize(NULL, 0));
+    pthread_mutex_unlock(&mu);
+    cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
+}
+
+struct later {
+    pmix_event_notification_cbfunc_fn_t cbfunc;
+    void *cbdata;
+    pmix_info_t *results;
+};
+
+static void released(pmix_status_t status, void *cbdata)
+{
+    struct later *l = cbdata;
+    (void)status;
+    PMIX_INFO_FREE(l->results, 1);
+    free(l);
+}
+
+static void *complete_later(void *arg)
+{
+    struct later *l = arg;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    l->cbfunc(PMIX_EVENT_PARTIAL_ACTION_TAKEN, l->results, 1, released, l, l->cbdata);
+    return NULL;
+}
+
+static void middle(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    pthread_t th;
+    struct later *l = malloc(sizeof(*l));
+    bool yes = true;
+    (void)info; (void)ninfo; (void)results; (void)nresults;
+    say("event %s %d %s.%u\n", "middle", code, src);
+    if (id != middle_ref) {
+        printf("FAIL middle called with ref %zu, registered as %zu\n", id, middle_ref);
+    }
+    l->cbfunc = cbfunc;
+    l->cbdata = cbdata;
+    PMIX_INFO_CREATE(l->results, 1);
+    PMIX_INFO_LOAD(&l->results[0], "middle.saw", &yes, PMIX_BOOL);
+    /* complete from another thread, after returning */
+    pthread_create(&th, NULL, complete_later, l);
+    pthread_detach(th);
+}
+
+static void last(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                 pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    size_t i;
+    const char *text = "";
+    int saw = 0;
+    (void)id;
+    for (i = 0; i < ninfo; i++) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_TEXT_MESSAGE) && PMIX_STRING == info[i].value.type) {
+            text = info[i].value.data.string;
+        }
+    }
+    for (i = 0; i < nresults; i++) {
+        if (PMIX_CHECK_KEY(&results[i], "middle.saw")) {
+            saw = 1;
+        }
+    }
+    say("event %s %d %s.%u", "last", code, src);
+    pthread_mutex_lock(&mu);
+    printf(" text=%s middle.saw=%d\n", text, saw);
+    fflush(stdout);
+    pthread_mutex_unlock(&mu);
+    cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+    pthread_mutex_lock(&mu);
+    events_done++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+}
+
+static void regcb(pmix_status_t status, size_t ref, void *cbdata)
+{
+    (void)cbdata;
+    pthread_mutex_lock(&mu);
+    if (PMIX_SUCCESS != status) {
+        printf("FAIL register middle: %s\n", PMIx_Error_string(status));
+    }
+    middle_ref = ref;
+    registered = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+}
+
+static int wait_for(int *what, int n)
+{
+    struct timespec dl;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 30;
+    pthread_mutex_lock(&mu);
+    while (*what < n && 0 == rc) {
+        rc = pthread_cond_timedwait(&cond, &mu, &dl);
+    }
+    pthread_mutex_unlock(&mu);
+    return *what >= n;
+}
+
+static int listen_events(void)
+{
+    pmix_status_t codes[] = {-3001, -3002, -3003};
+    pmix_info_t *info;
+    pmix_status_t rc;
+    bool yes = true;
+
+    PMIX_INFO_CREATE(info, 2);
+    PMIX_INFO_LOAD(&info[0], PMIX_EVENT_HDLR_NAME, "last", PMIX_STRING);
+    PMIX_INFO_LOAD(&info[1], PMIX_EVENT_HDLR_LAST, &yes, PMIX_BOOL);
+    rc = PMIx_Register_event_handler(codes, 3, info, 2, last, NULL, NULL);
+    if (rc < 0) {
+        printf("FAIL register last: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    PMIX_INFO_FREE(info, 2);
+
+    PMIX_INFO_CREATE(info, 2);
+    PMIX_INFO_LOAD(&info[0], PMIX_EVENT_HDLR_NAME, "first", PMIX_STRING);
+    PMIX_INFO_LOAD(&info[1], PMIX_EVENT_HDLR_FIRST, &yes, PMIX_BOOL);
+    rc = PMIx_Register_event_handler(codes, 3, info, 2, first, NULL, NULL);
+    if (rc < 0) {
+        printf("FAIL register first: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    PMIX_INFO_FREE(info, 2);
+
+    PMIX_INFO_CREATE(info, 1);
+    PMIX_INFO_LOAD(&info[0], PMIX_EVENT_HDLR_NAME, "middle", PMIX_STRING);
+    rc = PMIx_Register_event_handler(codes, 3, info, 1, middle, regcb, NULL);
+    PMIX_INFO_FREE(info, 1);
+    if (PMIX_SUCCESS != rc || !wait_for(&registered, 1)) {
+        printf("FAIL register middle: %d\n", rc);
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (!wait_for(&events_done, 3)) {
+        printf("FAIL timed out with %d events\n", events_done);
+        return 1;
+    }
+    return 0;
+}
+
+static int notify_events(pmix_data_range_t range)
+{
+    pmix_status_t code;
+    char text[16];
+    pmix_info_t info;
+    for (code = -3001; code >= -3003; code--) {
+        pmix_status_t rc;
+        snprintf(text, sizeof(text), "n%d", -code);
+        PMIX_INFO_LOAD(&info, PMIX_EVENT_TEXT_MESSAGE, text, PMIX_STRING);
+        rc = PMIx_Notify_event(code, NULL, range, &info, 1, NULL, NULL);
+        PMIX_INFO_DESTRUCT(&info);
+        if (PMIX_SUCCESS != rc) {
+            printf("FAIL notify %d: %s\n", code, PMIx_Error_string(rc));
+            return 1;
+        }
+    }
+    printf("notified\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    pmix_proc_t me;
+    pmix_status_t rc;
+    int failed;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: events listen|notify [global]\n");
+        return 2;
+    }
+    rc = PMIx_Init(&me, NULL, 0);
+    if (PMIX_SUCCESS != rc) {
+        printf("FAIL init: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    if (0 == strcmp(argv[1], "listen")) {
+        failed = listen_events();
+    } else {
+        failed = notify_events(argc > 2 && 0 == strcmp(argv[2], "global") ? PMIX_RANGE_GLOBAL
+                                                                          : PMIX_RANGE_NAMESPACE);
+    }
+    rc = PMIx_Finalize(NULL, 0);
+    if (PMIX_SUCCESS != rc) {
+        printf("FAIL finalize: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    return failed;
+}

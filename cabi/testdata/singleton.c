@@ -1,0 +1,48 @@
+/* singleton.c runs without an agent: PMIx_Init must return
+ * PMIX_ERR_UNREACH and still initialise as a singleton. It also exercises
+ * the C data helpers, and a stubbed function. It prints "name value"
+ * lines and exits 0, or prints "FAIL ..." and exits 1. */
+#include <stdio.h>
+#include <string.h>
+
+#include <pmix.h>
+
+#include "datacheck.h"
+
+static void evhdlr(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[],
+                   size_t ninfo, pmix_info_t *results, size_t nresults,
+                   pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)status; (void)source; (void)info; (void)ninfo; (void)results; (void)nresults;
+    cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
+}
+
+int main(void)
+{
+    pmix_proc_t me;
+    pmix_status_t rc;
+    pmix_info_t info;
+    pmix_value_t *val = NULL;
+
+    CHECK(0 == PMIx_Initialized(), "initialized before init");
+    datacheck();
+    printf("error_string %s\n", PMIx_Error_string(PMIX_ERR_UNREACH));
+    printf("range_string %s\n", PMIx_Data_range_string(PMIX_RANGE_SESSION));
+    rc = PMIx_Init(&me, NULL, 0);
+    printf("init %d\n", rc);
+    printf("nspace %s\n", me.nspace);
+    printf("rank %u\n", me.rank);
+    CHECK(1 == PMIx_Initialized(), "not initialized after init");
+
+    PMIX_INFO_LOAD(&info, "key", "value", PMIX_STRING);
+    printf("publish %d\n", PMIx_Publish(&info, 1));
+    PMIX_INFO_DESTRUCT(&info);
+    rc = PMIx_Register_event_handler(NULL, 0, NULL, 0, evhdlr, NULL, NULL);
+    printf("register %d\n", rc);
+    printf("deregister %d\n", PMIx_Deregister_event_handler((size_t)rc, NULL, NULL));
+    printf("get %d\n", PMIx_Get(&me, PMIX_JOB_SIZE, NULL, 0, &val));
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    printf("pmixbus %d\n", NULL != strstr(PMIx_Get_version(), "pmixbus"));
+    CHECK(0 == PMIx_Initialized(), "initialized after finalize");
+    return failed;
+}
