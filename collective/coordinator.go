@@ -1,0 +1,196 @@
+package collective
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// coordinated is an operation this agent coordinates: the contributions so
+// far.
+type coordinated struct {
+	op
+	key     opKey
+	nodes   map[string]bool    // "cluster/node" of the agents that contributed
+	covered map[pmix.Proc]bool // real ranks, qualified
+	sizes   map[string]int     // WILDCARD nspace → ranks
+	data    []procData
+	started time.Time
+	warn    *time.Timer
+}
+
+func (co *coordinated) stop() {
+	if co.warn != nil {
+		co.warn.Stop()
+	}
+}
+
+// finished is an operation concluded here, remembered to answer
+// latecomers.
+type finished struct {
+	nodes map[string]bool
+	err   error
+	at    time.Time
+}
+
+// contributed takes an agent's contribution to an operation this agent
+// coordinates, acknowledges it, and releases the operation once every
+// participant is covered, or one agent gave up.
+func (s *Service) contributed(m *nats.Msg) {
+	c, err := unmarshalContribution(m.Data)
+	if err != nil {
+		s.log.Warn("collective: dropping a malformed contribution", "subject", m.Subject, "err", err)
+		s.respond(m, ack{outcomeOf(err)})
+		return
+	}
+	procs, err := canonical(s.cfg.Cluster, c.procs)
+	if err != nil || !slices.Equal(procs, c.procs) {
+		s.respond(m, ack{outcomeOf(pmix.Errorf(pmix.ErrBadParam, "%s contribution with participants out of canonical order", c.kind))})
+		return
+	}
+	key := opKey{sig: c.signature(), gen: c.gen}
+	from := c.cluster + "/" + c.node
+	s.mu.Lock()
+	if f, ok := s.finished[key]; ok {
+		s.mu.Unlock()
+		if f.nodes[from] {
+			s.respond(m, ack{}) // sent again: its ack was lost
+			return
+		}
+		s.respond(m, ack{outcomeOf(fmt.Errorf("%w: %s of %s ended before these participants arrived: %s (it ended with: %v)",
+			ErrFinished, c.kind, describe(c.procs), describe(c.covers), f.err))})
+		return
+	}
+	if s.closed {
+		s.mu.Unlock()
+		s.respond(m, ack{outcomeOf(ErrClosed)})
+		return
+	}
+	co := s.coord[key]
+	if co == nil {
+		co = &coordinated{op: c.op, key: key, nodes: map[string]bool{}, covered: map[pmix.Proc]bool{}, sizes: map[string]int{}, started: time.Now()}
+		s.coord[key] = co
+		s.warnLater(co)
+	}
+	if c.status != pmix.Success {
+		msg := c.message
+		if missing := co.missing(); missing != "" {
+			msg += "; not arrived: " + missing
+		}
+		s.concludeLocked(co, pmix.NewCodedError(c.status, ErrTimeout.Code, msg))
+		s.mu.Unlock()
+		s.respond(m, ack{})
+		return
+	}
+	if !co.nodes[from] {
+		co.nodes[from] = true
+		for _, p := range c.covers {
+			co.covered[p] = true
+		}
+		for _, sz := range c.sizes {
+			co.sizes[sz.nspace] = int(sz.size)
+		}
+		co.data = append(co.data, c.data...)
+	}
+	if co.missing() == "" {
+		s.concludeLocked(co, nil)
+	}
+	s.mu.Unlock()
+	s.respond(m, ack{})
+}
+
+func (s *Service) respond(m *nats.Msg, a ack) {
+	b, err := a.marshal()
+	if err == nil {
+		err = m.Respond(b)
+	}
+	if err != nil {
+		s.log.Debug("collective: acknowledging a contribution", "err", err)
+	}
+}
+
+// missing names the participants not covered yet, "" when none.
+func (co *coordinated) missing() string {
+	var out []string
+	for _, p := range co.procs {
+		if p.Rank != pmix.RankWildcard {
+			if !co.covered[p] {
+				out = append(out, p.String())
+			}
+			continue
+		}
+		size, known := co.sizes[p.Nspace]
+		if !known {
+			out = append(out, p.String()+" (no agent of its cluster has contributed)")
+			continue
+		}
+		var ranks []string
+		for r := range pmix.Rank(size) {
+			if !co.covered[pmix.Proc{Nspace: p.Nspace, Rank: r}] {
+				ranks = append(ranks, strconv.FormatUint(uint64(r), 10))
+			}
+		}
+		if len(ranks) > 0 {
+			if len(ranks) > 16 {
+				ranks = append(ranks[:16], "…")
+			}
+			out = append(out, fmt.Sprintf("%s.{%s} (%d of %d ranks)", p.Nspace, strings.Join(ranks, ","), len(ranks), size))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// concludeLocked releases an operation to every participating agent: one
+// message on its release subject.
+func (s *Service) concludeLocked(co *coordinated, err error) {
+	co.stop()
+	delete(s.coord, co.key)
+	now := time.Now()
+	for k, f := range s.finished {
+		if now.Sub(f.at) > s.cfg.Remember {
+			delete(s.finished, k)
+		}
+	}
+	s.finished[co.key] = finished{nodes: co.nodes, err: err, at: now}
+	r := &release{gen: co.key.gen, outcome: outcomeOf(err)}
+	if err == nil {
+		r.data = co.data
+	}
+	b, merr := r.marshal()
+	if merr == nil {
+		merr = s.cfg.Conn.Publish(ReleaseSubject(co.key.sig), b)
+	}
+	if merr != nil {
+		s.log.Error("collective: the release could not be sent; its participants will time out", "kind", string(co.kind), "err", merr)
+	}
+}
+
+// warnLater logs, every WarnAfter while the operation waits, who has not
+// arrived.
+func (s *Service) warnLater(co *coordinated) {
+	co.warn = time.AfterFunc(s.cfg.WarnAfter, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.coord[co.key] != co {
+			return
+		}
+		s.log.Warn("collective still waiting", "kind", string(co.kind), "id", co.id,
+			"waiting", time.Since(co.started).Round(time.Second).String(), "not_arrived", co.missing())
+		s.warnLater(co)
+	})
+}
+
+// describe formats procs for messages.
+func describe(procs []pmix.Proc) string {
+	parts := make([]string, len(procs))
+	for i, p := range procs {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ", ")
+}

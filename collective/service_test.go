@@ -1,0 +1,212 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// world is a cluster "A" with one service per node on one NATS server,
+// and one job whose ranks run on nodes.
+type world struct {
+	t     *testing.T
+	nc    *nats.Conn
+	svcs  map[string]*Service
+	ranks map[pmix.Rank]string
+}
+
+func newWorld(t *testing.T, nodes []string, cfg func(*Config)) *world {
+	t.Helper()
+	srv := clustertest.StartServer(t, "A")
+	w := &world{t: t, svcs: map[string]*Service{}, ranks: map[pmix.Rank]string{}}
+	w.nc = clustertest.Connect(t, srv.ClientURL())
+	for r, n := range nodes {
+		w.ranks[pmix.Rank(r)] = n
+	}
+	jobs := func(ns string) map[pmix.Rank]string {
+		if ns == "job" {
+			return w.ranks
+		}
+		return nil
+	}
+	for _, n := range nodes {
+		if w.svcs[n] != nil {
+			continue
+		}
+		c := Config{Cluster: cluster.ID("A"), Node: n, Conn: clustertest.Connect(t, srv.ClientURL()), Jobs: jobs, Logger: clustertest.Logger(t)}
+		if cfg != nil {
+			cfg(&c)
+		}
+		s, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		if err := s.JobChanged(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+		w.svcs[n] = s
+	}
+	return w
+}
+
+func (w *world) svc(r pmix.Rank) *Service { return w.svcs[w.ranks[r]] }
+
+// fence runs one Join per rank in ranks, concurrently, and returns each
+// one's error.
+func (w *world) fence(ranks []pmix.Rank, req Request) map[pmix.Rank]error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[pmix.Rank]error{}
+	for _, r := range ranks {
+		wg.Go(func() {
+			rq := req
+			rq.Self = pmix.Proc{Nspace: "job", Rank: r}
+			err := w.svc(r).Join(w.t.Context(), rq)
+			mu.Lock()
+			out[r] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+var all = []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}
+
+func TestFenceCollectsData(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n1", "n2", "n2", "n3", "n3"}, nil)
+	ranks := []pmix.Rank{0, 1, 2, 3, 4, 5}
+	for _, r := range ranks {
+		err := w.svc(r).Commit(pmix.Proc{Nspace: "job", Rank: r}, []proto.Put{
+			{Scope: pmix.ScopeGlobal, Key: "g", Value: pmix.Uint32(uint32(r))},
+			{Scope: pmix.ScopeLocal, Key: "l", Value: pmix.Uint32(uint32(r))},
+			{Scope: pmix.ScopeRemote, Key: "r", Value: pmix.Uint32(uint32(r))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Collect: true, Timeout: 10 * time.Second}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	me := pmix.Proc{Nspace: "job", Rank: 0} // on n1
+	ctx := t.Context()
+	for _, tc := range []struct {
+		peer pmix.Rank
+		key  string
+		ok   bool
+	}{
+		{4, "g", true}, {4, "r", true}, {4, "l", false}, // another node
+		{1, "g", true}, {1, "l", true}, {1, "r", false}, // the same node
+		{4, "nope", false},
+	} {
+		v, err := w.svc(0).Get(ctx, me, pmix.Proc{Nspace: "job", Rank: tc.peer}, tc.key, nil)
+		if tc.ok && (err != nil || !v.Equal(pmix.Uint32(uint32(tc.peer)))) {
+			t.Errorf("get %s of rank %d: %v, %v", tc.key, tc.peer, v, err)
+		}
+		if !tc.ok && !errors.Is(err, pmix.ErrNotFound) {
+			t.Errorf("get %s of rank %d: %v, %v; want PMIX_ERR_NOT_FOUND", tc.key, tc.peer, v, err)
+		}
+	}
+}
+
+func TestFenceTimeoutNamesWhoIsMissing(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2", "n3"}, func(c *Config) { c.Grace = 10 * time.Second })
+	start := time.Now()
+	errs := w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: all, Timeout: time.Second})
+	for r, err := range errs {
+		if !errors.Is(err, pmix.ErrTimeout) || !errors.Is(err, ErrTimeout) {
+			t.Fatalf("rank %d: %v, want the collective's PMIX_ERR_TIMEOUT", r, err)
+		}
+		if want := "job.{2} (1 of 3 ranks)"; !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v; want it to name %q", r, err, want)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v; the coordinator's release, not the grace, should end it", d)
+	}
+	// The one that never came is a latecomer now.
+	err := w.svc(2).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 2}, Timeout: time.Second})
+	if !errors.Is(err, ErrFinished) {
+		t.Fatalf("latecomer: %v, want ErrFinished", err)
+	}
+}
+
+// TestConcurrentFencesToldApartByID: two fences of the same participants
+// at once, told apart by their ids, each complete; and the same fence
+// run twice in a row is two operations.
+func TestConcurrentFencesToldApartByID(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2"}, nil)
+	var wg sync.WaitGroup
+	for _, id := range []string{"x", "y"} {
+		wg.Go(func() {
+			for range 2 {
+				for r, err := range w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, ID: id, Procs: all, Timeout: 10 * time.Second}) {
+					if err != nil {
+						t.Errorf("fence %s, rank %d: %v", id, r, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestMessagesGrowWithAgents: a fence sends one contribution per agent and
+// one release on the collective subjects, whatever the number of procs.
+func TestMessagesGrowWithAgents(t *testing.T) {
+	for _, perNode := range []int{1, 8} {
+		t.Run(fmt.Sprint(perNode), func(t *testing.T) {
+			var nodes []string
+			for _, n := range []string{"n1", "n2", "n3"} {
+				for range perNode {
+					nodes = append(nodes, n)
+				}
+			}
+			w := newWorld(t, nodes, nil)
+			var count atomic.Int64
+			sub, err := w.nc.Subscribe(Prefix+".>", func(*nats.Msg) { count.Add(1) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := w.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var ranks []pmix.Rank
+			for r := range nodes {
+				ranks = append(ranks, pmix.Rank(r))
+			}
+			for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Timeout: 10 * time.Second}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if err := w.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(3 + 1) // a contribution per agent, one release
+			clustertest.WaitFor(t, 5*time.Second, func() error {
+				if n := count.Load(); n != want {
+					return fmt.Errorf("%d messages on %s.>, want %d", n, Prefix, want)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -1,0 +1,46 @@
+package collective
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	c := &contribution{
+		op:  op{kind: KindFence, id: "x", procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}},
+		gen: 3, cluster: "A", node: "n1", covers: []pmix.Proc{{Nspace: "A:job", Rank: 0}},
+		sizes: []nsSize{{nspace: "A:job", size: 2}}, timeout: 1500 * time.Millisecond, collect: true,
+		data:   []procData{{proc: pmix.Proc{Nspace: "A:job", Rank: 0}, cluster: "A", node: "n1", puts: []proto.Put{{Scope: pmix.ScopeGlobal, Key: "k", Value: pmix.String("v")}}}},
+		status: pmix.ErrTimeout, message: "m",
+	}
+	b, err := c.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := unmarshalContribution(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.signature() != c.signature() || got.gen != 3 || got.timeout != c.timeout || len(got.data) != 1 || got.data[0].puts[0].Key != "k" || got.message != "m" {
+		t.Fatalf("round trip: %+v", got)
+	}
+	r := &release{gen: 2, outcome: outcomeOf(ErrTimeout), data: c.data}
+	if b, err = r.marshal(); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := unmarshalRelease(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gr.gen != 2 || gr.code != ErrTimeout.Code || len(gr.data) != 1 {
+		t.Fatalf("release round trip: %+v", gr)
+	}
+	for _, bad := range [][]byte{nil, {0x91, 0x01}, append(b, 0)} {
+		if _, err := unmarshalRelease(bad); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
+			t.Errorf("%x: %v", bad, err)
+		}
+	}
+}
