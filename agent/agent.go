@@ -41,7 +41,8 @@ type Agent struct {
 	cache    *jetstream.EventCache
 	evicted  atomic.Uint64
 
-	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+	pl   *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+	coll *collectives   // PMIx_Fence, Commit, Get (collective.go)
 
 	hellos helloGate // connections yet to say hello (conn.go)
 
@@ -168,6 +169,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	if err := a.startPublishLookup(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
+	}
+	if err := a.startCollective(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "collectives: %w", err)
 	}
 	ln, addr, err := listen(a.cfg.Listen)
 	if err != nil {
@@ -335,6 +339,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 		}()
 	}
 	a.closePublishLookup(ctx)
+	a.closeCollective(ctx)
 	if a.router != nil {
 		a.router.close()
 	}

@@ -234,6 +234,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.completed(f)
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
+	case proto.TypeFence, proto.TypeCommit, proto.TypeGet:
+		cc.collective(f) // collective.go
 	case proto.TypeFinalize:
 		cc.release(cc.entry)
 		cc.reply(f, nil, nil)

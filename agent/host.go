@@ -74,6 +74,7 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	a.retainJobLocked(nj)
 	a.mu.Unlock()
 	a.ensureRetention(ctx, j.Nspace) // before returning, so the job's events are kept from now on
+	a.collectiveJobChanged(ctx, j.Nspace)
 	return nil
 }
 
@@ -110,6 +111,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
 	}
 	a.publishLookupJobEnded(ctx, nspace) // PMIX_PERSIST_APP and _SESSION data
+	a.collectiveJobChanged(ctx, nspace)
 	return nil
 }
 
@@ -242,6 +244,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Unlock()
 	a.ensureRetention(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
+	a.collectiveDetached(cc)
 }
 
 // Notify sends an event as the host RM: it has no source proc (RFC0002).

@@ -23,11 +23,16 @@ type coordinated struct {
 	data    []procData
 	started time.Time
 	warn    *time.Timer
+	timeout time.Duration // the longest any contribution gave
+	timer   *time.Timer
 }
 
 func (co *coordinated) stop() {
 	if co.warn != nil {
 		co.warn.Stop()
+	}
+	if co.timer != nil {
+		co.timer.Stop()
 	}
 }
 
@@ -79,14 +84,31 @@ func (s *Service) contributed(m *nats.Msg) {
 		s.warnLater(co)
 	}
 	if c.status != pmix.Success {
-		msg := c.message
-		if missing := co.missing(); missing != "" {
-			msg += "; not arrived: " + missing
+		for _, p := range c.covers { // those that did arrive there
+			co.covered[p] = true
 		}
-		s.concludeLocked(co, pmix.NewCodedError(c.status, ErrTimeout.Code, msg))
+		for _, sz := range c.sizes {
+			co.sizes[sz.nspace] = int(sz.size)
+		}
+		s.failLocked(co, c.status, fmt.Sprintf("%s timed out after %v", co.kind, c.timeout))
 		s.mu.Unlock()
 		s.respond(m, ack{})
 		return
+	}
+	if c.timeout > co.timeout {
+		co.timeout = c.timeout
+		if co.timer != nil {
+			co.timer.Stop()
+		}
+		// Half the grace later than the agents: an agent whose participants
+		// have not all arrived names them first.
+		co.timer = time.AfterFunc(time.Until(co.started.Add(co.timeout+s.cfg.Grace/2)), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.coord[co.key] == co {
+				s.failLocked(co, pmix.ErrTimeout, fmt.Sprintf("%s timed out after %v", co.kind, co.timeout))
+			}
+		})
 	}
 	if !co.nodes[from] {
 		co.nodes[from] = true
@@ -144,6 +166,15 @@ func (co *coordinated) missing() string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// failLocked releases a failure, naming the participants that had not
+// arrived.
+func (s *Service) failLocked(co *coordinated, status pmix.Status, msg string) {
+	if missing := co.missing(); missing != "" {
+		msg += "; not arrived: " + missing
+	}
+	s.concludeLocked(co, pmix.NewCodedError(status, ErrTimeout.Code, msg))
 }
 
 // concludeLocked releases an operation to every participating agent: one

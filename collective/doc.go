@@ -43,13 +43,18 @@
 // # Timeouts
 //
 // A request's Timeout (PMIX_TIMEOUT) runs from the first local arrival.
-// When it passes, the agent tells the coordinator, which fails the
-// operation for every participant with ErrTimeout naming those that had
-// not arrived; an agent that hears nothing from the coordinator within
-// Config.Grace fails its own participants alike. Without a timeout nothing
-// fails, but the coordinator logs who has not arrived every
-// Config.WarnAfter. A participant that arrives after its operation
-// failed, or after the others completed it, gets ErrFinished.
+// When it passes, an agent whose participants have not all arrived tells
+// the coordinator which did; the coordinator fails the operation for every
+// participant with ErrTimeout naming those that had not arrived. The
+// coordinator also times the operation itself, from the first
+// contribution, with the longest timeout any contribution gave plus half
+// of Config.Grace (so that an agent's naming comes first), for the case
+// where no agent has a participant missing; and an agent that hears
+// nothing from the coordinator within Config.Grace after its timeout fails
+// its own participants alike. Without a timeout nothing fails, but the
+// coordinator logs who has not arrived every Config.WarnAfter. A
+// participant that arrives after its operation failed, or after the others
+// completed it, gets ErrFinished.
 //
 // # Data
 //

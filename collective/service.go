@@ -390,7 +390,7 @@ func (s *Service) contributeLocked(l *local, status pmix.Status, message string)
 		op: l.op, gen: l.key.gen, cluster: string(s.cfg.Cluster), node: s.cfg.Node,
 		sizes: l.sizes, timeout: l.timeout, collect: l.collect, status: status, message: message,
 	}
-	for p := range l.expect {
+	for p := range l.arrived {
 		c.covers = append(c.covers, p)
 		if l.collect && status == pmix.Success {
 			if d, ok := s.kv.shared(p); ok {
@@ -458,13 +458,26 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	s.finish(l, r.err())
 }
 
-// timedOut gives up on l: the coordinator is told, so that every
-// participant fails alike; if its release does not come within the grace,
-// the local participants fail on their own.
+// timedOut gives up on l. An agent whose participants have not all
+// arrived tells the coordinator, naming those that did, so that every
+// participant fails alike and the failure names exactly who is missing;
+// one whose participants all arrived leaves it to the coordinator's own
+// timer. If no release comes within the grace, the local participants
+// fail on their own.
 func (s *Service) timedOut(l *local) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l.finished {
+		return
+	}
+	msg := fmt.Sprintf("%s timed out after %v", l.kind, l.timeout)
+	grace := func() {
+		l.timer = time.AfterFunc(s.cfg.Grace, func() {
+			s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
+		})
+	}
+	if len(l.arrived) == len(l.expect) {
+		grace()
 		return
 	}
 	var missing []string
@@ -474,14 +487,11 @@ func (s *Service) timedOut(l *local) {
 		}
 	}
 	slices.Sort(missing)
-	msg := fmt.Sprintf("%s timed out after %v", l.kind, l.timeout)
 	if len(missing) > 0 {
 		msg += fmt.Sprintf("; not arrived on node %s: %s", s.cfg.Node, strings.Join(missing, ", "))
 	}
 	s.contributeLocked(l, pmix.ErrTimeout, msg)
-	l.timer = time.AfterFunc(s.cfg.Grace, func() {
-		s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
-	})
+	grace()
 }
 
 func (s *Service) finish(l *local, err error) {

@@ -126,7 +126,7 @@ func TestFenceCollectsData(t *testing.T) {
 }
 
 func TestFenceTimeoutNamesWhoIsMissing(t *testing.T) {
-	w := newWorld(t, []string{"n1", "n2", "n3"}, func(c *Config) { c.Grace = 10 * time.Second })
+	w := newWorld(t, []string{"n1", "n2", "n3"}, func(c *Config) { c.Grace = 4 * time.Second })
 	start := time.Now()
 	errs := w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: all, Timeout: time.Second})
 	for r, err := range errs {

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// collectives serves the fence, commit and get frames of the agent's
+// clients (package collective does the work) and tells the service as
+// jobs come and go, so that the agent hosting a job's lowest rank
+// coordinates the operations that job leads.
+//
+// A fence or a get that waits runs on a goroutine of its own, in the
+// context of its connection, cancelled when the client detaches or the
+// agent shuts down; a commit is answered at once, so that a fence sent
+// after it finds its data.
+type collectives struct {
+	svc *collective.Service
+
+	mu    sync.Mutex
+	conns map[*clientConn]context.CancelFunc
+	ctxs  map[*clientConn]context.Context
+}
+
+func (a *Agent) startCollective(ctx context.Context) error {
+	svc, err := collective.New(collective.Config{
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks,
+		Logger: a.log.With("component", "collective"),
+	})
+	if err != nil {
+		return err
+	}
+	a.coll = &collectives{svc: svc, conns: map[*clientConn]context.CancelFunc{}, ctxs: map[*clientConn]context.Context{}}
+	a.mu.Lock()
+	nspaces := slices.Collect(maps.Keys(a.jobs)) // registered before Start
+	a.mu.Unlock()
+	for _, ns := range nspaces {
+		if err := svc.JobChanged(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jobRanks is the job table as the collective service reads it: a job's
+// rank → node map, which RegisterJob never changes once it stored it.
+func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.procs
+	}
+	return nil
+}
+
+// collectiveJobChanged tells the service that a job was registered,
+// replaced or deregistered.
+func (a *Agent) collectiveJobChanged(ctx context.Context, nspace string) {
+	if a.coll == nil {
+		return
+	}
+	if err := a.coll.svc.JobChanged(ctx, nspace); err != nil {
+		a.log.Warn("collectives led by a job will not be coordinated here", "nspace", nspace, "err", err)
+	}
+}
+
+func (a *Agent) closeCollective(ctx context.Context) {
+	if a.coll == nil {
+		return
+	}
+	if err := a.coll.svc.Close(ctx); err != nil {
+		a.log.Warn("stopping collectives", "err", err)
+	}
+}
+
+// collectiveDetached ends a client's fences and gets in flight.
+func (a *Agent) collectiveDetached(cc *clientConn) {
+	if a.coll == nil {
+		return
+	}
+	a.coll.mu.Lock()
+	cancel := a.coll.conns[cc]
+	delete(a.coll.conns, cc)
+	delete(a.coll.ctxs, cc)
+	a.coll.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// connContext returns the context of an attached connection's requests.
+func (c *collectives) connContext(a *Agent, cc *clientConn) (context.Context, *clientEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, _, ok := cc.attached()
+	if !ok {
+		return nil, nil, pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
+	}
+	ctx := c.ctxs[cc]
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(a.ctx)
+		c.ctxs[cc], c.conns[cc] = ctx, cancel
+	}
+	return ctx, e, nil
+}
+
+// collective serves a fence, commit or get frame.
+func (cc *clientConn) collective(f *proto.Frame) {
+	c := cc.a.coll
+	ctx, e, err := c.connContext(cc.a, cc)
+	if err != nil {
+		cc.reply(f, err, nil)
+		return
+	}
+	if f.Type == proto.TypeCommit {
+		cc.reply(f, c.svc.Commit(e.proc, f.Puts), nil)
+		return
+	}
+	run := func() {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		switch f.Type {
+		case proto.TypeFence:
+			r.SetErr(cc.fence(ctx, e, f))
+		case proto.TypeGet:
+			v, err := cc.get(ctx, e, f)
+			if err == nil {
+				r.Data = []proto.PData{{Proc: f.Source, Key: f.Keys[0], Value: v}}
+			}
+			r.SetErr(err)
+		}
+		// Not cc.reply: see publishLookup.
+		_ = cc.write(r)
+	}
+	if !cc.a.goFunc(run) {
+		cc.reply(f, ErrClosed, nil)
+	}
+}
+
+// fence runs PMIx_Fence for the client. No procs means every proc of the
+// client's nspace, as in PMIx.
+func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) error {
+	procs := f.Procs
+	if len(procs) == 0 {
+		procs = []pmix.Proc{{Nspace: e.proc.Nspace, Rank: pmix.RankWildcard}}
+	}
+	timeout, err := collective.TimeoutOf(f.Info)
+	if err != nil {
+		return err
+	}
+	id := ""
+	if v, ok := pmix.LookupValue(f.Info, pmix.KeyCollectiveID); ok {
+		if id, ok = v.Str(); !ok {
+			return pmix.Errorf(pmix.ErrBadParam, "%s: want a string, got %s", pmix.KeyCollectiveID, v)
+		}
+	}
+	return cc.a.coll.svc.Join(ctx, collective.Request{
+		Kind: collective.KindFence, ID: id, Procs: procs, Self: e.proc, Timeout: timeout,
+		Collect: pmix.Flag(f.Info, pmix.KeyCollectData),
+	})
+}
+
+// get runs PMIx_Get for the client: a WILDCARD rank asks for the job-level
+// info its host registered (of a job of this agent); a real rank for what
+// that proc committed.
+func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (pmix.Value, error) {
+	if len(f.Keys) != 1 {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of %d keys: want one", len(f.Keys))
+	}
+	key, proc := f.Keys[0], f.Source
+	if proc.Rank == pmix.RankWildcard {
+		ns, ok := cc.a.cfg.Cluster.Local(proc.Nspace)
+		cc.a.mu.Lock()
+		j := cc.a.jobs[ns]
+		cc.a.mu.Unlock()
+		if ok && j != nil {
+			if v, found := pmix.LookupValue(j.info, key); found {
+				return v, nil
+			}
+		}
+		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
+	}
+	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, f.Info)
+}
