@@ -44,3 +44,27 @@ func TestWireRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjects checks the examples of docs/subjects.md.
+func TestSubjects(t *testing.T) {
+	if got := LeadSubject("A", "job.1"); got != "pmix.coll.lead.A.job=2E1" {
+		t.Errorf("LeadSubject: %s", got)
+	}
+	o := op{kind: KindFence, procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}}
+	if got := ReleaseSubject(o.signature()); len(got) != len("pmix.coll.")+32+len(".rel") {
+		t.Errorf("ReleaseSubject: %s", got)
+	}
+	procs, err := canonical("A", []pmix.Proc{{Nspace: "B:viz", Rank: 1}, {Nspace: "job", Rank: 3}, {Nspace: "A:job", Rank: pmix.RankWildcard}, {Nspace: "B:viz", Rank: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}, {Nspace: "B:viz", Rank: 0}, {Nspace: "B:viz", Rank: 1}}
+	if len(procs) != len(want) {
+		t.Fatalf("canonical: %v", procs)
+	}
+	for i := range want {
+		if procs[i] != want[i] {
+			t.Fatalf("canonical: %v, want %v", procs, want)
+		}
+	}
+}
