@@ -61,7 +61,9 @@
 // Committed data lives in the agent's memory: what its own processes
 // committed, and what fences with Collect brought. A contribution carries
 // the REMOTE and GLOBAL data of its participants; the release carries all
-// of it to every participating agent. LOCAL data never leaves its node.
+// of it to every participating agent. LOCAL data never leaves its node. A
+// Get of a value no fence brought asks the proc's agent (direct modex),
+// which answers with all of the proc's REMOTE and GLOBAL data.
 //
 // # Concurrency
 //

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -39,6 +40,9 @@ type Service struct {
 	// late: by signature, the local participants that had not arrived
 	// when an instance failed; each one's next call gets that failure.
 	late map[string]map[pmix.Proc]finished
+	// direct: the subscriptions answering for the data of the procs that
+	// committed here (direct.go).
+	direct map[pmix.Proc]*nats.Subscription
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -83,6 +87,7 @@ func New(cfg Config) (*Service, error) {
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
+		direct: map[pmix.Proc]*nats.Subscription{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -113,6 +118,10 @@ func (s *Service) Close(ctx context.Context) error {
 		for ns, sub := range s.leads {
 			_ = sub.Unsubscribe()
 			delete(s.leads, ns)
+		}
+		for p, sub := range s.direct {
+			_ = sub.Unsubscribe()
+			delete(s.direct, p)
 		}
 		for _, ls := range s.open {
 			for _, l := range ls {
@@ -150,14 +159,20 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	ranks := s.cfg.Jobs(nspace)
 	_, node, ok := lowestRank(ranks)
 	lead := ok && node == s.cfg.Node
-	if ranks == nil {
-		q := cluster.Qualify(s.cfg.Cluster, nspace)
-		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
-	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
+	}
+	if ranks == nil {
+		q := cluster.Qualify(s.cfg.Cluster, nspace)
+		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
+		for p, sub := range s.direct {
+			if p.Nspace == q {
+				_ = sub.Unsubscribe()
+				delete(s.direct, p)
+			}
+		}
 	}
 	sub := s.leads[nspace]
 	switch {
@@ -200,14 +215,19 @@ func (s *Service) Commit(proc pmix.Proc, puts []proto.Put) error {
 		}
 	}
 	s.kv.add(procData{proc: q, cluster: string(s.cfg.Cluster), node: s.cfg.Node, puts: puts})
+	s.mu.Lock()
+	s.serveDirectLocked(q)
+	s.mu.Unlock()
 	return nil
 }
 
 // Get returns the value of key that proc committed, as the local process
 // who may see it (a LOCAL value only on proc's node, a REMOTE one only
-// elsewhere). Directives: PMIX_IMMEDIATE answers from what the agent holds
-// now; PMIX_TIMEOUT waits that long for a value not committed (or not
-// collected) yet; without either the answer is immediate too.
+// elsewhere). A value of a proc of another agent that no fence collected
+// is fetched from that agent (direct.go). Directives: PMIX_IMMEDIATE
+// answers from what this agent holds now; PMIX_TIMEOUT waits that long for
+// a value not committed (or not collected) yet; without either a value
+// that is not there is ErrNotFound at once.
 //
 // Errors: ErrNotFound; ErrTimeout (pmix.ErrTimeout) when PMIX_TIMEOUT
 // passed first; pmix.ErrBadParam; ctx.Err() if ctx ended first.
@@ -233,7 +253,26 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 		return v, nil
 	case found:
 		return pmix.Value{}, fmt.Errorf("%w: %v put %s with a scope this process is outside of", ErrNotFound, proc, pmix.Quote(key))
-	case timeout == 0 || pmix.Flag(directives, pmix.KeyImmediate):
+	case pmix.Flag(directives, pmix.KeyImmediate):
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	case !s.hosts(q):
+		// Direct modex: ask the proc's agent, which waits for the key as
+		// long as PMIX_TIMEOUT says.
+		if err := s.fetch(ctx, q, key, timeout); err != nil {
+			if errors.Is(err, ErrNotFound) && timeout > 0 {
+				return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+			}
+			return pmix.Value{}, err
+		}
+		v, found, visible, _ = s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
+		switch {
+		case found && visible:
+			return v, nil
+		case timeout > 0 && !found:
+			return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+		}
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	case timeout == 0:
 		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -246,6 +285,12 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 		return pmix.Value{}, ctx.Err()
 	}
 	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+}
+
+// hosts reports whether the job table places proc on this node.
+func (s *Service) hosts(proc pmix.Proc) bool {
+	ns, ok := s.cfg.Cluster.Local(proc.Nspace)
+	return ok && s.cfg.Jobs(ns)[proc.Rank] == s.cfg.Node
 }
 
 // Join takes part in a collective for one local process and returns when

@@ -195,12 +195,55 @@ func TestGetDirectives(t *testing.T) {
 	if _, err := a0.Get(ctx, peer, "k", []pmix.Info{pmix.NewInfo(pmix.KeyOptional, pmix.Bool(true))}); !errors.Is(err, pmix.ErrNotFound) {
 		t.Fatalf("PMIX_OPTIONAL of a peer's key: %v, want PMIX_ERR_NOT_FOUND", err)
 	}
-	start := time.Now()
-	if _, err := a0.Get(ctx, peer, "never", []pmix.Info{timeout1}); !errors.Is(err, pmix.ErrTimeout) {
-		t.Fatalf("get of a key never committed, PMIX_TIMEOUT 1: %v, want PMIX_ERR_TIMEOUT", err)
+	for _, p := range []pmix.Proc{peer, {Nspace: "jobA", Rank: 3}, {Nspace: "B:jobB", Rank: 2}} {
+		start := time.Now()
+		if _, err := a0.Get(ctx, p, "never", []pmix.Info{timeout1}); !errors.Is(err, pmix.ErrTimeout) {
+			t.Fatalf("get of a key %v never committed, PMIX_TIMEOUT 1: %v, want PMIX_ERR_TIMEOUT", p, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("PMIX_TIMEOUT 1 took %v", d)
+		}
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("PMIX_TIMEOUT 1 took %v", d)
+}
+
+// TestGetWithoutFence: without a collecting fence, a get of a value of a
+// proc of another agent, of this cluster or another, fetches it from that
+// agent ("direct modex"), waiting for its commit under PMIX_TIMEOUT.
+func TestGetWithoutFence(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	ctx := t.Context()
+	a0 := w.Client("A:jobA.0") // on a1
+	for _, tc := range []struct {
+		name string
+		peer pmix.Proc
+	}{{"B:jobB.2", pmix.Proc{Nspace: "B:jobB", Rank: 2}}, {"A:jobA.3", pmix.Proc{Nspace: "jobA", Rank: 3}}} {
+		c := w.Client(tc.name)
+		if _, err := a0.Get(ctx, tc.peer, "k", nil); !errors.Is(err, pmix.ErrNotFound) {
+			t.Fatalf("get of %s's k before it put any: %v, want PMIX_ERR_NOT_FOUND", tc.name, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			v, err := a0.Get(ctx, tc.peer, "k", []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(20))})
+			if s, _ := v.Str(); err == nil && s != tc.name {
+				err = fmt.Errorf("got %v", v)
+			}
+			got <- err
+		}()
+		if err := c.Put(pmix.ScopeRemote, "k", pmix.String(tc.name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Put(pmix.ScopeLocal, "l", pmix.String(tc.name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("get of %s's k, waiting for its commit: %v", tc.name, err)
+		}
+		if _, err := a0.Get(ctx, tc.peer, "l", nil); !errors.Is(err, pmix.ErrNotFound) {
+			t.Fatalf("get of %s's LOCAL value from another node: %v, want PMIX_ERR_NOT_FOUND", tc.name, err)
+		}
 	}
 }
 
