@@ -128,6 +128,10 @@ func (cc *clientConn) collective(f *proto.Frame) {
 		switch f.Type {
 		case proto.TypeFence:
 			r.SetErr(cc.fence(ctx, e, f))
+		case proto.TypeConnect:
+			res, err := cc.connect(ctx, e, f)
+			r.Nspace, r.Rank = res.Nspace, res.Rank
+			r.SetErr(err)
 		case proto.TypeGet:
 			v, err := cc.get(ctx, e, f)
 			if err == nil {
@@ -154,16 +158,66 @@ func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame)
 	if err != nil {
 		return err
 	}
-	id := ""
-	if v, ok := pmix.LookupValue(f.Info, pmix.KeyCollectiveID); ok {
-		if id, ok = v.Str(); !ok {
-			return pmix.Errorf(pmix.ErrBadParam, "%s: want a string, got %s", pmix.KeyCollectiveID, v)
-		}
+	id, err := stringInfo(f.Info, pmix.KeyCollectiveID)
+	if err != nil {
+		return err
 	}
-	return cc.a.coll.svc.Join(ctx, collective.Request{
+	_, err = cc.a.coll.svc.Join(ctx, collective.Request{
 		Kind: collective.KindFence, ID: id, Procs: procs, Self: e.proc, Timeout: timeout,
 		Collect: pmix.Flag(f.Info, pmix.KeyCollectData),
 	})
+	return err
+}
+
+// stringInfo returns the string value of key in infos, "" when absent.
+func stringInfo(infos []pmix.Info, key string) (string, error) {
+	v, ok := pmix.LookupValue(infos, key)
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.Str()
+	if !ok {
+		return "", pmix.Errorf(pmix.ErrBadParam, "%s: want a string, got %s", key, v)
+	}
+	return s, nil
+}
+
+// connect runs the collective part of RFC0003's PMIx_Connect: every
+// participant arrives, the coordinator names the new nspace (none with
+// PMIX_CONNECT_XCHG_ONLY) and each member's rank is its index in the
+// sorted membership. The RFC's notification and termination attributes
+// are not implemented yet: given as required, they are
+// PMIX_ERR_NOT_SUPPORTED; otherwise ignored.
+func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Frame) (collective.Result, error) {
+	res := collective.Result{Rank: pmix.RankUndef}
+	for _, in := range f.Info {
+		switch in.Key {
+		case pmix.KeyConnectNotifyEach, pmix.KeyConnectNotifyReq, pmix.KeyConnectOptional, pmix.KeyConnectEarlyTermAllowed:
+			if in.IsRequired() {
+				return res, pmix.Errorf(pmix.ErrNotSupported, "%s is not supported yet", in.Key)
+			}
+		}
+	}
+	if len(f.Procs) == 0 {
+		return res, pmix.Errorf(pmix.ErrBadParam, "connect of no procs")
+	}
+	timeout, err := collective.TimeoutOf(f.Info)
+	if err != nil {
+		return res, err
+	}
+	id, err := stringInfo(f.Info, pmix.KeyConnectID)
+	if err != nil {
+		return res, err
+	}
+	kind := collective.KindConnect
+	if pmix.Flag(f.Info, pmix.KeyConnectXchgOnly) {
+		kind = collective.KindConnectXchg
+	}
+	res, err = cc.a.coll.svc.Join(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout})
+	if err != nil {
+		return collective.Result{Rank: pmix.RankUndef}, err
+	}
+	return res, nil
 }
 
 // get runs PMIx_Get for the client: a WILDCARD rank asks for the job-level

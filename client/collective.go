@@ -157,3 +157,30 @@ func timeoutFromDeadline(ctx context.Context, info []pmix.Info) []pmix.Info {
 	secs := max(1, min(math.Ceil(time.Until(dl).Seconds()), math.MaxInt32))
 	return append(slices.Clip(info), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(int32(secs))))
 }
+
+// Connect connects procs, as RFC0003's PMIx_Connect does, and returns the
+// new nspace the group was given and this process's rank in it. Every
+// proc of procs calls Connect with the same procs (RankWildcard: every
+// rank of its nspace; "cluster:nspace" for another cluster's) and the
+// same PMIX_CONNECT_ID, which tells apart connects of the same procs. The
+// new nspace is "cluster:nspace" when the members span clusters; the
+// ranks follow the members sorted by "cluster:nspace", then rank.
+// Directives: PMIX_CONNECT_ID, PMIX_TIMEOUT (without it, ctx's deadline
+// gives one), PMIX_CONNECT_XCHG_ONLY (no new nspace: "" and
+// pmix.RankUndef). The notification and termination attributes are not
+// implemented yet: PMIX_ERR_NOT_SUPPORTED when given as required, ignored
+// otherwise.
+//
+// Errors: as Fence's.
+func (c *Client) Connect(ctx context.Context, procs []pmix.Proc, info []pmix.Info) (string, pmix.Rank, error) {
+	r, err := c.request(ctx, &proto.Frame{Type: proto.TypeConnect, Procs: procs, Info: timeoutFromDeadline(ctx, info)})
+	if err != nil {
+		return "", pmix.RankUndef, err
+	}
+	return r.Nspace, r.Rank, nil
+}
+
+// ConnectCB is the callback form of Connect (PMIx_Connect_nb).
+func (c *Client) ConnectCB(procs []pmix.Proc, info []pmix.Info, cb func(nspace string, rank pmix.Rank, err error)) {
+	c.async(func(ctx context.Context) { cb(c.Connect(ctx, procs, info)) })
+}

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -192,6 +194,12 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 	r := &release{gen: co.key.gen, outcome: outcomeOf(err)}
 	if err == nil {
 		r.data = co.data
+		if co.kind == KindConnect || co.kind == KindConnectXchg {
+			r.members = slices.SortedFunc(maps.Keys(co.covered), compareProcs)
+		}
+		if co.kind == KindConnect {
+			r.nspace = s.newNspace(r.members)
+		}
 	}
 	b, merr := r.marshal()
 	if merr == nil {
@@ -200,6 +208,21 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 	if merr != nil {
 		s.log.Error("collective: the release could not be sent; its participants will time out", "kind", string(co.kind), "err", merr)
 	}
+}
+
+// newNspace names a connect's new nspace: "cnct." and a name unique to
+// this coordinator's run and operation, qualified with the coordinator's
+// cluster when the members span clusters. Called with s.mu held.
+func (s *Service) newNspace(members []pmix.Proc) string {
+	s.seq++
+	name := "cnct." + s.run + "." + strconv.FormatUint(s.seq, 10)
+	first, _, _ := cluster.Split(members[0].Nspace)
+	for _, m := range members[1:] {
+		if c, _, _ := cluster.Split(m.Nspace); c != first {
+			return cluster.Qualify(s.cfg.Cluster, name)
+		}
+	}
+	return name // the coordinator's cluster: the first member's
 }
 
 // warnLater logs, every WarnAfter while the operation waits, who has not

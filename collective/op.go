@@ -22,6 +22,13 @@ type Kind string
 // Operations of the engine.
 const (
 	KindFence Kind = "fence"
+	// KindConnect is RFC0003's PMIx_Connect: the release assigns the
+	// members a new nspace and each a new rank.
+	KindConnect Kind = "connect"
+	// KindConnectXchg is a connect with PMIX_CONNECT_XCHG_ONLY: no new
+	// nspace. A kind of its own, so that participants that disagree on it
+	// never complete one operation.
+	KindConnectXchg Kind = "connect-xchg"
 )
 
 // Prefix begins every collective subject.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -29,6 +30,9 @@ type Service struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	run string // unique to this service: new nspaces are named after it
+	seq uint64 // new nspaces named so far
 
 	mu       sync.Mutex
 	closed   bool
@@ -84,6 +88,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg.setDefaults()
 	s := &Service{
+		run: nuid.Next(),
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
@@ -304,28 +309,50 @@ func (s *Service) hosts(proc pmix.Proc) bool {
 // pmix.ErrBadParam for invalid participants; ErrClosed; ctx.Err() wrapped
 // in a pmix.ErrTimeout error if ctx ended first (the operation goes on for
 // the others).
-func (s *Service) Join(ctx context.Context, req Request) error {
+func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	procs, err := canonical(s.cfg.Cluster, req.Procs)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	self, err := qualify(s.cfg.Cluster, req.Self)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	if !slices.ContainsFunc(procs, self.Matches) {
-		return fmt.Errorf("%w: %v", ErrNotParticipant, req.Self)
+		return Result{}, fmt.Errorf("%w: %v", ErrNotParticipant, req.Self)
 	}
 	l, err := s.arrive(op{kind: req.Kind, id: req.ID, procs: procs}, self, req)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	select {
 	case <-l.done:
-		return l.err
+		if l.err != nil {
+			return Result{}, l.err
+		}
+		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members}
+		if i, found := slices.BinarySearchFunc(l.members, self, compareProcs); found && l.nspace != "" {
+			res.Rank = pmix.Rank(i)
+		}
+		return res, nil
 	case <-ctx.Done():
-		return pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err())
+		return Result{}, pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err())
 	}
+}
+
+// Result is what a completed operation gives a participant.
+type Result struct {
+	// Members are a connect's members (every real rank of its
+	// participants), qualified, in the order of their new ranks: by
+	// "cluster:nspace", then rank.
+	Members []pmix.Proc
+	// Nspace is the new nspace a connect assigned (KindConnect; empty
+	// otherwise): "cluster:nspace" when the members span clusters, else an
+	// nspace of their cluster.
+	Nspace string
+	// Rank is the participant's new rank in Nspace, its index in Members;
+	// pmix.RankUndef when no nspace was assigned.
+	Rank pmix.Rank
 }
 
 // local is one instance of an operation as this agent takes part in it.
@@ -343,6 +370,8 @@ type local struct {
 	finished bool
 	done     chan struct{}
 	err      error
+	nspace   string      // a connect's new nspace, from the release
+	members  []pmix.Proc // a connect's members, from the release
 }
 
 // arrive adds self to the oldest instance of the operation it has not
@@ -500,6 +529,11 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	for _, d := range r.data {
 		s.kv.add(d)
 	}
+	s.mu.Lock()
+	if !l.finished {
+		l.nspace, l.members = r.nspace, r.members
+	}
+	s.mu.Unlock()
 	s.finish(l, r.err())
 }
 

@@ -74,7 +74,7 @@ func (w *world) fence(ranks []pmix.Rank, req Request) map[pmix.Rank]error {
 		wg.Go(func() {
 			rq := req
 			rq.Self = pmix.Proc{Nspace: "job", Rank: r}
-			err := w.svc(r).Join(w.t.Context(), rq)
+			_, err := w.svc(r).Join(w.t.Context(), rq)
 			mu.Lock()
 			out[r] = err
 			mu.Unlock()
@@ -141,7 +141,7 @@ func TestFenceTimeoutNamesWhoIsMissing(t *testing.T) {
 		t.Errorf("took %v; the coordinator's release, not the grace, should end it", d)
 	}
 	// The one that never came is a latecomer now.
-	err := w.svc(2).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 2}, Timeout: time.Second})
+	_, err := w.svc(2).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 2}, Timeout: time.Second})
 	if !errors.Is(err, ErrFinished) {
 		t.Fatalf("latecomer: %v, want ErrFinished", err)
 	}

@@ -50,13 +50,16 @@ type procData struct {
 
 // release ends an operation at every participating agent:
 //
-//	[1, gen: uint, status: int, code: str, message: str, data: [ProcData]]
+//	[1, gen: uint, status: int, code: str, message: str, data: [ProcData],
+//	 nspace: str, members: [Proc]]
 //
 // The code is the pmix.Error code of a failure ("collective.timeout").
 type release struct {
 	gen uint64
 	outcome
-	data []procData
+	data    []procData
+	nspace  string      // a connect's new nspace
+	members []pmix.Proc // a connect's members, in new rank order
 }
 
 // ack answers a contribution: [status: int, code: str, message: str].
@@ -304,20 +307,22 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 
 func (m *release) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(6)
+	w.arr(8)
 	w.uint(wireVersion)
 	w.uint(m.gen)
 	w.int(int64(m.status))
 	w.str(m.code)
 	w.str(m.message)
 	w.data(m.data)
+	w.str(m.nspace)
+	w.procs(m.members)
 	return w.bytes()
 }
 
 func unmarshalRelease(b []byte) (*release, error) {
 	m := &release{}
 	err := decode(b, "release", func(r *dec) {
-		r.arr(6, "release")
+		r.arr(8, "release")
 		if v := r.uint(math.MaxUint32, "version"); r.err == nil && v != wireVersion {
 			r.err = pmix.Errorf(pmix.ErrNotSupported, "collective message version %d, this agent speaks %d", v, wireVersion)
 		}
@@ -326,6 +331,8 @@ func unmarshalRelease(b []byte) (*release, error) {
 		m.code = r.str("code")
 		m.message = r.str("message")
 		m.data = r.data()
+		m.nspace = r.str("nspace")
+		m.members = r.procs("members")
 	})
 	if err != nil {
 		return nil, err

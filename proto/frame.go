@@ -53,13 +53,16 @@ const (
 	TypeFence  Type = 13 // c→a: Procs (the participants), Info (directives)
 	TypeCommit Type = 14 // c→a: Puts, the values put since the last commit
 	TypeGet    Type = 15 // c→a: Source (whose value), Keys (one key), Info (directives); reply: Data
+
+	// Connect (RFC0003; docs/protocol.md).
+	TypeConnect Type = 16 // c→a: Procs (the participants), Info (directives); reply: Nspace, Rank
 )
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
-	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get",
+	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
 }
 
 func (t Type) String() string {

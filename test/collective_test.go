@@ -346,3 +346,60 @@ func TestFenceMessagesGrowWithAgents(t *testing.T) {
 }
 
 var _ = client.Init // the tests drive clients that agenttest attached
+
+// TestConnectAcrossClusters: RFC0003's connect of two jobs on two
+// clusters gives every member the same new "cluster:nspace" and distinct
+// ranks covering 0..N-1, in the order of the sorted membership; a connect
+// within one cluster gives an nspace of that cluster; XCHG_ONLY none.
+func TestConnectAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	type got struct {
+		nspace string
+		rank   pmix.Rank
+		err    error
+	}
+	connectAll := func(names []string, procsOf func(string) []pmix.Proc, info ...pmix.Info) map[string]got {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		out := map[string]got{}
+		for _, n := range names {
+			wg.Go(func() {
+				ns, r, err := w.Client(n).Connect(ctx, procsOf(n), info)
+				mu.Lock()
+				out[n] = got{ns, r, err}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	res := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	nspace := res[namesBoth[0]].nspace
+	if !strings.HasPrefix(nspace, "A:cnct.") {
+		t.Fatalf("new nspace %q: want A:cnct.… (the coordinator's cluster, members on two)", nspace)
+	}
+	for i, n := range namesBoth { // A:jobA.0…3, then B:jobB.0…2: the sorted membership
+		if g := res[n]; g.err != nil || g.nspace != nspace || g.rank != pmix.Rank(i) {
+			t.Errorf("%s: %q rank %v, %v; want %q rank %d", n, g.nspace, g.rank, g.err, nspace, i)
+		}
+	}
+	// The same procs and id again: another operation, another nspace.
+	again := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	if g := again[namesA[0]]; g.err != nil || g.nspace == nspace {
+		t.Errorf("second connect: %q, %v; want a new nspace", g.nspace, g.err)
+	}
+	one := connectAll(namesA, same(jobA))
+	if g := one[namesA[2]]; g.err != nil || !strings.HasPrefix(g.nspace, "cnct.") || g.rank != 2 {
+		t.Errorf("connect within A: %q rank %v, %v; want cnct.… rank 2", g.nspace, g.rank, g.err)
+	}
+	xchg := connectAll(namesA, same(jobA), pmix.NewInfo(pmix.KeyConnectXchgOnly, pmix.Bool(true)))
+	if g := xchg[namesA[1]]; g.err != nil || g.nspace != "" || g.rank != pmix.RankUndef {
+		t.Errorf("XCHG_ONLY: %q rank %v, %v; want no nspace", g.nspace, g.rank, g.err)
+	}
+	req := pmix.Required(pmix.NewInfo(pmix.KeyConnectNotifyEach, pmix.Bool(true)))
+	if _, _, err := w.Client(namesA[0]).Connect(ctx, []pmix.Proc{jobA}, []pmix.Info{req}); !errors.Is(err, pmix.ErrNotSupported) {
+		t.Errorf("required PMIX_CONNECT_NOTIFY_EACH: %v, want PMIX_ERR_NOT_SUPPORTED", err)
+	}
+}
