@@ -122,7 +122,7 @@ func (s *Service) contributed(m *nats.Msg) {
 		}
 		co.data = append(co.data, c.data...)
 	}
-	if co.missing() == "" {
+	if co.complete() {
 		s.concludeLocked(co, nil)
 	}
 	s.mu.Unlock()
@@ -139,7 +139,30 @@ func (s *Service) respond(m *nats.Msg, a ack) {
 	}
 }
 
-// missing names the participants not covered yet, "" when none.
+// complete reports whether the contributions cover every participant: each
+// explicit one, and as many ranks of each WILDCARD nspace as its cluster's
+// agents say it has.
+func (co *coordinated) complete() bool {
+	per := map[string]int{}
+	for p := range co.covered {
+		per[p.Nspace]++
+	}
+	for _, p := range co.procs {
+		if p.Rank != pmix.RankWildcard {
+			if !co.covered[p] {
+				return false
+			}
+			continue
+		}
+		if size, known := co.sizes[p.Nspace]; !known || per[p.Nspace] < size {
+			return false
+		}
+	}
+	return true
+}
+
+// missing names the participants not covered yet, for messages (the ranks
+// of a WILDCARD nspace taken as 0 to its size - 1).
 func (co *coordinated) missing() string {
 	var out []string
 	for _, p := range co.procs {

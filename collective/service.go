@@ -585,12 +585,20 @@ func (s *Service) finishLocked(l *local, err error) {
 	}
 	l.finished, l.err = true, err
 	if err != nil {
+		now := time.Now()
+		late := s.late[l.key.sig]
+		for p, f := range late {
+			if now.Sub(f.at) > s.cfg.Remember {
+				delete(late, p)
+			}
+		}
 		for p := range l.expect {
 			if !l.arrived[p] {
-				if s.late[l.key.sig] == nil {
-					s.late[l.key.sig] = map[pmix.Proc]finished{}
+				if late == nil {
+					late = map[pmix.Proc]finished{}
+					s.late[l.key.sig] = late
 				}
-				s.late[l.key.sig][p] = finished{err: err, at: time.Now()}
+				late[p] = finished{err: err, at: now}
 			}
 		}
 	}
