@@ -45,9 +45,7 @@ func unmarshalDirectRequest(b []byte) (directRequest, error) {
 	var r directRequest
 	err := decode(b, "direct request", func(d *dec) {
 		d.arr(3, "direct request")
-		if v := d.uint(math.MaxUint32, "version"); d.err == nil && v != wireVersion {
-			d.err = pmix.Errorf(pmix.ErrNotSupported, "collective message version %d, this agent speaks %d", v, wireVersion)
-		}
+		d.version()
 		r.key = d.str("key")
 		r.wait = time.Duration(d.uint(math.MaxInt64/uint64(time.Millisecond), "wait")) * time.Millisecond
 	})

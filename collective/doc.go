@@ -1,13 +1,14 @@
 // Package collective runs PMIx collectives across nodes and clusters on
 // NATS: PMIx_Fence and the key-value exchange (PMIx_Put, PMIx_Commit,
-// PMIx_Get), and the engine connect/disconnect will share. An agent runs
+// PMIx_Get), and the collective part of RFC0003's PMIx_Connect (a new
+// nspace and ranks) on the same engine. An agent runs
 // one Service for its processes, hands it its NATS connection and its job
 // table, and turns its clients' frames into Join, Commit and Get calls.
 //
 //	svc, err := collective.New(collective.Config{Cluster: "A", Node: "n1", Conn: nc, Jobs: jobs})
 //	err = svc.JobChanged(ctx, "job1")                   // as jobs are registered
 //	err = svc.Commit(me, puts)                          // PMIx_Commit
-//	err = svc.Join(ctx, collective.Request{              // PMIx_Fence, blocks
+//	_, err = svc.Join(ctx, collective.Request{           // PMIx_Fence, blocks
 //		Kind: collective.KindFence, Procs: []pmix.Proc{{Nspace: "job1", Rank: pmix.RankWildcard}},
 //		Self: me, Timeout: 10 * time.Second, Collect: true,
 //	})

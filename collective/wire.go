@@ -153,6 +153,13 @@ func (r *dec) arr(want int, what string) {
 	}
 }
 
+// version reads the version that begins a message.
+func (r *dec) version() {
+	if v := r.uint(math.MaxUint32, "version"); r.err == nil && v != wireVersion {
+		r.err = pmix.Errorf(pmix.ErrNotSupported, "collective message version %d, this agent speaks %d", v, wireVersion)
+	}
+}
+
 func (r *dec) len(what string) int {
 	if r.err != nil {
 		return 0
@@ -275,9 +282,7 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 	c := &contribution{}
 	err := decode(b, "contribution", func(r *dec) {
 		r.arr(14, "contribution")
-		if v := r.uint(math.MaxUint32, "version"); r.err == nil && v != wireVersion {
-			r.err = pmix.Errorf(pmix.ErrNotSupported, "collective message version %d, this agent speaks %d", v, wireVersion)
-		}
+		r.version()
 		c.kind = Kind(r.str("kind"))
 		c.id = r.str("id")
 		c.procs = r.procs("procs")
@@ -323,9 +328,7 @@ func unmarshalRelease(b []byte) (*release, error) {
 	m := &release{}
 	err := decode(b, "release", func(r *dec) {
 		r.arr(8, "release")
-		if v := r.uint(math.MaxUint32, "version"); r.err == nil && v != wireVersion {
-			r.err = pmix.Errorf(pmix.ErrNotSupported, "collective message version %d, this agent speaks %d", v, wireVersion)
-		}
+		r.version()
 		m.gen = r.uint(math.MaxUint64, "gen")
 		m.status = r.status("status")
 		m.code = r.str("code")
