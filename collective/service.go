@@ -366,6 +366,7 @@ type local struct {
 	timeout  time.Duration
 	started  time.Time
 	timer    *time.Timer // the timeout, then the grace
+	warn     *time.Timer // while no participant gave a timeout
 	sub      *nats.Subscription
 	finished bool
 	done     chan struct{}
@@ -454,7 +455,39 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	}
 	l.sub = sub
 	s.open[sig] = append(s.open[sig], l)
+	s.warnLocalLater(l)
 	return l, nil
+}
+
+// warnLocalLater logs, every WarnAfter while l waits with no timeout,
+// which of this agent's participants have not arrived (the coordinator
+// names the rest, once it heard of the operation).
+func (s *Service) warnLocalLater(l *local) {
+	l.warn = time.AfterFunc(s.cfg.WarnAfter, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if l.finished {
+			return
+		}
+		if l.timeout == 0 {
+			s.log.Warn("collective still waiting, with no timeout", "kind", string(l.kind), "id", l.id,
+				"waiting", time.Since(l.started).Round(time.Second).String(), "not_arrived_here", l.missingLocked(),
+				"all_arrived_here", len(l.arrived) == len(l.expect))
+		}
+		s.warnLocalLater(l)
+	})
+}
+
+// missingLocked names this agent's participants that have not arrived.
+func (l *local) missingLocked() string {
+	var missing []string
+	for p := range l.expect {
+		if !l.arrived[p] {
+			missing = append(missing, p.String())
+		}
+	}
+	slices.Sort(missing)
+	return strings.Join(missing, ", ")
 }
 
 // contributeLocked sends this agent's contribution, or (status not
@@ -559,15 +592,8 @@ func (s *Service) timedOut(l *local) {
 		grace()
 		return
 	}
-	var missing []string
-	for p := range l.expect {
-		if !l.arrived[p] {
-			missing = append(missing, p.String())
-		}
-	}
-	slices.Sort(missing)
-	if len(missing) > 0 {
-		msg += fmt.Sprintf("; not arrived on node %s: %s", s.cfg.Node, strings.Join(missing, ", "))
+	if missing := l.missingLocked(); missing != "" {
+		msg += fmt.Sprintf("; not arrived on node %s: %s", s.cfg.Node, missing)
 	}
 	s.contributeLocked(l, pmix.ErrTimeout, msg)
 	grace()
@@ -604,6 +630,9 @@ func (s *Service) finishLocked(l *local, err error) {
 	}
 	if l.timer != nil {
 		l.timer.Stop()
+	}
+	if l.warn != nil {
+		l.warn.Stop()
 	}
 	_ = l.sub.Unsubscribe()
 	open := slices.DeleteFunc(s.open[l.key.sig], func(c *local) bool { return c == l })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,4 +210,59 @@ func TestMessagesGrowWithAgents(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestNoTimeoutWarnsWhoIsMissing: a fence with no timeout never fails, but
+// its agents log who has not arrived.
+func TestNoTimeoutWarnsWhoIsMissing(t *testing.T) {
+	rec := &logRecorder{}
+	w := newWorld(t, []string{"n1", "n1", "n2"}, func(c *Config) {
+		c.WarnAfter = 100 * time.Millisecond
+		c.Logger = slog.New(rec)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.svc(0).Join(ctx, Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 0}})
+		done <- err
+	}()
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if !rec.has("job.1") {
+			return errors.New("no warning naming A:job.1")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, pmix.ErrTimeout) {
+		t.Fatalf("Join after its context ended: %v", err)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record's text.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	r.mu.Lock()
+	r.lines = append(r.lines, line)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *logRecorder) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
 }
