@@ -41,6 +41,11 @@
 // each names the procs it covers, and for a WILDCARD nspace of its own
 // cluster how many ranks it has.
 //
+// A connect's release names the new nspace and its members in new rank
+// order; the members' agents remember them, so that an operation naming
+// the new nspace (WILDCARD, or its ranks) is one of the members, and Get
+// of a new rank reads that member's data.
+//
 // # Timeouts
 //
 // A request's Timeout (PMIX_TIMEOUT) runs from the first local arrival.

@@ -47,6 +47,9 @@ type Service struct {
 	// direct: the subscriptions answering for the data of the procs that
 	// committed here (direct.go).
 	direct map[pmix.Proc]*nats.Subscription
+	// groups: the members of the nspaces connects gave participants of
+	// this agent, by new nspace (qualified), in new rank order.
+	groups map[string][]pmix.Proc
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -92,7 +95,7 @@ func New(cfg Config) (*Service, error) {
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
-		direct: map[pmix.Proc]*nats.Subscription{},
+		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string][]pmix.Proc{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -247,6 +250,9 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 	if err != nil {
 		return pmix.Value{}, err
 	}
+	if q, err = s.member(q); err != nil {
+		return pmix.Value{}, err
+	}
 	timeout, err := TimeoutOf(directives)
 	if err != nil {
 		return pmix.Value{}, err
@@ -292,6 +298,58 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
 }
 
+// member returns the member a proc of a connect's new nspace stands for,
+// and any other proc as it is.
+//
+// Errors: pmix.ErrBadParam for a rank the new nspace does not have.
+func (s *Service) member(p pmix.Proc) (pmix.Proc, error) {
+	s.mu.Lock()
+	members, ok := s.groups[p.Nspace]
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return p, nil
+	case int64(p.Rank) >= int64(len(members)):
+		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "%v: %s has ranks 0 to %d", p, p.Nspace, len(members)-1)
+	}
+	return members[p.Rank], nil
+}
+
+// expandGroups replaces the procs of connects' new nspaces by the members
+// they stand for (a WILDCARD: all of them), so that an operation on a new
+// nspace is one on its members, and canonical again.
+func (s *Service) expandGroups(procs []pmix.Proc) ([]pmix.Proc, error) {
+	s.mu.Lock()
+	n := len(s.groups)
+	s.mu.Unlock()
+	if n == 0 {
+		return procs, nil
+	}
+	var out []pmix.Proc
+	expanded := false
+	for _, p := range procs {
+		s.mu.Lock()
+		members, ok := s.groups[p.Nspace]
+		s.mu.Unlock()
+		switch {
+		case !ok:
+			out = append(out, p)
+		case p.Rank == pmix.RankWildcard:
+			out, expanded = append(out, members...), true
+		default:
+			m, err := s.member(p)
+			if err != nil {
+				return nil, err
+			}
+			out, expanded = append(out, m), true
+		}
+	}
+	if !expanded {
+		return procs, nil
+	}
+	return canonical(s.cfg.Cluster, out)
+}
+
 // hosts reports whether the job table places proc on this node.
 func (s *Service) hosts(proc pmix.Proc) bool {
 	ns, ok := s.cfg.Cluster.Local(proc.Nspace)
@@ -312,6 +370,9 @@ func (s *Service) hosts(proc pmix.Proc) bool {
 func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	procs, err := canonical(s.cfg.Cluster, req.Procs)
 	if err != nil {
+		return Result{}, err
+	}
+	if procs, err = s.expandGroups(procs); err != nil {
 		return Result{}, err
 	}
 	self, err := qualify(s.cfg.Cluster, req.Self)
@@ -565,6 +626,12 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	s.mu.Lock()
 	if !l.finished {
 		l.nspace, l.members = r.nspace, r.members
+		if r.nspace != "" && r.status == pmix.Success {
+			q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
+			if err == nil {
+				s.groups[q.Nspace] = r.members
+			}
+		}
 	}
 	s.mu.Unlock()
 	s.finish(l, r.err())

@@ -385,6 +385,23 @@ func TestConnectAcrossClusters(t *testing.T) {
 			t.Errorf("%s: %q rank %v, %v; want %q rank %d", n, g.nspace, g.rank, g.err, nspace, i)
 		}
 	}
+	// The new nspace is the group's: a fence on it is a fence of its
+	// members, and its ranks name them.
+	for _, n := range namesBoth {
+		if err := w.Client(n).Put(pmix.ScopeGlobal, "who", pmix.String(n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Client(n).Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustFence(t, w, namesBoth, same(pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard}), collect)
+	for rank, n := range namesBoth {
+		v, err := w.Client("B:jobB.0").Get(ctx, pmix.Proc{Nspace: nspace, Rank: pmix.Rank(rank)}, "who", []pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))})
+		if s, _ := v.Str(); err != nil || s != n {
+			t.Errorf("get who of %s.%d: %v, %v; want %s", nspace, rank, v, err, n)
+		}
+	}
 	// The same procs and id again: another operation, another nspace.
 	again := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
 	if g := again[namesA[0]]; g.err != nil || g.nspace == nspace {
