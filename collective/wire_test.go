@@ -68,3 +68,33 @@ func TestSubjects(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnmarshal: no message from the network makes a decoder panic or
+// allocate beyond its input, and what decodes encodes again.
+func FuzzUnmarshal(f *testing.F) {
+	c := &contribution{op: op{kind: KindConnect, id: "i", procs: []pmix.Proc{{Nspace: "A:j", Rank: 1}}}, covers: []pmix.Proc{{Nspace: "A:j", Rank: 1}},
+		sizes: []nsSize{{nspace: "A:j", size: 1}}, data: []procData{{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, puts: []proto.Put{{Scope: 3, Key: "k", Value: pmix.Int8(1)}}}}}
+	r := &release{gen: 1, outcome: outcomeOf(ErrFinished), nspace: "A:cnct.x.1", members: c.covers, data: c.data}
+	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data}} {
+		b, err := m.marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, err := unmarshalContribution(b); err == nil {
+			if _, err := c.marshal(); err != nil {
+				t.Fatalf("contribution decoded but does not encode: %v", err)
+			}
+		}
+		if r, err := unmarshalRelease(b); err == nil {
+			if _, err := r.marshal(); err != nil {
+				t.Fatalf("release decoded but does not encode: %v", err)
+			}
+		}
+		_, _ = unmarshalAck(b)
+		_, _ = unmarshalDirectRequest(b)
+		_, _ = unmarshalDirectAnswer(b)
+	})
+}
