@@ -423,3 +423,25 @@ func TestConnectAcrossClusters(t *testing.T) {
 		t.Errorf("required PMIX_CONNECT_NOTIFY_EACH: %v, want PMIX_ERR_NOT_SUPPORTED", err)
 	}
 }
+
+// TestFenceWithoutCoordinator: when the coordinator's agent is down, a
+// fence with a timeout still ends, with PMIX_ERR_TIMEOUT, at every
+// participant.
+func TestFenceWithoutCoordinator(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	sctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.Agent("a1").Shutdown(sctx); err != nil { // hosts jobA.0: coordinates jobA's collectives
+		t.Fatal(err)
+	}
+	pair := []string{"A:jobA.2", "A:jobA.3"} // both on a2
+	start := time.Now()
+	for n, err := range fenceAll(t, w, pair, same(pmix.Proc{Nspace: "jobA", Rank: 2}, pmix.Proc{Nspace: "jobA", Rank: 3}), []pmix.Info{timeout1}) {
+		if !errors.Is(err, pmix.ErrTimeout) || !strings.Contains(err.Error(), "coordinator") {
+			t.Errorf("%s: %v, want PMIX_ERR_TIMEOUT saying the coordinator was not heard from", n, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
