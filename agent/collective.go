@@ -132,6 +132,12 @@ func (cc *clientConn) collective(f *proto.Frame) {
 			res, err := cc.connect(ctx, e, f)
 			r.Nspace, r.Rank = res.Nspace, res.Rank
 			r.SetErr(err)
+		case proto.TypeDisconnect:
+			timeout, err := collective.TimeoutOf(f.Info)
+			if err == nil {
+				err = cc.a.coll.svc.Disconnect(ctx, e.proc, f.Nspace, timeout)
+			}
+			r.SetErr(err)
 		case proto.TypeGet:
 			v, err := cc.get(ctx, e, f)
 			if err == nil {

@@ -234,7 +234,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.completed(f)
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
-	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect:
+	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
 		cc.collective(f) // collective.go
 	case proto.TypeFinalize:
 		cc.release(cc.entry)

@@ -184,3 +184,20 @@ func (c *Client) Connect(ctx context.Context, procs []pmix.Proc, info []pmix.Inf
 func (c *Client) ConnectCB(procs []pmix.Proc, info []pmix.Info, cb func(nspace string, rank pmix.Rank, err error)) {
 	c.async(func(ctx context.Context) { cb(c.Connect(ctx, procs, info)) })
 }
+
+// Disconnect leaves nspace, the new nspace of a connect this process took
+// part in, as RFC0003's PMIx_Disconnect does: it returns once every member
+// disconnected. Directives: PMIX_TIMEOUT (without it, ctx's deadline gives
+// one).
+//
+// Errors: PMIX_ERR_INVALID_NAMESPACE when this process is not connected to
+// nspace; otherwise as Fence's.
+func (c *Client) Disconnect(ctx context.Context, nspace string, info []pmix.Info) error {
+	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeDisconnect, Nspace: nspace, Info: timeoutFromDeadline(ctx, info)})
+	return err
+}
+
+// DisconnectCB is the callback form of Disconnect (PMIx_Disconnect_nb).
+func (c *Client) DisconnectCB(nspace string, info []pmix.Info, cb func(error)) {
+	c.async(func(ctx context.Context) { cb(c.Disconnect(ctx, nspace, info)) })
+}

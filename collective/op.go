@@ -29,6 +29,9 @@ const (
 	// nspace. A kind of its own, so that participants that disagree on it
 	// never complete one operation.
 	KindConnectXchg Kind = "connect-xchg"
+	// KindDisconnect is RFC0003's PMIx_Disconnect: every member of a
+	// connect's new nspace leaves it (Service.Disconnect).
+	KindDisconnect Kind = "disconnect"
 )
 
 // Prefix begins every collective subject.

@@ -298,6 +298,31 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
 }
 
+// Disconnect takes self out of a connect's new nspace, as RFC0003's
+// PMIx_Disconnect: a collective of every member of that nspace, after
+// which the nspace names nothing at this agent.
+//
+// Errors: pmix.ErrInvalidNamespace when nspace is no connect's nspace
+// self is a member of; Join's.
+func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string, timeout time.Duration) error {
+	q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
+	if err != nil {
+		return err
+	}
+	me, err := qualify(s.cfg.Cluster, self)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	members, ok := s.groups[q.Nspace]
+	s.mu.Unlock()
+	if !ok || !slices.Contains(members, me) {
+		return pmix.Errorf(pmix.ErrInvalidNamespace, "%v is not connected to %s", self, nspace)
+	}
+	_, err = s.Join(ctx, Request{Kind: KindDisconnect, ID: q.Nspace, Procs: []pmix.Proc{q}, Self: self, Timeout: timeout})
+	return err
+}
+
 // member returns the member a proc of a connect's new nspace stands for,
 // and any other proc as it is.
 //
@@ -624,6 +649,9 @@ func (s *Service) released(l *local, m *nats.Msg) {
 		s.kv.add(d)
 	}
 	s.mu.Lock()
+	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
+		delete(s.groups, l.id) // every member here has left it
+	}
 	if !l.finished {
 		l.nspace, l.members = r.nspace, r.members
 		if r.nspace != "" && r.status == pmix.Success {

@@ -55,7 +55,8 @@ const (
 	TypeGet    Type = 15 // c→a: Source (whose value), Keys (one key), Info (directives); reply: Data
 
 	// Connect (RFC0003; docs/protocol.md).
-	TypeConnect Type = 16 // c→a: Procs (the participants), Info (directives); reply: Nspace, Rank
+	TypeConnect    Type = 16 // c→a: Procs (the participants), Info (directives); reply: Nspace, Rank
+	TypeDisconnect Type = 17 // c→a: Nspace (a connect's new nspace), Info (directives)
 )
 
 var typeNames = map[Type]string{
@@ -63,6 +64,7 @@ var typeNames = map[Type]string{
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
+	TypeDisconnect: "disconnect",
 }
 
 func (t Type) String() string {

@@ -43,6 +43,7 @@ func sampleFrames() map[string]*Frame {
 		"commit":                  {Type: TypeCommit, Seq: 24, Puts: []Put{{Scope: pmix.ScopeGlobal, Key: "a", Value: pmix.Uint32(7)}, {Scope: pmix.ScopeLocal, Key: "b", Value: pmix.Bytes([]byte{1, 2})}}},
 		"connect":                 {Type: TypeConnect, Seq: 26, Procs: []pmix.Proc{{Nspace: "B:viz", Rank: pmix.RankWildcard}}, Info: infos},
 		"connect reply":           {Type: TypeReply, Seq: 26, Nspace: "A:cnct.x.1", Rank: 3},
+		"disconnect":              {Type: TypeDisconnect, Seq: 27, Nspace: "A:cnct.x.1", Info: infos},
 		"get":                     {Type: TypeGet, Seq: 25, Source: pmix.Proc{Nspace: "B:viz", Rank: 0}, Keys: []string{"a"}, Info: infos},
 	}
 }

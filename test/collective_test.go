@@ -418,6 +418,25 @@ func TestConnectAcrossClusters(t *testing.T) {
 	if g := xchg[namesA[1]]; g.err != nil || g.nspace != "" || g.rank != pmix.RankUndef {
 		t.Errorf("XCHG_ONLY: %q rank %v, %v; want no nspace", g.nspace, g.rank, g.err)
 	}
+	// Disconnect: every member leaves; then the nspace names nothing.
+	var wg sync.WaitGroup
+	for _, n := range namesBoth {
+		wg.Go(func() {
+			if err := w.Client(n).Disconnect(ctx, nspace, nil); err != nil {
+				t.Errorf("%s: disconnect of %s: %v", n, nspace, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Client("B:jobB.1").Disconnect(ctx, nspace, nil); !errors.Is(err, pmix.ErrInvalidNamespace) {
+		t.Errorf("disconnect again: %v, want PMIX_ERR_INVALID_NAMESPACE", err)
+	}
+	if err := w.Client("B:jobB.1").Disconnect(ctx, one[namesA[0]].nspace, nil); !errors.Is(err, pmix.ErrInvalidNamespace) {
+		t.Errorf("disconnect of a group B:jobB.1 is not in: %v, want PMIX_ERR_INVALID_NAMESPACE", err)
+	}
+	if err := w.Client("A:jobA.0").Fence(ctx, []pmix.Proc{{Nspace: nspace, Rank: pmix.RankWildcard}}, nil); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("fence on a disconnected nspace: %v, want PMIX_ERR_BAD_PARAM", err)
+	}
 	req := pmix.Required(pmix.NewInfo(pmix.KeyConnectNotifyEach, pmix.Bool(true)))
 	if _, _, err := w.Client(namesA[0]).Connect(ctx, []pmix.Proc{jobA}, []pmix.Info{req}); !errors.Is(err, pmix.ErrNotSupported) {
 		t.Errorf("required PMIX_CONNECT_NOTIFY_EACH: %v, want PMIX_ERR_NOT_SUPPORTED", err)
