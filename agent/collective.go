@@ -30,7 +30,7 @@ type collectives struct {
 
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
-		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks,
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.jobInfo,
 		Logger: a.log.With("component", "collective"),
 	})
 	if err != nil {
@@ -55,6 +55,16 @@ func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
 	defer a.mu.Unlock()
 	if j := a.jobs[nspace]; j != nil {
 		return j.procs
+	}
+	return nil
+}
+
+// jobInfo is the job-level info a host registered, for connects.
+func (a *Agent) jobInfo(nspace string) []pmix.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.info
 	}
 	return nil
 }
@@ -235,12 +245,12 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 	}
 	key, proc := f.Keys[0], f.Source
 	if proc.Rank == pmix.RankWildcard {
-		ns, ok := cc.a.cfg.Cluster.Local(proc.Nspace)
-		cc.a.mu.Lock()
-		j := cc.a.jobs[ns]
-		cc.a.mu.Unlock()
-		if ok && j != nil {
-			if v, found := pmix.LookupValue(j.info, key); found {
+		info, known := cc.a.coll.svc.JobInfo(proc.Nspace) // another cluster's, from a connect
+		if ns, ok := cc.a.cfg.Cluster.Local(proc.Nspace); ok {
+			info, known = cc.a.jobInfo(ns), true
+		}
+		if known {
+			if v, found := pmix.LookupValue(info, key); found {
 				return v, nil
 			}
 		}

@@ -27,6 +27,10 @@ type Config struct {
 	// Jobs tells which participants are local and how many ranks a
 	// WILDCARD participant stands for. Required.
 	Jobs Jobs
+	// JobInfo returns the job-level info the host registered for a job of
+	// the agent's cluster: what a connect gives the members of other
+	// nspaces (RFC0003). Nil: none.
+	JobInfo func(nspace string) []pmix.Info
 	// Logger receives what the service cannot return: operations waiting
 	// long with no timeout, contributions that cannot be delivered. Nil
 	// discards.

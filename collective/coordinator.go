@@ -23,6 +23,7 @@ type coordinated struct {
 	covered map[pmix.Proc]bool // real ranks, qualified
 	sizes   map[string]int     // WILDCARD nspace → ranks
 	data    []procData
+	jobs    map[string][]pmix.Info
 	started time.Time
 	warn    *time.Timer
 	timeout time.Duration // the longest any contribution gave
@@ -121,6 +122,12 @@ func (s *Service) contributed(m *nats.Msg) {
 			co.sizes[sz.nspace] = int(sz.size)
 		}
 		co.data = append(co.data, c.data...)
+		for _, j := range c.jobs {
+			if co.jobs == nil {
+				co.jobs = map[string][]pmix.Info{}
+			}
+			co.jobs[j.nspace] = j.info
+		}
 	}
 	if co.complete() {
 		s.concludeLocked(co, nil)
@@ -222,6 +229,9 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 		}
 		if co.kind == KindConnect {
 			r.nspace = s.newNspace(r.members)
+		}
+		for _, ns := range slices.Sorted(maps.Keys(co.jobs)) {
+			r.jobs = append(r.jobs, jobInfo{nspace: ns, info: co.jobs[ns]})
 		}
 	}
 	b, merr := r.marshal()

@@ -50,6 +50,9 @@ type Service struct {
 	// groups: the members of the nspaces connects gave participants of
 	// this agent, by new nspace (qualified), in new rank order.
 	groups map[string][]pmix.Proc
+	// jobInfo: the job-level info of other clusters' nspaces, which
+	// connects brought (RFC0003), by qualified nspace.
+	jobInfo map[string][]pmix.Info
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -95,7 +98,7 @@ func New(cfg Config) (*Service, error) {
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
-		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string][]pmix.Proc{},
+		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string][]pmix.Proc{}, jobInfo: map[string][]pmix.Info{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -296,6 +299,15 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 		return pmix.Value{}, ctx.Err()
 	}
 	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+}
+
+// JobInfo returns the job-level info of an nspace of another cluster that
+// a connect brought, and whether one did.
+func (s *Service) JobInfo(nspace string) ([]pmix.Info, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.jobInfo[nspace]
+	return info, ok
 }
 
 // Disconnect takes self out of a connect's new nspace, as RFC0003's
@@ -592,6 +604,16 @@ func (s *Service) contributeLocked(l *local, status pmix.Status, message string)
 		}
 	}
 	slices.SortFunc(c.covers, compareProcs)
+	if (l.kind == KindConnect || l.kind == KindConnectXchg) && status == pmix.Success && s.cfg.JobInfo != nil {
+		seen := map[string]bool{}
+		for _, p := range c.covers {
+			if !seen[p.Nspace] {
+				seen[p.Nspace] = true
+				ns, _ := s.cfg.Cluster.Local(p.Nspace)
+				c.jobs = append(c.jobs, jobInfo{nspace: p.Nspace, info: s.cfg.JobInfo(ns)})
+			}
+		}
+	}
 	s.goFuncLocked(func() { s.deliver(l, c) })
 }
 
@@ -651,6 +673,11 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	s.mu.Lock()
 	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
 		delete(s.groups, l.id) // every member here has left it
+	}
+	for _, j := range r.jobs {
+		if _, ours := s.cfg.Cluster.Local(j.nspace); !ours {
+			s.jobInfo[j.nspace] = j.info
+		}
 	}
 	if !l.finished {
 		l.nspace, l.members = r.nspace, r.members

@@ -20,7 +20,8 @@ const wireVersion = 1
 //
 //	[1, kind: str, id: str, procs: [Proc], gen: uint, cluster: str, node: str,
 //	 covers: [Proc], sizes: [[nspace: str, size: uint]], timeout: uint (ms),
-//	 collect: bool, data: [ProcData], status: int, message: str]
+//	 collect: bool, data: [ProcData], status: int, message: str,
+//	 jobs: [JobInfo]]
 type contribution struct {
 	op
 	gen           uint64
@@ -32,6 +33,14 @@ type contribution struct {
 	data          []procData
 	status        pmix.Status // not success: the agent gives up (a timeout)
 	message       string
+	jobs          []jobInfo // a connect's: the job-level info of its participants' nspaces here
+}
+
+// jobInfo is a job's job-level info, as a connect carries it to the members
+// of other nspaces: [nspace: str (qualified), info: [Info]].
+type jobInfo struct {
+	nspace string
+	info   []pmix.Info
 }
 
 // nsSize is how many ranks a WILDCARD participant stands for.
@@ -51,7 +60,7 @@ type procData struct {
 // release ends an operation at every participating agent:
 //
 //	[1, gen: uint, status: int, code: str, message: str, data: [ProcData],
-//	 nspace: str, members: [Proc]]
+//	 nspace: str, members: [Proc], jobs: [JobInfo]]
 //
 // The code is the pmix.Error code of a failure ("collective.timeout").
 type release struct {
@@ -60,6 +69,7 @@ type release struct {
 	data    []procData
 	nspace  string      // a connect's new nspace
 	members []pmix.Proc // a connect's members, in new rank order
+	jobs    []jobInfo   // a connect's: every participating nspace's job-level info
 }
 
 // ack answers a contribution: [status: int, code: str, message: str].
@@ -119,6 +129,14 @@ func (w *enc) data(ds []procData) {
 		w.str(d.cluster)
 		w.str(d.node)
 		w.do(func() error { return proto.EncodePuts(w.e, d.puts) })
+	}
+}
+func (w *enc) jobs(js []jobInfo) {
+	w.arr(len(js))
+	for _, j := range js {
+		w.arr(2)
+		w.str(j.nspace)
+		w.do(func() error { return pmix.EncodeInfos(w.e, j.info) })
 	}
 }
 func (w *enc) bytes() ([]byte, error) { return w.buf.Bytes(), w.err }
@@ -240,6 +258,24 @@ func (r *dec) data() []procData {
 	return out
 }
 
+func (r *dec) jobs() []jobInfo {
+	var out []jobInfo
+	for range r.len("jobs") {
+		r.arr(2, "job info")
+		j := jobInfo{nspace: r.str("job nspace")}
+		if r.err == nil {
+			var err error
+			j.info, err = pmix.DecodeInfos(r.d)
+			r.fail("job info", err)
+		}
+		if r.err != nil {
+			return nil
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
 func decode(b []byte, what string, f func(*dec)) error {
 	return proto.DecodeChecked(b, func(d *msgpack.Decoder) error {
 		r := &dec{d: d}
@@ -255,7 +291,7 @@ func decode(b []byte, what string, f func(*dec)) error {
 
 func (c *contribution) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(14)
+	w.arr(15)
 	w.uint(wireVersion)
 	w.str(string(c.kind))
 	w.str(c.id)
@@ -275,13 +311,14 @@ func (c *contribution) marshal() ([]byte, error) {
 	w.data(c.data)
 	w.int(int64(c.status))
 	w.str(c.message)
+	w.jobs(c.jobs)
 	return w.bytes()
 }
 
 func unmarshalContribution(b []byte) (*contribution, error) {
 	c := &contribution{}
 	err := decode(b, "contribution", func(r *dec) {
-		r.arr(14, "contribution")
+		r.arr(15, "contribution")
 		r.version()
 		c.kind = Kind(r.str("kind"))
 		c.id = r.str("id")
@@ -300,6 +337,7 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 		c.data = r.data()
 		c.status = r.status("status")
 		c.message = r.str("message")
+		c.jobs = r.jobs()
 	})
 	if err != nil {
 		return nil, err
@@ -312,7 +350,7 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 
 func (m *release) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(8)
+	w.arr(9)
 	w.uint(wireVersion)
 	w.uint(m.gen)
 	w.int(int64(m.status))
@@ -321,13 +359,14 @@ func (m *release) marshal() ([]byte, error) {
 	w.data(m.data)
 	w.str(m.nspace)
 	w.procs(m.members)
+	w.jobs(m.jobs)
 	return w.bytes()
 }
 
 func unmarshalRelease(b []byte) (*release, error) {
 	m := &release{}
 	err := decode(b, "release", func(r *dec) {
-		r.arr(8, "release")
+		r.arr(9, "release")
 		r.version()
 		m.gen = r.uint(math.MaxUint64, "gen")
 		m.status = r.status("status")
@@ -336,6 +375,7 @@ func unmarshalRelease(b []byte) (*release, error) {
 		m.data = r.data()
 		m.nspace = r.str("nspace")
 		m.members = r.procs("members")
+		m.jobs = r.jobs()
 	})
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ func TestWireRoundTrip(t *testing.T) {
 		sizes: []nsSize{{nspace: "A:job", size: 2}}, timeout: 1500 * time.Millisecond, collect: true,
 		data:   []procData{{proc: pmix.Proc{Nspace: "A:job", Rank: 0}, cluster: "A", node: "n1", puts: []proto.Put{{Scope: pmix.ScopeGlobal, Key: "k", Value: pmix.String("v")}}}},
 		status: pmix.ErrTimeout, message: "m",
+		jobs: []jobInfo{{nspace: "A:job", info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(2))}}},
 	}
 	b, err := c.marshal()
 	if err != nil {
@@ -24,7 +25,7 @@ func TestWireRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.signature() != c.signature() || got.gen != 3 || got.timeout != c.timeout || len(got.data) != 1 || got.data[0].puts[0].Key != "k" || got.message != "m" {
+	if got.signature() != c.signature() || got.gen != 3 || got.timeout != c.timeout || len(got.data) != 1 || got.data[0].puts[0].Key != "k" || got.message != "m" || len(got.jobs) != 1 || len(got.jobs[0].info) != 1 {
 		t.Fatalf("round trip: %+v", got)
 	}
 	r := &release{gen: 2, outcome: outcomeOf(ErrTimeout), data: c.data}

@@ -35,7 +35,8 @@ func collSpec() agenttest.Spec {
 			{Cluster: "A", Nspace: "jobA", Nodes: []string{"a1", "a1", "a2", "a2"},
 				Info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(4))}},
 			{Cluster: "A", Nspace: "big", Nodes: big},
-			{Cluster: "B", Nspace: "jobB", Nodes: []string{"b1", "b1", "b2"}},
+			{Cluster: "B", Nspace: "jobB", Nodes: []string{"b1", "b1", "b2"},
+				Info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(3))}},
 		},
 		Agent: func(c *agent.Config) { c.HandlerTimeout = 10 * time.Second },
 	}
@@ -378,7 +379,20 @@ func TestConnectAcrossClusters(t *testing.T) {
 		wg.Wait()
 		return out
 	}
+	remoteSize := func() (pmix.Value, error) {
+		return w.Client("A:jobA.1").Get(ctx, pmix.Proc{Nspace: "B:jobB", Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
+	}
+	if _, err := remoteSize(); !errors.Is(err, pmix.ErrNotFound) {
+		t.Fatalf("B:jobB's job size before the connect: %v, want PMIX_ERR_NOT_FOUND", err)
+	}
 	res := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	// Every member has the other nspaces' job-level info (RFC0003).
+	if v, err := remoteSize(); err != nil || !v.Equal(pmix.Uint32(3)) {
+		t.Errorf("B:jobB's job size at A:jobA.1 after the connect: %v, %v", v, err)
+	}
+	if v, err := w.Client("B:jobB.2").Get(ctx, pmix.Proc{Nspace: "A:jobA", Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil); err != nil || !v.Equal(pmix.Uint32(4)) {
+		t.Errorf("A:jobA's job size at B:jobB.2 after the connect: %v, %v", v, err)
+	}
 	nspace := res[namesBoth[0]].nspace
 	if !strings.HasPrefix(nspace, "A:cnct.") {
 		t.Fatalf("new nspace %q: want A:cnct.… (the coordinator's cluster, members on two)", nspace)
