@@ -43,6 +43,8 @@ type Agent struct {
 
 	pl   *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
 	coll *collectives   // PMIx_Fence, Commit, Get (collective.go)
+	// onConnect: the host's OnConnect functions, copy-on-write as rmFuncs.
+	onConnect atomic.Pointer[[]func(ConnectReport)]
 
 	hellos helloGate // connections yet to say hello (conn.go)
 

@@ -69,6 +69,34 @@ func (a *Agent) jobInfo(nspace string) []pmix.Info {
 	return nil
 }
 
+// ConnectReport tells the host that a local process connected (RFC0003's
+// PMIx_Connect completed for it) or disconnected.
+type ConnectReport struct {
+	Proc pmix.Proc // the local process
+	// Nspace is the new nspace ("" for PMIX_CONNECT_XCHG_ONLY) or, for a
+	// disconnect, the one left.
+	Nspace     string
+	Rank       pmix.Rank   // the process's rank in Nspace; RankUndef for a disconnect
+	Members    []pmix.Proc // a connect's members, qualified, in rank order
+	Disconnect bool
+}
+
+// OnConnect calls f each time a connect or disconnect completes for a
+// local process, for the host's accounting. f must not block for long.
+func (a *Agent) OnConnect(f func(ConnectReport)) {
+	a.mu.Lock()
+	a.onConnect.Store(appendCopy(a.onConnect.Load(), f))
+	a.mu.Unlock()
+}
+
+func (a *Agent) reportConnect(r ConnectReport) {
+	if fs := a.onConnect.Load(); fs != nil {
+		for _, f := range *fs {
+			f(r)
+		}
+	}
+}
+
 // collectiveJobChanged tells the service that a job was registered,
 // replaced or deregistered.
 func (a *Agent) collectiveJobChanged(ctx context.Context, nspace string) {
@@ -142,12 +170,18 @@ func (cc *clientConn) collective(f *proto.Frame) {
 			res, err := cc.connect(ctx, e, f)
 			r.Nspace, r.Rank = res.Nspace, res.Rank
 			r.SetErr(err)
+			if err == nil {
+				cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: res.Nspace, Rank: res.Rank, Members: res.Members})
+			}
 		case proto.TypeDisconnect:
 			timeout, err := collective.TimeoutOf(f.Info)
 			if err == nil {
 				err = cc.a.coll.svc.Disconnect(ctx, e.proc, f.Nspace, timeout)
 			}
 			r.SetErr(err)
+			if err == nil {
+				cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: f.Nspace, Rank: pmix.RankUndef, Disconnect: true})
+			}
 		case proto.TypeGet:
 			v, err := cc.get(ctx, e, f)
 			if err == nil {

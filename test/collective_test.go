@@ -359,6 +359,8 @@ func TestConnectAcrossClusters(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
 	defer cancel()
+	reports := make(chan agent.ConnectReport, 100)
+	w.Agent("b2").OnConnect(func(r agent.ConnectReport) { reports <- r })
 	type got struct {
 		nspace string
 		rank   pmix.Rank
@@ -386,6 +388,10 @@ func TestConnectAcrossClusters(t *testing.T) {
 		t.Fatalf("B:jobB's job size before the connect: %v, want PMIX_ERR_NOT_FOUND", err)
 	}
 	res := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	// The host of b2 (B:jobB.2) saw its process connect.
+	if r := <-reports; r.Proc != (pmix.Proc{Nspace: "jobB", Rank: 2}) || r.Nspace != res["B:jobB.2"].nspace || r.Rank != 6 || len(r.Members) != 7 || r.Disconnect {
+		t.Errorf("b2's report: %+v", r)
+	}
 	// Every member has the other nspaces' job-level info (RFC0003).
 	if v, err := remoteSize(); err != nil || !v.Equal(pmix.Uint32(3)) {
 		t.Errorf("B:jobB's job size at A:jobA.1 after the connect: %v, %v", v, err)
@@ -442,6 +448,16 @@ func TestConnectAcrossClusters(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	for seen := false; !seen; {
+		select {
+		case r := <-reports:
+			if seen = r.Disconnect; seen && (r.Nspace != nspace || r.Proc.Rank != 2) {
+				t.Errorf("b2's disconnect report: %+v", r)
+			}
+		case <-ctx.Done():
+			t.Fatal("b2's host got no disconnect report")
+		}
+	}
 	if err := w.Client("B:jobB.1").Disconnect(ctx, nspace, nil); !errors.Is(err, pmix.ErrInvalidNamespace) {
 		t.Errorf("disconnect again: %v, want PMIX_ERR_INVALID_NAMESPACE", err)
 	}
