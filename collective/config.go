@@ -50,6 +50,10 @@ type Config struct {
 	// before the service logs who has not arrived (and again each period).
 	// Zero means 30 s.
 	WarnAfter time.Duration
+	// Recheck is how long an agent waits for the release after the
+	// coordinator acknowledged its contribution before sending it again.
+	// Zero means 10 s.
+	Recheck time.Duration
 	// Remember is how long a coordinator remembers a finished operation, to
 	// refuse latecomers (ErrFinished). Zero means 2 min.
 	Remember time.Duration
@@ -71,7 +75,7 @@ func (c Config) Validate() error {
 	if c.Jobs == nil {
 		errs = append(errs, errors.New("jobs: nil"))
 	}
-	for name, d := range map[string]time.Duration{"ack wait": c.AckWait, "retry": c.Retry, "grace": c.Grace, "warn after": c.WarnAfter, "remember": c.Remember} {
+	for name, d := range map[string]time.Duration{"ack wait": c.AckWait, "retry": c.Retry, "grace": c.Grace, "warn after": c.WarnAfter, "remember": c.Remember, "recheck": c.Recheck} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: negative", name, d))
 		}
@@ -93,6 +97,7 @@ func (c *Config) setDefaults() {
 	def(&c.Grace, 2*time.Second)
 	def(&c.WarnAfter, 30*time.Second)
 	def(&c.Remember, 2*time.Minute)
+	def(&c.Recheck, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

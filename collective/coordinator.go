@@ -42,9 +42,10 @@ func (co *coordinated) stop() {
 // finished is an operation concluded here, remembered to answer
 // latecomers.
 type finished struct {
-	nodes map[string]bool
-	err   error
-	at    time.Time
+	nodes   map[string]bool
+	err     error
+	at      time.Time
+	release []byte // sent again to an agent that contributed and is still waiting
 }
 
 // contributed takes an agent's contribution to an operation this agent
@@ -68,7 +69,14 @@ func (s *Service) contributed(m *nats.Msg) {
 	if f, ok := s.finished[key]; ok {
 		s.mu.Unlock()
 		if f.nodes[from] {
-			s.respond(m, ack{}) // sent again: its ack was lost
+			// Sent again: the agent waits still, so the release did not
+			// reach it. Once more, to all (the others have unsubscribed).
+			if f.release != nil {
+				if err := s.cfg.Conn.Publish(ReleaseSubject(key.sig), f.release); err != nil {
+					s.log.Warn("collective: sending a release again", "err", err)
+				}
+			}
+			s.respond(m, ack{})
 			return
 		}
 		s.respond(m, ack{outcomeOf(fmt.Errorf("%w: %s of %s ended before these participants arrived: %s (it ended with: %v)",
@@ -220,7 +228,6 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 			delete(s.finished, k)
 		}
 	}
-	s.finished[co.key] = finished{nodes: co.nodes, err: err, at: now}
 	r := &release{gen: co.key.gen, outcome: outcomeOf(err)}
 	if err == nil {
 		r.data = co.data
@@ -235,6 +242,7 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 		}
 	}
 	b, merr := r.marshal()
+	s.finished[co.key] = finished{nodes: co.nodes, err: err, at: now, release: b}
 	if merr == nil {
 		merr = s.cfg.Conn.Publish(ReleaseSubject(co.key.sig), b)
 	}

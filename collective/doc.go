@@ -46,6 +46,10 @@
 // the new nspace (WILDCARD, or its ranks) is one of the members, and Get
 // of a new rank reads that member's data.
 //
+// An agent whose contribution was acknowledged but which has no release
+// after Config.Recheck sends it again: a coordinator that restarted learns
+// it again, and one that concluded the operation sends the release again.
+//
 // # Timeouts
 //
 // A request's Timeout (PMIX_TIMEOUT) runs from the first local arrival.

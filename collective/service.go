@@ -636,6 +636,16 @@ func (s *Service) deliver(l *local, c *contribution) {
 			if derr == nil {
 				if a.status != pmix.Success {
 					s.finish(l, a.err())
+					return
+				}
+				// Acknowledged. Sent again after Recheck while no release
+				// came: a coordinator that restarted learns it again, one
+				// that released already sends the release again.
+				select {
+				case <-l.done:
+				case <-s.ctx.Done():
+				case <-time.After(s.cfg.Recheck):
+					continue
 				}
 				return
 			}

@@ -266,3 +266,46 @@ func (r *logRecorder) has(s string) bool {
 	}
 	return false
 }
+
+// TestCoordinatorRestartMidOperation: a coordinator that restarts forgets
+// the contributions it had; the agents send theirs again, and the
+// operation completes.
+func TestCoordinatorRestartMidOperation(t *testing.T) {
+	cfg := func(c *Config) { c.Recheck = 200 * time.Millisecond }
+	w := newWorld(t, []string{"n1", "n2"}, cfg)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.svc(1).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 1}, Timeout: 20 * time.Second})
+		done <- err
+	}()
+	// n2's contribution reached n1, the coordinator (rank 0's agent).
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		s := w.svcs["n1"]
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.coord) == 0 {
+			return errors.New("the coordinator has no contribution yet")
+		}
+		return nil
+	})
+	old := w.svcs["n1"]
+	if err := old.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := old.cfg
+	restarted, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.Close(context.Background()) })
+	if err := restarted.JobChanged(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	w.svcs["n1"] = restarted
+	if _, err := restarted.Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 0}, Timeout: 20 * time.Second}); err != nil {
+		t.Fatalf("rank 0, at the restarted coordinator: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+}
