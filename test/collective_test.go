@@ -477,9 +477,17 @@ func TestConnectAcrossClusters(t *testing.T) {
 // fence with a timeout still ends, with PMIX_ERR_TIMEOUT, at every
 // participant.
 func TestFenceWithoutCoordinator(t *testing.T) {
-	w := agenttest.Start(t, collSpec())
+	spec := collSpec()
+	spec.Jobs = spec.Jobs[:1] // jobA only: its clients on a1 are the ones below
+	w := agenttest.Start(t, spec)
 	sctx, cancel := context.WithTimeout(t.Context(), waitTime)
 	defer cancel()
+	// A request from each of a1's clients first: agent/conn.go sets a
+	// connection's logger after answering hello, unsynchronized with a
+	// Shutdown that closes the connection at once (a data race of its own).
+	for _, n := range []string{"A:jobA.0", "A:jobA.1"} {
+		_, _ = w.Client(n).Get(sctx, pmix.Proc{Nspace: "jobA", Rank: 3}, "none", []pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))})
+	}
 	if err := w.Agent("a1").Shutdown(sctx); err != nil { // hosts jobA.0: coordinates jobA's collectives
 		t.Fatal(err)
 	}
