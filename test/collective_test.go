@@ -308,7 +308,7 @@ func TestFenceTimeoutReachesEveryone(t *testing.T) {
 // as for 4 on the same two agents.
 func TestFenceMessagesGrowWithAgents(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
-	nc := clustertest.Connect(t, w.URL("A"))
+	nc := w.Agent("a2").NATS() // an agent's: it may subscribe to pmix.> where NATS is secured
 	var count atomic.Int64
 	sub, err := nc.Subscribe(collective.Prefix+".>", func(*nats.Msg) { count.Add(1) })
 	if err != nil {
