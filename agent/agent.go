@@ -43,7 +43,10 @@ type Agent struct {
 	cache    *jetstream.EventCache
 	evicted  atomic.Uint64
 
-	pl *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+	pl   *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
+	coll *collectives   // PMIx_Fence, Commit, Get (collective.go)
+	// onConnect: the host's OnConnect functions, copy-on-write as rmFuncs.
+	onConnect atomic.Pointer[[]func(ConnectReport)]
 
 	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
 	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write
@@ -189,6 +192,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	if err := a.startPublishLookup(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
+	}
+	if err := a.startCollective(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "collectives: %w", err)
 	}
 	ln, addr, err := listen(a.cfg.Listen)
 	if err != nil {
@@ -362,6 +368,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 		}()
 	}
 	a.closePublishLookup(ctx)
+	a.closeCollective(ctx)
 	if a.router != nil {
 		a.router.close()
 	}

@@ -19,11 +19,13 @@ import (
 // clientConn is one attached client: its socket, its registry (the chains
 // the agent runs for it) and its invocations in flight.
 type clientConn struct {
-	a   *Agent
-	c   net.Conn
-	r   *proto.Reader
-	w   *sender
-	log *slog.Logger
+	a *Agent
+	c net.Conn
+	r *proto.Reader
+	w *sender
+	// logp is the agent's logger, then, after hello, the client's: read
+	// by other goroutines (close at Shutdown) while serve sets it.
+	logp atomic.Pointer[slog.Logger]
 
 	entry    *clientEntry
 	reg      *bus.Registry
@@ -48,11 +50,15 @@ type pendingInvoke struct {
 // against MaxPendingHello in the order they were accepted. The buffered
 // reader comes after hello: until then the peer is nobody.
 func newClientConn(a *Agent, c net.Conn) *clientConn {
-	return &clientConn{
-		a: a, c: c, log: a.log, pending: make(map[uint64]*pendingInvoke),
+	cc := &clientConn{
+		a: a, c: c, pending: make(map[uint64]*pendingInvoke),
 		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
+	cc.logp.Store(a.log)
+	return cc
 }
+
+func (cc *clientConn) logger() *slog.Logger { return cc.logp.Load() }
 
 // helloGate counts the connections that have not said hello yet.
 type helloGate struct {
@@ -92,7 +98,7 @@ func (cc *clientConn) cutOff(why error) {
 		return
 	}
 	if pmix.StatusOf(why) == pmix.ErrOutOfResource {
-		cc.log.Warn("dropping a client that does not read what it is sent", "err", why)
+		cc.logger().Warn("dropping a client that does not read what it is sent", "err", why)
 	}
 	// Not from the sender's goroutine: close waits for it to end.
 	if !cc.a.goFunc(func() { cc.close(nil) }) {
@@ -125,7 +131,7 @@ func (cc *clientConn) serve() {
 		return // Shutdown began
 	}
 	if !cc.admitted {
-		cc.a.hellos.refuse(cc.log, cc.a.cfg.MaxPendingHello)
+		cc.a.hellos.refuse(cc.logger(), cc.a.cfg.MaxPendingHello)
 		cc.fail(pmix.Errorf(pmix.ErrOutOfResource, "%d connections are waiting to say hello already; try again", cc.a.cfg.MaxPendingHello))
 		return
 	}
@@ -133,19 +139,19 @@ func (cc *clientConn) serve() {
 	cc.a.hellos.leave()
 	if err != nil {
 		if cc.a.ctx.Err() == nil {
-			cc.log.Warn("client refused", "remote", cc.c.RemoteAddr().String(), "err", err)
+			cc.logger().Warn("client refused", "remote", cc.c.RemoteAddr().String(), "err", err)
 		}
 		cc.fail(err)
 		return
 	}
 	cc.r = proto.NewReader(cc.c, cc.a.cfg.MaxFrame)
-	cc.log = cc.log.With("client", cc.entry.proc.String())
-	cc.log.Debug("client attached")
+	cc.logp.Store(cc.logger().With("client", cc.entry.proc.String()))
+	cc.logger().Debug("client attached")
 	for {
 		f, err := cc.r.ReadFrame()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				cc.log.Warn("dropping client after a bad frame", "err", err)
+				cc.logger().Warn("dropping client after a bad frame", "err", err)
 				cc.fail(err)
 			}
 			return
@@ -194,7 +200,7 @@ func (cc *clientConn) hello() error {
 	reg, err := bus.NewRegistry(bus.Config{
 		Self:           cc.a.origin(e),
 		DefaultTimeout: cc.a.cfg.HandlerTimeout,
-		Logger:         cc.log,
+		Logger:         cc.logger(),
 	})
 	if err != nil {
 		cc.a.detach(e, cc)
@@ -234,6 +240,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.completed(f)
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
+	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
+		cc.collective(f) // collective.go
 	case proto.TypeFinalize:
 		cc.release(cc.entry)
 		cc.reply(f, nil, nil)
@@ -300,14 +308,14 @@ func (cc *clientConn) take(seq uint64) *pendingInvoke {
 func (cc *clientConn) completed(f *proto.Frame) {
 	p := cc.take(f.Seq)
 	if p == nil {
-		cc.log.Debug("completion for an invocation no longer pending", "seq", f.Seq)
+		cc.logger().Debug("completion for an invocation no longer pending", "seq", f.Seq)
 		return
 	}
 	if f.HasPrior {
 		if len(f.Prior) == len(p.call.Results) {
 			copy(p.call.Results, f.Prior)
 		} else {
-			cc.log.Warn("ignoring edited results of the wrong length", "handler", p.call.Name, "got", len(f.Prior), "want", len(p.call.Results))
+			cc.logger().Warn("ignoring edited results of the wrong length", "handler", p.call.Name, "got", len(f.Prior), "want", len(p.call.Results))
 		}
 	}
 	p.done(f.Status, f.Results)
@@ -339,7 +347,7 @@ func (cc *clientConn) close(why error) {
 			if !cc.a.isClosed() { // Shutdown drops every subscription at once
 				cc.a.router.forget(cc)
 			}
-			cc.log.Debug("client detached")
+			cc.logger().Debug("client detached")
 		}
 		// What is queued goes out before the socket closes: a last reply,
 		// or why a client that stopped reading was cut off, should it read

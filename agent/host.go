@@ -80,6 +80,7 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 		oldProcs = old.procs
 	}
 	a.livenessJobsChanged(ctx, nj.procs, oldProcs) // so is the node's key
+	a.collectiveJobChanged(ctx, j.Nspace)
 	return nil
 }
 
@@ -118,6 +119,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	}
 	a.livenessJobsChanged(ctx, old.procs) // its procs no longer go down with the node
 	a.publishLookupJobEnded(ctx, nspace)  // PMIX_PERSIST_APP and _SESSION data
+	a.collectiveJobChanged(ctx, nspace)
 	return nil
 }
 
@@ -252,6 +254,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Unlock()
 	a.ensureRetention(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
+	a.collectiveDetached(cc)
 }
 
 // Notify sends an event as the host RM: it has no source proc (RFC0002).

@@ -41,6 +41,8 @@ type Client struct {
 
 	regMu sync.Mutex // registrations go to both registries in one order
 
+	kv putStore // PMIx_Put values (collective.go)
+
 	mu       sync.Mutex
 	seq      uint64
 	waiting  map[uint64]chan *proto.Frame

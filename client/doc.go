@@ -24,6 +24,16 @@
 // PMIX_EVENT_ACTION_TIMEOUT, or bus.DefaultHandlerTimeout
 // (WithHandlerTimeout), as the agent's do.
 //
+// Put, Commit, Fence and Get exchange data between processes as PMIx's
+// functions of those names do, and Connect and Disconnect are RFC0003's
+// (docs/collective.md):
+//
+//	err = c.Put(pmix.ScopeGlobal, "my.port", pmix.Uint32(4242))
+//	err = c.Commit(ctx)
+//	err = c.Fence(ctx, nil, []pmix.Info{pmix.NewInfo(pmix.KeyCollectData, pmix.Bool(true))}) // nil: my whole nspace
+//	v, err := c.Get(ctx, pmix.Proc{Nspace: "B:viz", Rank: 3}, "my.port", nil)
+//	nspace, rank, err := c.Connect(ctx, procs, []pmix.Info{pmix.NewInfo(pmix.KeyConnectID, pmix.String("c1"))})
+//
 // A handler that notifies pmix.EventAbortRequested before it completes asks
 // for the 2016-04-07 minutes' abort, which runs once its chain has ended
 // (see NotifyEvent).

@@ -68,6 +68,11 @@ const (
 	KeyConnectOptional   = "pmix.cnt.opt"   // bool
 	KeyConnectXchgOnly   = "pmix.cnt.xchg"  // bool
 	KeyConnectID         = "pmix.cnt.id"    // string
+
+	// Fence and the key-value exchange (PMIx_Fence, PMIx_Get).
+	KeyCollectData = "pmix.collect"   // bool: a fence carries the committed data to every participant
+	KeyImmediate   = "pmix.immediate" // bool: Get answers from what the agent holds, never waiting or asking further
+	KeyOptional    = "pmix.optional"  // bool: Get looks in the client's own store only
 )
 
 // Keys pmixbus defines where the RFCs describe something OpenPMIx never
@@ -102,4 +107,10 @@ const (
 
 	// KeyCredential (string) is the per-process credential an agent issues.
 	KeyCredential = "pmixbus.cred"
+
+	// KeyCollectiveID (string) tells apart concurrent fences of the same
+	// participants, as PMIX_CONNECT_ID does for connects (RFC0003): all
+	// participants give the same value. OpenPMIx has no such key for a
+	// fence.
+	KeyCollectiveID = "pmixbus.coll.id"
 )

@@ -47,12 +47,24 @@ const (
 	TypePublish   Type = 10 // c→a: Info, data and directives mixed as PMIx_Publish takes them
 	TypeLookup    Type = 11 // c→a: Keys, Info (directives); reply: Data
 	TypeUnpublish Type = 12 // c→a: Keys (none: all of the caller's), Info (directives)
+
+	// Fence and the key-value exchange (docs/protocol.md). Replies carry
+	// Status and Message; a get's reply carries Data.
+	TypeFence  Type = 13 // c→a: Procs (the participants), Info (directives)
+	TypeCommit Type = 14 // c→a: Puts, the values put since the last commit
+	TypeGet    Type = 15 // c→a: Source (whose value), Keys (one key), Info (directives); reply: Data
+
+	// Connect (RFC0003; docs/protocol.md).
+	TypeConnect    Type = 16 // c→a: Procs (the participants), Info (directives); reply: Nspace, Rank
+	TypeDisconnect Type = 17 // c→a: Nspace (a connect's new nspace), Info (directives)
 )
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
+	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
+	TypeDisconnect: "disconnect",
 }
 
 func (t Type) String() string {
@@ -94,6 +106,17 @@ type Frame struct {
 
 	Keys []string // in lookup and unpublish: the keys
 	Data []PData  // in a lookup's reply: the values found
+
+	Procs []pmix.Proc // in fence: the participants
+	Puts  []Put       // in commit: the values put
+}
+
+// Put is one value PMIx_Put stored, as a commit carries it. On the wire:
+// [scope: uint, key: str, value: Value].
+type Put struct {
+	Scope pmix.Scope
+	Key   string
+	Value pmix.Value
 }
 
 // PData is one value a lookup found (pmix_pdata_t): the publisher, its
@@ -113,6 +136,7 @@ const (
 	kID, kName, kCodes, kCode, kRange, kSource = "id", "nm", "cs", "c", "r", "src"
 	kInfo, kResults, kPrior                    = "in", "res", "pr"
 	kKeys, kData                               = "ks", "pd"
+	kProcs, kPuts                              = "pc", "pt"
 )
 
 // Err returns the frame's status, error code and message as an error: nil
@@ -157,6 +181,8 @@ const (
 	bPrior
 	bKeys
 	bData
+	bProcs
+	bPuts
 	bEnd
 )
 
@@ -187,6 +213,8 @@ func (f *Frame) present() uint32 {
 	set(f.HasPrior || f.Prior != nil, bPrior)
 	set(len(f.Keys) > 0, bKeys)
 	set(len(f.Data) > 0, bData)
+	set(len(f.Procs) > 0, bProcs)
+	set(len(f.Puts) > 0, bPuts)
 	return m
 }
 
@@ -311,6 +339,14 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 	case bData:
 		if err = key(kData); err == nil {
 			err = encodePData(enc, f.Data)
+		}
+	case bProcs:
+		if err = key(kProcs); err == nil {
+			err = pmix.EncodeProcs(enc, f.Procs)
+		}
+	case bPuts:
+		if err = key(kPuts); err == nil {
+			err = EncodePuts(enc, f.Puts)
 		}
 	}
 	return err
@@ -443,6 +479,10 @@ func keyBit(kb []byte) uint32 {
 		return bKeys
 	case kData:
 		return bData
+	case kProcs:
+		return bProcs
+	case kPuts:
+		return bPuts
 	}
 	return 0
 }
@@ -546,6 +586,10 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 		}
 	case kData:
 		f.Data, err = decodePData(dec)
+	case kProcs:
+		f.Procs, err = pmix.DecodeProcs(dec)
+	case kPuts:
+		f.Puts, err = DecodePuts(dec)
 	default:
 		return skipScalar(dec, string(kb))
 	}
@@ -600,6 +644,60 @@ func decodePData(dec *msgpack.Decoder) ([]PData, error) {
 			return nil, err
 		}
 		out = append(out, d)
+	}
+	return out, nil
+}
+
+// EncodePuts writes puts as an array of [scope, key, value].
+func EncodePuts(enc *msgpack.Encoder, puts []Put) error {
+	if err := enc.EncodeArrayLen(len(puts)); err != nil {
+		return err
+	}
+	for _, p := range puts {
+		if err := enc.EncodeArrayLen(3); err != nil {
+			return err
+		}
+		if err := enc.EncodeUint(uint64(p.Scope)); err != nil {
+			return err
+		}
+		if err := enc.EncodeString(p.Key); err != nil {
+			return err
+		}
+		if err := p.Value.EncodeMsgpack(enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodePuts reads what EncodePuts wrote; an empty list decodes as nil.
+func DecodePuts(dec *msgpack.Decoder) ([]Put, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, bad("frame field "+kPuts, err)
+	}
+	var out []Put
+	for range n {
+		m, err := dec.DecodeArrayLen()
+		if err != nil {
+			return nil, bad("frame field "+kPuts, err)
+		}
+		if m != 3 {
+			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: want [scope, key, value], got %d elements", kPuts, m)
+		}
+		var p Put
+		sc, err := pmix.DecodeUint(dec, math.MaxUint8, "put scope")
+		if err != nil {
+			return nil, err
+		}
+		p.Scope = pmix.Scope(sc)
+		if p.Key, err = dec.DecodeString(); err != nil {
+			return nil, bad("frame field "+kPuts, err)
+		}
+		if err := p.Value.DecodeMsgpack(dec); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -39,6 +39,12 @@ func sampleFrames() map[string]*Frame {
 		"lookup reply":            {Type: TypeReply, Seq: 20, Status: pmix.ErrPartialSuccess, Message: "1 of 2", Data: []PData{{Proc: pmix.Proc{Nspace: "B:job", Rank: 3}, Key: "a", Value: pmix.String("A:job1")}, {Key: "b", Value: pmix.Infos(infos)}}},
 		"unpublish":               {Type: TypeUnpublish, Seq: 21, Keys: []string{"a"}},
 		"unpublish all":           {Type: TypeUnpublish, Seq: 22, Info: infos},
+		"fence":                   {Type: TypeFence, Seq: 23, Procs: []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}, {Nspace: "B:viz", Rank: 0}}, Info: infos},
+		"commit":                  {Type: TypeCommit, Seq: 24, Puts: []Put{{Scope: pmix.ScopeGlobal, Key: "a", Value: pmix.Uint32(7)}, {Scope: pmix.ScopeLocal, Key: "b", Value: pmix.Bytes([]byte{1, 2})}}},
+		"connect":                 {Type: TypeConnect, Seq: 26, Procs: []pmix.Proc{{Nspace: "B:viz", Rank: pmix.RankWildcard}}, Info: infos},
+		"connect reply":           {Type: TypeReply, Seq: 26, Nspace: "A:cnct.x.1", Rank: 3},
+		"disconnect":              {Type: TypeDisconnect, Seq: 27, Nspace: "A:cnct.x.1", Info: infos},
+		"get":                     {Type: TypeGet, Seq: 25, Source: pmix.Proc{Nspace: "B:viz", Rank: 0}, Keys: []string{"a"}, Info: infos},
 	}
 }
 
@@ -84,6 +90,16 @@ func framesEqual(a, b *Frame) bool {
 	}
 	ca.Info, cb.Info, ca.Results, cb.Results, ca.Prior, cb.Prior, ca.Codes, cb.Codes = nil, nil, nil, nil, nil, nil, nil, nil
 	ca.Keys, cb.Keys, ca.Data, cb.Data = nil, nil, nil, nil
+	if !slices.Equal(ca.Procs, cb.Procs) || len(ca.Puts) != len(cb.Puts) {
+		return false
+	}
+	for i := range ca.Puts {
+		pa, pb := ca.Puts[i], cb.Puts[i]
+		if pa.Scope != pb.Scope || pa.Key != pb.Key || !pa.Value.Equal(pb.Value) {
+			return false
+		}
+	}
+	ca.Procs, cb.Procs, ca.Puts, cb.Puts = nil, nil, nil, nil
 	return reflect.DeepEqual(ca, cb)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/collective"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -49,6 +50,12 @@ var sentinels = map[string]error{
 	"cluster.ErrClosed":               cluster.ErrClosed,
 	"cluster.ErrStoreInUse":           cluster.ErrStoreInUse,
 	"cluster.ErrNoTop":                cluster.ErrNoTop,
+	"collective.ErrInvalidConfig":     collective.ErrInvalidConfig,
+	"collective.ErrNotParticipant":    collective.ErrNotParticipant,
+	"collective.ErrTimeout":           collective.ErrTimeout,
+	"collective.ErrFinished":          collective.ErrFinished,
+	"collective.ErrNotFound":          collective.ErrNotFound,
+	"collective.ErrClosed":            collective.ErrClosed,
 	"jetstream.ErrKeyExists":          jetstream.ErrKeyExists,
 	"jetstream.ErrRevisionMismatch":   jetstream.ErrRevisionMismatch,
 	"jetstream.ErrUnreachable":        jetstream.ErrUnreachable,

@@ -37,7 +37,7 @@ func TestStatus(t *testing.T) {
 	})
 	hub := w.MultiCluster().HubURL()
 	watchKey := security.KeyFile(keyDir, security.RoleWatch) // status is read-only
-	code, out, errOut := runCmd(t, "status", "--nats", hub, "--nkey", watchKey)
+	code, out, errOut := runCmd(t, "status", "--nats", hub, "--nkey", watchKey, "--wait", "5s")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -70,7 +70,7 @@ func TestStatus(t *testing.T) {
 		}
 		return nil
 	})
-	code, out, errOut = runCmd(t, "status", "--nats", w.URL("A"), "--json", "--nkey", watchKey)
+	code, out, errOut = runCmd(t, "status", "--nats", w.URL("A"), "--json", "--nkey", watchKey, "--wait", "5s")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// collectives serves the fence, commit and get frames of the agent's
+// clients (package collective does the work) and tells the service as
+// jobs come and go, so that the agent hosting a job's lowest rank
+// coordinates the operations that job leads.
+//
+// A fence or a get that waits runs on a goroutine of its own, in the
+// context of its connection, cancelled when the client detaches or the
+// agent shuts down; a commit is answered at once, so that a fence sent
+// after it finds its data.
+type collectives struct {
+	svc *collective.Service
+
+	mu    sync.Mutex
+	conns map[*clientConn]context.CancelFunc
+	ctxs  map[*clientConn]context.Context
+}
+
+func (a *Agent) startCollective(ctx context.Context) error {
+	svc, err := collective.New(collective.Config{
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.jobInfo,
+		Logger: a.log.With("component", "collective"),
+	})
+	if err != nil {
+		return err
+	}
+	a.coll = &collectives{svc: svc, conns: map[*clientConn]context.CancelFunc{}, ctxs: map[*clientConn]context.Context{}}
+	a.mu.Lock()
+	nspaces := slices.Collect(maps.Keys(a.jobs)) // registered before Start
+	a.mu.Unlock()
+	for _, ns := range nspaces {
+		if err := svc.JobChanged(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jobRanks is the job table as the collective service reads it: a job's
+// rank → node map, which RegisterJob never changes once it stored it.
+func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.procs
+	}
+	return nil
+}
+
+// jobInfo is the job-level info a host registered, for connects.
+func (a *Agent) jobInfo(nspace string) []pmix.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.info
+	}
+	return nil
+}
+
+// ConnectReport tells the host that a local process connected (RFC0003's
+// PMIx_Connect completed for it) or disconnected.
+type ConnectReport struct {
+	Proc pmix.Proc // the local process
+	// Nspace is the new nspace ("" for PMIX_CONNECT_XCHG_ONLY) or, for a
+	// disconnect, the one left.
+	Nspace     string
+	Rank       pmix.Rank   // the process's rank in Nspace; RankUndef for a disconnect
+	Members    []pmix.Proc // a connect's members, qualified, in rank order
+	Disconnect bool
+}
+
+// OnConnect calls f each time a connect or disconnect completes for a
+// local process, for the host's accounting. f must not block for long.
+func (a *Agent) OnConnect(f func(ConnectReport)) {
+	a.mu.Lock()
+	a.onConnect.Store(appendCopy(a.onConnect.Load(), f))
+	a.mu.Unlock()
+}
+
+func (a *Agent) reportConnect(r ConnectReport) {
+	if fs := a.onConnect.Load(); fs != nil {
+		for _, f := range *fs {
+			f(r)
+		}
+	}
+}
+
+// collectiveJobChanged tells the service that a job was registered,
+// replaced or deregistered.
+func (a *Agent) collectiveJobChanged(ctx context.Context, nspace string) {
+	if a.coll == nil {
+		return
+	}
+	if err := a.coll.svc.JobChanged(ctx, nspace); err != nil {
+		a.log.Warn("collectives led by a job will not be coordinated here", "nspace", nspace, "err", err)
+	}
+}
+
+func (a *Agent) closeCollective(ctx context.Context) {
+	if a.coll == nil {
+		return
+	}
+	if err := a.coll.svc.Close(ctx); err != nil {
+		a.log.Warn("stopping collectives", "err", err)
+	}
+}
+
+// collectiveDetached ends a client's fences and gets in flight.
+func (a *Agent) collectiveDetached(cc *clientConn) {
+	if a.coll == nil {
+		return
+	}
+	a.coll.mu.Lock()
+	cancel := a.coll.conns[cc]
+	delete(a.coll.conns, cc)
+	delete(a.coll.ctxs, cc)
+	a.coll.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// connContext returns the context of an attached connection's requests.
+func (c *collectives) connContext(a *Agent, cc *clientConn) (context.Context, *clientEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, _, ok := cc.attached()
+	if !ok {
+		return nil, nil, pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
+	}
+	ctx := c.ctxs[cc]
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(a.ctx)
+		c.ctxs[cc], c.conns[cc] = ctx, cancel
+	}
+	return ctx, e, nil
+}
+
+// collective serves a fence, commit or get frame.
+func (cc *clientConn) collective(f *proto.Frame) {
+	c := cc.a.coll
+	ctx, e, err := c.connContext(cc.a, cc)
+	if err != nil {
+		cc.reply(f, err, nil)
+		return
+	}
+	if f.Type == proto.TypeCommit {
+		cc.reply(f, c.svc.Commit(e.proc, f.Puts), nil)
+		return
+	}
+	run := func() {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		switch f.Type {
+		case proto.TypeFence:
+			r.SetErr(cc.fence(ctx, e, f))
+		case proto.TypeConnect:
+			res, err := cc.connect(ctx, e, f)
+			r.Nspace, r.Rank = res.Nspace, res.Rank
+			r.SetErr(err)
+			if err == nil {
+				cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: res.Nspace, Rank: res.Rank, Members: res.Members})
+			}
+		case proto.TypeDisconnect:
+			timeout, err := collective.TimeoutOf(f.Info)
+			if err == nil {
+				err = cc.a.coll.svc.Disconnect(ctx, e.proc, f.Nspace, timeout)
+			}
+			r.SetErr(err)
+			if err == nil {
+				cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: f.Nspace, Rank: pmix.RankUndef, Disconnect: true})
+			}
+		case proto.TypeGet:
+			v, err := cc.get(ctx, e, f)
+			if err == nil {
+				r.Data = []proto.PData{{Proc: f.Source, Key: f.Keys[0], Value: v}}
+			}
+			r.SetErr(err)
+		}
+		// Not cc.reply: see publishLookup.
+		_ = cc.write(r)
+	}
+	if !cc.a.goFunc(run) {
+		cc.reply(f, ErrClosed, nil)
+	}
+}
+
+// fence runs PMIx_Fence for the client. No procs means every proc of the
+// client's nspace, as in PMIx.
+func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) error {
+	procs := f.Procs
+	if len(procs) == 0 {
+		procs = []pmix.Proc{{Nspace: e.proc.Nspace, Rank: pmix.RankWildcard}}
+	}
+	timeout, err := collective.TimeoutOf(f.Info)
+	if err != nil {
+		return err
+	}
+	id, err := stringInfo(f.Info, pmix.KeyCollectiveID)
+	if err != nil {
+		return err
+	}
+	_, err = cc.a.coll.svc.Join(ctx, collective.Request{
+		Kind: collective.KindFence, ID: id, Procs: procs, Self: e.proc, Timeout: timeout,
+		Collect: pmix.Flag(f.Info, pmix.KeyCollectData),
+	})
+	return err
+}
+
+// stringInfo returns the string value of key in infos, "" when absent.
+func stringInfo(infos []pmix.Info, key string) (string, error) {
+	v, ok := pmix.LookupValue(infos, key)
+	if !ok {
+		return "", nil
+	}
+	s, ok := v.Str()
+	if !ok {
+		return "", pmix.Errorf(pmix.ErrBadParam, "%s: want a string, got %s", key, v)
+	}
+	return s, nil
+}
+
+// connect runs the collective part of RFC0003's PMIx_Connect: every
+// participant arrives, the coordinator names the new nspace (none with
+// PMIX_CONNECT_XCHG_ONLY) and each member's rank is its index in the
+// sorted membership. The RFC's notification and termination attributes
+// are not implemented yet: given as required, they are
+// PMIX_ERR_NOT_SUPPORTED; otherwise ignored.
+func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Frame) (collective.Result, error) {
+	res := collective.Result{Rank: pmix.RankUndef}
+	for _, in := range f.Info {
+		switch in.Key {
+		case pmix.KeyConnectNotifyEach, pmix.KeyConnectNotifyReq, pmix.KeyConnectOptional, pmix.KeyConnectEarlyTermAllowed:
+			if in.IsRequired() {
+				return res, pmix.Errorf(pmix.ErrNotSupported, "%s is not supported yet", in.Key)
+			}
+		}
+	}
+	if len(f.Procs) == 0 {
+		return res, pmix.Errorf(pmix.ErrBadParam, "connect of no procs")
+	}
+	timeout, err := collective.TimeoutOf(f.Info)
+	if err != nil {
+		return res, err
+	}
+	id, err := stringInfo(f.Info, pmix.KeyConnectID)
+	if err != nil {
+		return res, err
+	}
+	kind := collective.KindConnect
+	if pmix.Flag(f.Info, pmix.KeyConnectXchgOnly) {
+		kind = collective.KindConnectXchg
+	}
+	res, err = cc.a.coll.svc.Join(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout})
+	if err != nil {
+		return collective.Result{Rank: pmix.RankUndef}, err
+	}
+	return res, nil
+}
+
+// get runs PMIx_Get for the client: a WILDCARD rank asks for the job-level
+// info its host registered (of a job of this agent); a real rank for what
+// that proc committed.
+func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (pmix.Value, error) {
+	if len(f.Keys) != 1 {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of %d keys: want one", len(f.Keys))
+	}
+	key, proc := f.Keys[0], f.Source
+	if proc.Rank == pmix.RankWildcard {
+		info, known := cc.a.coll.svc.JobInfo(proc.Nspace) // another cluster's, from a connect
+		if ns, ok := cc.a.cfg.Cluster.Local(proc.Nspace); ok {
+			info, known = cc.a.jobInfo(ns), true
+		}
+		if known {
+			if v, found := pmix.LookupValue(info, key); found {
+				return v, nil
+			}
+		}
+		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
+	}
+	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, f.Info)
+}

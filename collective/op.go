@@ -1,0 +1,157 @@
+package collective
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Kind names an operation; it is part of the signature, so a fence and a
+// connect of the same participants are different operations.
+type Kind string
+
+// Operations of the engine.
+const (
+	KindFence Kind = "fence"
+	// KindConnect is RFC0003's PMIx_Connect: the release assigns the
+	// members a new nspace and each a new rank.
+	KindConnect Kind = "connect"
+	// KindConnectXchg is a connect with PMIX_CONNECT_XCHG_ONLY: no new
+	// nspace. A kind of its own, so that participants that disagree on it
+	// never complete one operation.
+	KindConnectXchg Kind = "connect-xchg"
+	// KindDisconnect is RFC0003's PMIx_Disconnect: every member of a
+	// connect's new nspace leaves it (Service.Disconnect).
+	KindDisconnect Kind = "disconnect"
+)
+
+// Prefix begins every collective subject.
+const Prefix = "pmix.coll"
+
+// op is an operation as every participant names it: its kind, its id and
+// its participants, qualified "cluster:nspace", WILDCARD absorbing the
+// explicit ranks of its nspace, sorted by nspace then rank.
+type op struct {
+	kind  Kind
+	id    string
+	procs []pmix.Proc
+}
+
+// canonical qualifies, de-duplicates and sorts procs. An unqualified
+// nspace is one of cluster self.
+func canonical(self cluster.ID, procs []pmix.Proc) ([]pmix.Proc, error) {
+	if len(procs) == 0 {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "no participants")
+	}
+	out := make([]pmix.Proc, 0, len(procs))
+	wild := map[string]bool{}
+	for _, p := range procs {
+		q, err := qualify(self, p)
+		if err != nil {
+			return nil, err
+		}
+		if q.Rank == pmix.RankWildcard {
+			wild[q.Nspace] = true
+		}
+		out = append(out, q)
+	}
+	out = slices.DeleteFunc(out, func(p pmix.Proc) bool { return p.Rank != pmix.RankWildcard && wild[p.Nspace] })
+	slices.SortFunc(out, compareProcs)
+	return slices.Compact(out), nil
+}
+
+func compareProcs(a, b pmix.Proc) int {
+	return cmp.Or(strings.Compare(a.Nspace, b.Nspace), cmp.Compare(a.Rank, b.Rank))
+}
+
+// qualify names p's nspace "cluster:nspace", checking the rank and the
+// cluster.
+func qualify(self cluster.ID, p pmix.Proc) (pmix.Proc, error) {
+	if !p.Rank.Valid() && p.Rank != pmix.RankWildcard {
+		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "participant %v: want a rank or WILDCARD", p)
+	}
+	id, ns, qualified := cluster.Split(p.Nspace)
+	if !qualified {
+		id = self
+	} else if err := id.Validate(); err != nil {
+		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "participant %v: %v", p, err)
+	}
+	if ns == "" || len(ns) > pmix.MaxNspaceLen {
+		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "participant %v: nspace of %d bytes", p, len(ns))
+	}
+	return pmix.Proc{Nspace: cluster.Qualify(id, ns), Rank: p.Rank}, nil
+}
+
+// signature is the operation's name on NATS: a hash of kind, id and
+// participants, 32 hex digits (128 bits).
+func (o op) signature() string {
+	h := sha256.New()
+	var n [8]byte
+	field := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	field(string(o.kind))
+	field(o.id)
+	for _, p := range o.procs {
+		field(p.Nspace)
+		binary.BigEndian.PutUint64(n[:], uint64(p.Rank))
+		h.Write(n[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// leader is the nspace whose lead agent coordinates the operation: the
+// first participant's, split into its cluster and nspace.
+func (o op) leader() (cluster.ID, string) {
+	id, ns, _ := cluster.Split(o.procs[0].Nspace)
+	return id, ns
+}
+
+// LeadSubject is where the contributions to operations led by nspace of
+// cluster go: the agent hosting the nspace's lowest rank subscribes.
+func LeadSubject(c cluster.ID, nspace string) string {
+	return Prefix + ".lead." + subjects.ClusterToken(string(c)) + "." + subjects.EscapeToken(nspace)
+}
+
+// ReleaseSubject is where the one release of an operation goes: every
+// participating agent subscribes while it takes part.
+func ReleaseSubject(signature string) string { return Prefix + "." + signature + ".rel" }
+
+// lowestRank returns the lowest rank of a job and its node.
+func lowestRank(ranks map[pmix.Rank]string) (pmix.Rank, string, bool) {
+	if len(ranks) == 0 {
+		return 0, "", false
+	}
+	low := pmix.Rank(math.MaxUint32)
+	for r := range ranks {
+		low = min(low, r)
+	}
+	return low, ranks[low], true
+}
+
+// TimeoutOf reads PMIX_TIMEOUT: whole seconds of any integer type, 0 for
+// none.
+//
+// Errors: pmix.ErrBadParam for a value that is not a non-negative integer.
+func TimeoutOf(infos []pmix.Info) (time.Duration, error) {
+	v, ok := pmix.LookupValue(infos, pmix.KeyTimeout)
+	if !ok {
+		return 0, nil
+	}
+	n, isInt := v.Int()
+	if !isInt || n < 0 || n > math.MaxInt32 {
+		return 0, pmix.Errorf(pmix.ErrBadParam, "%s: want seconds as a non-negative integer, got %s", pmix.KeyTimeout, v)
+	}
+	return time.Duration(n) * time.Second, nil
+}

@@ -1,0 +1,777 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// Service runs the collectives of one agent's processes, and coordinates
+// those led by the jobs whose lowest rank the agent hosts (see doc.go). It
+// holds the data its processes committed and what fences brought from the
+// others. Safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+	kv  *store
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	run string // unique to this service: new nspaces are named after it
+	seq uint64 // new nspaces named so far
+
+	mu       sync.Mutex
+	closed   bool
+	open     map[string][]*local // by signature, oldest first
+	gens     map[string]uint64   // by signature: the last instance begun here
+	leads    map[string]*nats.Subscription
+	coord    map[opKey]*coordinated
+	finished map[opKey]finished
+	// late: by signature, the local participants that had not arrived
+	// when an instance failed; each one's next call gets that failure.
+	late map[string]map[pmix.Proc]finished
+	// direct: the subscriptions answering for the data of the procs that
+	// committed here (direct.go).
+	direct map[pmix.Proc]*nats.Subscription
+	// groups: the members of the nspaces connects gave participants of
+	// this agent, by new nspace (qualified), in new rank order.
+	groups map[string][]pmix.Proc
+	// jobInfo: the job-level info of other clusters' nspaces, which
+	// connects brought (RFC0003), by qualified nspace.
+	jobInfo map[string][]pmix.Info
+}
+
+// opKey names one instance of an operation: the n-th time the same
+// participants run the same operation with the same id (every participant
+// runs them in the same order, so every agent counts the same n).
+type opKey struct {
+	sig string
+	gen uint64
+}
+
+// Request is one local participant's call of a collective.
+type Request struct {
+	Kind Kind
+	// ID tells apart operations of the same kind and participants
+	// (PMIX_CONNECT_ID, pmix.KeyCollectiveID); every participant gives the
+	// same.
+	ID string
+	// Procs are the participants; an unqualified nspace is of this
+	// cluster, RankWildcard every rank of its nspace.
+	Procs []pmix.Proc
+	// Self is the calling process, one of Procs.
+	Self pmix.Proc
+	// Timeout fails the operation for every participant with ErrTimeout
+	// once it passed since this agent's first participant arrived; 0 means
+	// none (a warning is logged every Config.WarnAfter instead).
+	Timeout time.Duration
+	// Collect carries every participant's committed REMOTE and GLOBAL data
+	// to every participating agent (PMIX_COLLECT_DATA).
+	Collect bool
+}
+
+// New returns a service on cfg's connection. It does no I/O: the agent
+// calls JobChanged as jobs come and go.
+//
+// Errors: an error wrapping ErrInvalidConfig.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Service{
+		run: nuid.Next(),
+		cfg: cfg, log: cfg.Logger, kv: newStore(),
+		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
+		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
+		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string][]pmix.Proc{}, jobInfo: map[string][]pmix.Info{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// goFunc runs f on a goroutine Close waits for, unless Close has begun.
+// Called with s.mu held.
+func (s *Service) goFuncLocked(f func()) {
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Close fails the operations in progress here with ErrClosed, stops
+// coordinating, and waits for the service's goroutines until ctx ends. It
+// keeps no data. Safe to call twice.
+//
+// It returns ctx.Err() if ctx ends first.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		for ns, sub := range s.leads {
+			_ = sub.Unsubscribe()
+			delete(s.leads, ns)
+		}
+		for p, sub := range s.direct {
+			_ = sub.Unsubscribe()
+			delete(s.direct, p)
+		}
+		for _, ls := range s.open {
+			for _, l := range ls {
+				s.finishLocked(l, ErrClosed)
+			}
+		}
+		for k, co := range s.coord {
+			co.stop()
+			delete(s.coord, k)
+		}
+	}
+	s.mu.Unlock()
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// flushTimeout bounds the wait for the server to know a subscription.
+const flushTimeout = 5 * time.Second
+
+// JobChanged is called by the agent when a job of its cluster is
+// registered, replaced or deregistered: the agent hosting a job's lowest
+// rank coordinates the operations that job leads, and subscribes for
+// their contributions before JobChanged returns (ctx bounds the wait for
+// the server to know). A deregistered job's collected data is dropped.
+//
+// Errors: pmix.ErrUnreach if NATS refused the subscription; ErrClosed.
+func (s *Service) JobChanged(ctx context.Context, nspace string) error {
+	ranks := s.cfg.Jobs(nspace)
+	_, node, ok := lowestRank(ranks)
+	lead := ok && node == s.cfg.Node
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if ranks == nil {
+		q := cluster.Qualify(s.cfg.Cluster, nspace)
+		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
+		for p, sub := range s.direct {
+			if p.Nspace == q {
+				_ = sub.Unsubscribe()
+				delete(s.direct, p)
+			}
+		}
+	}
+	sub := s.leads[nspace]
+	switch {
+	case lead && sub == nil:
+		var err error
+		sub, err = s.cfg.Conn.Subscribe(LeadSubject(s.cfg.Cluster, nspace), s.contributed)
+		if err != nil {
+			s.mu.Unlock()
+			return pmix.Errorf(pmix.ErrUnreach, "subscribing to the collectives led by %s: %w", nspace, err)
+		}
+		s.leads[nspace] = sub
+	case !lead && sub != nil:
+		_ = sub.Unsubscribe()
+		delete(s.leads, nspace)
+	default:
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if err := s.cfg.Conn.FlushWithContext(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "waiting for NATS to know the collective subscriptions: %w", err)
+	}
+	return nil
+}
+
+// Commit stores what a local process put since its last commit: what
+// later fences with PMIX_COLLECT_DATA carry, and Get reads.
+//
+// Errors: pmix.ErrBadParam for an empty key or an invalid scope.
+func (s *Service) Commit(proc pmix.Proc, puts []proto.Put) error {
+	q, err := qualify(s.cfg.Cluster, proc)
+	if err != nil {
+		return err
+	}
+	for _, p := range puts {
+		if p.Key == "" || !p.Scope.Valid() {
+			return pmix.Errorf(pmix.ErrBadParam, "put of key %s with scope %v: want a key and a scope LOCAL, REMOTE, GLOBAL or INTERNAL", pmix.Quote(p.Key), p.Scope)
+		}
+	}
+	s.kv.add(procData{proc: q, cluster: string(s.cfg.Cluster), node: s.cfg.Node, puts: puts})
+	s.mu.Lock()
+	s.serveDirectLocked(q)
+	s.mu.Unlock()
+	return nil
+}
+
+// Get returns the value of key that proc committed, as the local process
+// who may see it (a LOCAL value only on proc's node, a REMOTE one only
+// elsewhere). A value of a proc of another agent that no fence collected
+// is fetched from that agent (direct.go). Directives: PMIX_IMMEDIATE
+// answers from what this agent holds now; PMIX_TIMEOUT waits that long for
+// a value not committed (or not collected) yet; without either a value
+// that is not there is ErrNotFound at once.
+//
+// Errors: ErrNotFound; ErrTimeout (pmix.ErrTimeout) when PMIX_TIMEOUT
+// passed first; pmix.ErrBadParam; ctx.Err() if ctx ended first.
+func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, directives []pmix.Info) (pmix.Value, error) {
+	if key == "" {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of an empty key")
+	}
+	if !proc.Rank.Valid() {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of %s from %v: want a real rank", pmix.Quote(key), proc)
+	}
+	q, err := qualify(s.cfg.Cluster, proc)
+	if err != nil {
+		return pmix.Value{}, err
+	}
+	if q, err = s.member(q); err != nil {
+		return pmix.Value{}, err
+	}
+	timeout, err := TimeoutOf(directives)
+	if err != nil {
+		return pmix.Value{}, err
+	}
+	self := q == pmix.Proc{Nspace: cluster.Qualify(s.cfg.Cluster, who.Nspace), Rank: who.Rank}
+	v, found, visible, _ := s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
+	switch {
+	case found && (visible || self):
+		return v, nil
+	case found:
+		return pmix.Value{}, fmt.Errorf("%w: %v put %s with a scope this process is outside of", ErrNotFound, proc, pmix.Quote(key))
+	case pmix.Flag(directives, pmix.KeyImmediate):
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	case !s.hosts(q):
+		// Direct modex: ask the proc's agent, which waits for the key as
+		// long as PMIX_TIMEOUT says.
+		if err := s.fetch(ctx, q, key, timeout); err != nil {
+			if errors.Is(err, ErrNotFound) && timeout > 0 {
+				return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+			}
+			return pmix.Value{}, err
+		}
+		v, found, visible, _ = s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
+		switch {
+		case found && visible:
+			return v, nil
+		case timeout > 0 && !found:
+			return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+		}
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	case timeout == 0:
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, _, err = s.kv.waitFor(wctx, q, key, string(s.cfg.Cluster), s.cfg.Node)
+	switch {
+	case err == nil:
+		return v, nil
+	case ctx.Err() != nil:
+		return pmix.Value{}, ctx.Err()
+	}
+	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+}
+
+// JobInfo returns the job-level info of an nspace of another cluster that
+// a connect brought, and whether one did.
+func (s *Service) JobInfo(nspace string) ([]pmix.Info, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.jobInfo[nspace]
+	return info, ok
+}
+
+// Disconnect takes self out of a connect's new nspace, as RFC0003's
+// PMIx_Disconnect: a collective of every member of that nspace, after
+// which the nspace names nothing at this agent.
+//
+// Errors: pmix.ErrInvalidNamespace when nspace is no connect's nspace
+// self is a member of; Join's.
+func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string, timeout time.Duration) error {
+	q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
+	if err != nil {
+		return err
+	}
+	me, err := qualify(s.cfg.Cluster, self)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	members, ok := s.groups[q.Nspace]
+	s.mu.Unlock()
+	if !ok || !slices.Contains(members, me) {
+		return pmix.Errorf(pmix.ErrInvalidNamespace, "%v is not connected to %s", self, nspace)
+	}
+	_, err = s.Join(ctx, Request{Kind: KindDisconnect, ID: q.Nspace, Procs: []pmix.Proc{q}, Self: self, Timeout: timeout})
+	return err
+}
+
+// member returns the member a proc of a connect's new nspace stands for,
+// and any other proc as it is.
+//
+// Errors: pmix.ErrBadParam for a rank the new nspace does not have.
+func (s *Service) member(p pmix.Proc) (pmix.Proc, error) {
+	s.mu.Lock()
+	members, ok := s.groups[p.Nspace]
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return p, nil
+	case int64(p.Rank) >= int64(len(members)):
+		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "%v: %s has ranks 0 to %d", p, p.Nspace, len(members)-1)
+	}
+	return members[p.Rank], nil
+}
+
+// expandGroups replaces the procs of connects' new nspaces by the members
+// they stand for (a WILDCARD: all of them), so that an operation on a new
+// nspace is one on its members, and canonical again.
+func (s *Service) expandGroups(procs []pmix.Proc) ([]pmix.Proc, error) {
+	s.mu.Lock()
+	n := len(s.groups)
+	s.mu.Unlock()
+	if n == 0 {
+		return procs, nil
+	}
+	var out []pmix.Proc
+	expanded := false
+	for _, p := range procs {
+		s.mu.Lock()
+		members, ok := s.groups[p.Nspace]
+		s.mu.Unlock()
+		switch {
+		case !ok:
+			out = append(out, p)
+		case p.Rank == pmix.RankWildcard:
+			out, expanded = append(out, members...), true
+		default:
+			m, err := s.member(p)
+			if err != nil {
+				return nil, err
+			}
+			out, expanded = append(out, m), true
+		}
+	}
+	if !expanded {
+		return procs, nil
+	}
+	return canonical(s.cfg.Cluster, out)
+}
+
+// hosts reports whether the job table places proc on this node.
+func (s *Service) hosts(proc pmix.Proc) bool {
+	ns, ok := s.cfg.Cluster.Local(proc.Nspace)
+	return ok && s.cfg.Jobs(ns)[proc.Rank] == s.cfg.Node
+}
+
+// Join takes part in a collective for one local process and returns when
+// the operation completed for every participant, or failed. The agent's
+// other participants of the same operation join with their own calls;
+// once all of this agent's have, it sends one contribution to the
+// coordinator, and the coordinator's one release ends the calls.
+//
+// Errors: ErrTimeout (pmix.ErrTimeout) naming the participants that had
+// not arrived; ErrFinished for a latecomer; ErrNotParticipant;
+// pmix.ErrBadParam for invalid participants; ErrClosed; ctx.Err() wrapped
+// in a pmix.ErrTimeout error if ctx ended first (the operation goes on for
+// the others).
+func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
+	procs, err := canonical(s.cfg.Cluster, req.Procs)
+	if err != nil {
+		return Result{}, err
+	}
+	if procs, err = s.expandGroups(procs); err != nil {
+		return Result{}, err
+	}
+	self, err := qualify(s.cfg.Cluster, req.Self)
+	if err != nil {
+		return Result{}, err
+	}
+	if !slices.ContainsFunc(procs, self.Matches) {
+		return Result{}, fmt.Errorf("%w: %v", ErrNotParticipant, req.Self)
+	}
+	l, err := s.arrive(op{kind: req.Kind, id: req.ID, procs: procs}, self, req)
+	if err != nil {
+		return Result{}, err
+	}
+	select {
+	case <-l.done:
+		if l.err != nil {
+			return Result{}, l.err
+		}
+		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members}
+		if i, found := slices.BinarySearchFunc(l.members, self, compareProcs); found && l.nspace != "" {
+			res.Rank = pmix.Rank(i)
+		}
+		return res, nil
+	case <-ctx.Done():
+		return Result{}, pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err())
+	}
+}
+
+// Result is what a completed operation gives a participant.
+type Result struct {
+	// Members are a connect's members (every real rank of its
+	// participants), qualified, in the order of their new ranks: by
+	// "cluster:nspace", then rank.
+	Members []pmix.Proc
+	// Nspace is the new nspace a connect assigned (KindConnect; empty
+	// otherwise): "cluster:nspace" when the members span clusters, else an
+	// nspace of their cluster.
+	Nspace string
+	// Rank is the participant's new rank in Nspace, its index in Members;
+	// pmix.RankUndef when no nspace was assigned.
+	Rank pmix.Rank
+}
+
+// local is one instance of an operation as this agent takes part in it.
+type local struct {
+	op
+	key      opKey
+	expect   map[pmix.Proc]bool // the participants this agent hosts
+	arrived  map[pmix.Proc]bool
+	sizes    []nsSize
+	collect  bool
+	timeout  time.Duration
+	started  time.Time
+	timer    *time.Timer // the timeout, then the grace
+	warn     *time.Timer // while no participant gave a timeout
+	sub      *nats.Subscription
+	finished bool
+	done     chan struct{}
+	err      error
+	nspace   string      // a connect's new nspace, from the release
+	members  []pmix.Proc // a connect's members, from the release
+}
+
+// arrive adds self to the oldest instance of the operation it has not
+// joined yet, or begins one.
+func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
+	sig := o.signature()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if f, ok := s.late[sig][self]; ok {
+		delete(s.late[sig], self)
+		if time.Since(f.at) <= s.cfg.Remember {
+			return nil, fmt.Errorf("%w: %s of %s failed before %v arrived: %v", ErrFinished, o.kind, describe(o.procs), self, f.err)
+		}
+	}
+	var l *local
+	for _, c := range s.open[sig] {
+		if !c.arrived[self] {
+			l = c
+			break
+		}
+	}
+	if l == nil {
+		var err error
+		if l, err = s.beginLocked(o, sig, self); err != nil {
+			return nil, err
+		}
+	}
+	l.arrived[self] = true
+	l.collect = l.collect || req.Collect
+	if req.Timeout > l.timeout {
+		l.timeout = req.Timeout
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
+	}
+	if len(l.arrived) == len(l.expect) {
+		s.contributeLocked(l, pmix.Success, "")
+	}
+	return l, nil
+}
+
+// beginLocked starts this agent's part in a new instance: which
+// participants it hosts, and the subscription for the release.
+func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) {
+	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{})}
+	for _, p := range o.procs {
+		ns, ok := s.cfg.Cluster.Local(p.Nspace)
+		if !ok {
+			continue
+		}
+		ranks := s.cfg.Jobs(ns)
+		if p.Rank != pmix.RankWildcard {
+			if ranks[p.Rank] == s.cfg.Node {
+				l.expect[p] = true
+			}
+			continue
+		}
+		if ranks != nil {
+			l.sizes = append(l.sizes, nsSize{nspace: p.Nspace, size: uint32(len(ranks))})
+		}
+		for r, n := range ranks {
+			if n == s.cfg.Node {
+				l.expect[pmix.Proc{Nspace: p.Nspace, Rank: r}] = true
+			}
+		}
+	}
+	if !l.expect[self] {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "%v takes part, but the job map places it on no rank of node %s", self, s.cfg.Node)
+	}
+	s.gens[sig]++
+	l.key = opKey{sig: sig, gen: s.gens[sig]}
+	sub, err := s.cfg.Conn.Subscribe(ReleaseSubject(sig), func(m *nats.Msg) { s.released(l, m) })
+	if err != nil {
+		s.gens[sig]--
+		return nil, pmix.Errorf(pmix.ErrUnreach, "subscribing for the release of a %s: %w", o.kind, err)
+	}
+	l.sub = sub
+	s.open[sig] = append(s.open[sig], l)
+	s.warnLocalLater(l)
+	return l, nil
+}
+
+// warnLocalLater logs, every WarnAfter while l waits with no timeout,
+// which of this agent's participants have not arrived (the coordinator
+// names the rest, once it heard of the operation).
+func (s *Service) warnLocalLater(l *local) {
+	l.warn = time.AfterFunc(s.cfg.WarnAfter, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if l.finished {
+			return
+		}
+		if l.timeout == 0 {
+			s.log.Warn("collective still waiting, with no timeout", "kind", string(l.kind), "id", l.id,
+				"waiting", time.Since(l.started).Round(time.Second).String(), "not_arrived_here", l.missingLocked(),
+				"all_arrived_here", len(l.arrived) == len(l.expect))
+		}
+		s.warnLocalLater(l)
+	})
+}
+
+// missingLocked names this agent's participants that have not arrived.
+func (l *local) missingLocked() string {
+	var missing []string
+	for p := range l.expect {
+		if !l.arrived[p] {
+			missing = append(missing, p.String())
+		}
+	}
+	slices.Sort(missing)
+	return strings.Join(missing, ", ")
+}
+
+// contributeLocked sends this agent's contribution, or (status not
+// success) its giving up, to the coordinator.
+func (s *Service) contributeLocked(l *local, status pmix.Status, message string) {
+	c := &contribution{
+		op: l.op, gen: l.key.gen, cluster: string(s.cfg.Cluster), node: s.cfg.Node,
+		sizes: l.sizes, timeout: l.timeout, collect: l.collect, status: status, message: message,
+	}
+	for p := range l.arrived {
+		c.covers = append(c.covers, p)
+		if l.collect && status == pmix.Success {
+			if d, ok := s.kv.shared(p); ok {
+				c.data = append(c.data, d)
+			}
+		}
+	}
+	slices.SortFunc(c.covers, compareProcs)
+	if (l.kind == KindConnect || l.kind == KindConnectXchg) && status == pmix.Success && s.cfg.JobInfo != nil {
+		seen := map[string]bool{}
+		for _, p := range c.covers {
+			if !seen[p.Nspace] {
+				seen[p.Nspace] = true
+				ns, _ := s.cfg.Cluster.Local(p.Nspace)
+				c.jobs = append(c.jobs, jobInfo{nspace: p.Nspace, info: s.cfg.JobInfo(ns)})
+			}
+		}
+	}
+	s.goFuncLocked(func() { s.deliver(l, c) })
+}
+
+// deliver sends a contribution until the coordinator acknowledges it, the
+// operation ends here, or the service closes.
+func (s *Service) deliver(l *local, c *contribution) {
+	b, err := c.marshal()
+	if err != nil {
+		s.finish(l, pmix.Errorf(pmix.ErrPackFailure, "%s contribution: %v", c.kind, err))
+		return
+	}
+	subj := LeadSubject(c.leader())
+	warnAt := time.Now().Add(s.cfg.WarnAfter)
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.AckWait)
+		msg, err := s.cfg.Conn.RequestWithContext(ctx, subj, b)
+		cancel()
+		if err == nil {
+			a, derr := unmarshalAck(msg.Data)
+			if derr == nil {
+				if a.status != pmix.Success {
+					s.finish(l, a.err())
+					return
+				}
+				// Acknowledged. Sent again after Recheck while no release
+				// came: a coordinator that restarted learns it again, one
+				// that released already sends the release again.
+				select {
+				case <-l.done:
+				case <-s.ctx.Done():
+				case <-time.After(s.cfg.Recheck):
+					continue
+				}
+				return
+			}
+			err = derr
+		}
+		if time.Now().After(warnAt) {
+			warnAt = time.Now().Add(s.cfg.WarnAfter)
+			s.log.Warn("collective: the coordinator does not acknowledge this agent's contribution; trying again",
+				"kind", string(c.kind), "id", c.id, "coordinator", subj, "err", err)
+		}
+		select {
+		case <-l.done:
+			return
+		case <-s.ctx.Done():
+			return
+		case <-time.After(s.cfg.Retry):
+		}
+	}
+}
+
+// released ends the instance with the coordinator's release, after storing
+// the data it carries.
+func (s *Service) released(l *local, m *nats.Msg) {
+	r, err := unmarshalRelease(m.Data)
+	if err != nil {
+		s.log.Warn("collective: dropping a malformed release", "subject", m.Subject, "err", err)
+		return
+	}
+	if r.gen != l.key.gen {
+		return // another instance of the same operation
+	}
+	for _, d := range r.data {
+		s.kv.add(d)
+	}
+	s.mu.Lock()
+	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
+		delete(s.groups, l.id) // every member here has left it
+	}
+	for _, j := range r.jobs {
+		if _, ours := s.cfg.Cluster.Local(j.nspace); !ours {
+			s.jobInfo[j.nspace] = j.info
+		}
+	}
+	if !l.finished {
+		l.nspace, l.members = r.nspace, r.members
+		if r.nspace != "" && r.status == pmix.Success {
+			q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
+			if err == nil {
+				s.groups[q.Nspace] = r.members
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.finish(l, r.err())
+}
+
+// timedOut gives up on l. An agent whose participants have not all
+// arrived tells the coordinator, naming those that did, so that every
+// participant fails alike and the failure names exactly who is missing;
+// one whose participants all arrived leaves it to the coordinator's own
+// timer. If no release comes within the grace, the local participants
+// fail on their own.
+func (s *Service) timedOut(l *local) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.finished {
+		return
+	}
+	msg := fmt.Sprintf("%s timed out after %v", l.kind, l.timeout)
+	grace := func() {
+		l.timer = time.AfterFunc(s.cfg.Grace, func() {
+			s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
+		})
+	}
+	if len(l.arrived) == len(l.expect) {
+		grace()
+		return
+	}
+	if missing := l.missingLocked(); missing != "" {
+		msg += fmt.Sprintf("; not arrived on node %s: %s", s.cfg.Node, missing)
+	}
+	s.contributeLocked(l, pmix.ErrTimeout, msg)
+	grace()
+}
+
+func (s *Service) finish(l *local, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishLocked(l, err)
+}
+
+func (s *Service) finishLocked(l *local, err error) {
+	if l.finished {
+		return
+	}
+	l.finished, l.err = true, err
+	if err != nil {
+		now := time.Now()
+		late := s.late[l.key.sig]
+		for p, f := range late {
+			if now.Sub(f.at) > s.cfg.Remember {
+				delete(late, p)
+			}
+		}
+		for p := range l.expect {
+			if !l.arrived[p] {
+				if late == nil {
+					late = map[pmix.Proc]finished{}
+					s.late[l.key.sig] = late
+				}
+				late[p] = finished{err: err, at: now}
+			}
+		}
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.warn != nil {
+		l.warn.Stop()
+	}
+	_ = l.sub.Unsubscribe()
+	open := slices.DeleteFunc(s.open[l.key.sig], func(c *local) bool { return c == l })
+	if len(open) == 0 {
+		delete(s.open, l.key.sig)
+	} else {
+		s.open[l.key.sig] = open
+	}
+	close(l.done)
+}

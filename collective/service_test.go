@@ -1,0 +1,311 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// world is a cluster "A" with one service per node on one NATS server,
+// and one job whose ranks run on nodes.
+type world struct {
+	t     *testing.T
+	nc    *nats.Conn
+	svcs  map[string]*Service
+	ranks map[pmix.Rank]string
+}
+
+func newWorld(t *testing.T, nodes []string, cfg func(*Config)) *world {
+	t.Helper()
+	srv := clustertest.StartServer(t, "A")
+	w := &world{t: t, svcs: map[string]*Service{}, ranks: map[pmix.Rank]string{}}
+	w.nc = clustertest.Connect(t, srv.ClientURL())
+	for r, n := range nodes {
+		w.ranks[pmix.Rank(r)] = n
+	}
+	jobs := func(ns string) map[pmix.Rank]string {
+		if ns == "job" {
+			return w.ranks
+		}
+		return nil
+	}
+	for _, n := range nodes {
+		if w.svcs[n] != nil {
+			continue
+		}
+		c := Config{Cluster: cluster.ID("A"), Node: n, Conn: clustertest.Connect(t, srv.ClientURL()), Jobs: jobs, Logger: clustertest.Logger(t)}
+		if cfg != nil {
+			cfg(&c)
+		}
+		s, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		if err := s.JobChanged(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+		w.svcs[n] = s
+	}
+	return w
+}
+
+func (w *world) svc(r pmix.Rank) *Service { return w.svcs[w.ranks[r]] }
+
+// fence runs one Join per rank in ranks, concurrently, and returns each
+// one's error.
+func (w *world) fence(ranks []pmix.Rank, req Request) map[pmix.Rank]error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[pmix.Rank]error{}
+	for _, r := range ranks {
+		wg.Go(func() {
+			rq := req
+			rq.Self = pmix.Proc{Nspace: "job", Rank: r}
+			_, err := w.svc(r).Join(w.t.Context(), rq)
+			mu.Lock()
+			out[r] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+var all = []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}
+
+func TestFenceCollectsData(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n1", "n2", "n2", "n3", "n3"}, nil)
+	ranks := []pmix.Rank{0, 1, 2, 3, 4, 5}
+	for _, r := range ranks {
+		err := w.svc(r).Commit(pmix.Proc{Nspace: "job", Rank: r}, []proto.Put{
+			{Scope: pmix.ScopeGlobal, Key: "g", Value: pmix.Uint32(uint32(r))},
+			{Scope: pmix.ScopeLocal, Key: "l", Value: pmix.Uint32(uint32(r))},
+			{Scope: pmix.ScopeRemote, Key: "r", Value: pmix.Uint32(uint32(r))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Collect: true, Timeout: 10 * time.Second}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	me := pmix.Proc{Nspace: "job", Rank: 0} // on n1
+	ctx := t.Context()
+	for _, tc := range []struct {
+		peer pmix.Rank
+		key  string
+		ok   bool
+	}{
+		{4, "g", true}, {4, "r", true}, {4, "l", false}, // another node
+		{1, "g", true}, {1, "l", true}, {1, "r", false}, // the same node
+		{4, "nope", false},
+	} {
+		v, err := w.svc(0).Get(ctx, me, pmix.Proc{Nspace: "job", Rank: tc.peer}, tc.key, nil)
+		if tc.ok && (err != nil || !v.Equal(pmix.Uint32(uint32(tc.peer)))) {
+			t.Errorf("get %s of rank %d: %v, %v", tc.key, tc.peer, v, err)
+		}
+		if !tc.ok && !errors.Is(err, pmix.ErrNotFound) {
+			t.Errorf("get %s of rank %d: %v, %v; want PMIX_ERR_NOT_FOUND", tc.key, tc.peer, v, err)
+		}
+	}
+}
+
+func TestFenceTimeoutNamesWhoIsMissing(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2", "n3"}, func(c *Config) { c.Grace = 4 * time.Second })
+	start := time.Now()
+	errs := w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: all, Timeout: time.Second})
+	for r, err := range errs {
+		if !errors.Is(err, pmix.ErrTimeout) || !errors.Is(err, ErrTimeout) {
+			t.Fatalf("rank %d: %v, want the collective's PMIX_ERR_TIMEOUT", r, err)
+		}
+		if want := "job.{2} (1 of 3 ranks)"; !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v; want it to name %q", r, err, want)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v; the coordinator's release, not the grace, should end it", d)
+	}
+	// The one that never came is a latecomer now.
+	_, err := w.svc(2).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 2}, Timeout: time.Second})
+	if !errors.Is(err, ErrFinished) {
+		t.Fatalf("latecomer: %v, want ErrFinished", err)
+	}
+}
+
+// TestConcurrentFencesToldApartByID: two fences of the same participants
+// at once, told apart by their ids, each complete; and the same fence
+// run twice in a row is two operations.
+func TestConcurrentFencesToldApartByID(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2"}, nil)
+	var wg sync.WaitGroup
+	for _, id := range []string{"x", "y"} {
+		wg.Go(func() {
+			for range 2 {
+				for r, err := range w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, ID: id, Procs: all, Timeout: 10 * time.Second}) {
+					if err != nil {
+						t.Errorf("fence %s, rank %d: %v", id, r, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestMessagesGrowWithAgents: a fence sends one contribution per agent and
+// one release on the collective subjects, whatever the number of procs.
+func TestMessagesGrowWithAgents(t *testing.T) {
+	for _, perNode := range []int{1, 8} {
+		t.Run(fmt.Sprint(perNode), func(t *testing.T) {
+			var nodes []string
+			for _, n := range []string{"n1", "n2", "n3"} {
+				for range perNode {
+					nodes = append(nodes, n)
+				}
+			}
+			w := newWorld(t, nodes, nil)
+			var count atomic.Int64
+			sub, err := w.nc.Subscribe(Prefix+".>", func(*nats.Msg) { count.Add(1) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := w.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var ranks []pmix.Rank
+			for r := range nodes {
+				ranks = append(ranks, pmix.Rank(r))
+			}
+			for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Timeout: 10 * time.Second}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if err := w.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(3 + 1) // a contribution per agent, one release
+			clustertest.WaitFor(t, 5*time.Second, func() error {
+				if n := count.Load(); n != want {
+					return fmt.Errorf("%d messages on %s.>, want %d", n, Prefix, want)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestNoTimeoutWarnsWhoIsMissing: a fence with no timeout never fails, but
+// its agents log who has not arrived.
+func TestNoTimeoutWarnsWhoIsMissing(t *testing.T) {
+	rec := &logRecorder{}
+	w := newWorld(t, []string{"n1", "n1", "n2"}, func(c *Config) {
+		c.WarnAfter = 100 * time.Millisecond
+		c.Logger = slog.New(rec)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.svc(0).Join(ctx, Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 0}})
+		done <- err
+	}()
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if !rec.has("job.1") {
+			return errors.New("no warning naming A:job.1")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, pmix.ErrTimeout) {
+		t.Fatalf("Join after its context ended: %v", err)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record's text.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	r.mu.Lock()
+	r.lines = append(r.lines, line)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *logRecorder) has(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCoordinatorRestartMidOperation: a coordinator that restarts forgets
+// the contributions it had; the agents send theirs again, and the
+// operation completes.
+func TestCoordinatorRestartMidOperation(t *testing.T) {
+	cfg := func(c *Config) { c.Recheck = 200 * time.Millisecond }
+	w := newWorld(t, []string{"n1", "n2"}, cfg)
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.svc(1).Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 1}, Timeout: 20 * time.Second})
+		done <- err
+	}()
+	// n2's contribution reached n1, the coordinator (rank 0's agent).
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		s := w.svcs["n1"]
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.coord) == 0 {
+			return errors.New("the coordinator has no contribution yet")
+		}
+		return nil
+	})
+	old := w.svcs["n1"]
+	if err := old.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := old.cfg
+	restarted, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.Close(context.Background()) })
+	if err := restarted.JobChanged(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	w.svcs["n1"] = restarted
+	if _, err := restarted.Join(t.Context(), Request{Kind: KindFence, Procs: all, Self: pmix.Proc{Nspace: "job", Rank: 0}, Timeout: 20 * time.Second}); err != nil {
+		t.Fatalf("rank 0, at the restarted coordinator: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package collective
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	c := &contribution{
+		op:  op{kind: KindFence, id: "x", procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}},
+		gen: 3, cluster: "A", node: "n1", covers: []pmix.Proc{{Nspace: "A:job", Rank: 0}},
+		sizes: []nsSize{{nspace: "A:job", size: 2}}, timeout: 1500 * time.Millisecond, collect: true,
+		data:   []procData{{proc: pmix.Proc{Nspace: "A:job", Rank: 0}, cluster: "A", node: "n1", puts: []proto.Put{{Scope: pmix.ScopeGlobal, Key: "k", Value: pmix.String("v")}}}},
+		status: pmix.ErrTimeout, message: "m",
+		jobs: []jobInfo{{nspace: "A:job", info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(2))}}},
+	}
+	b, err := c.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := unmarshalContribution(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.signature() != c.signature() || got.gen != 3 || got.timeout != c.timeout || len(got.data) != 1 || got.data[0].puts[0].Key != "k" || got.message != "m" || len(got.jobs) != 1 || len(got.jobs[0].info) != 1 {
+		t.Fatalf("round trip: %+v", got)
+	}
+	r := &release{gen: 2, outcome: outcomeOf(ErrTimeout), data: c.data}
+	if b, err = r.marshal(); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := unmarshalRelease(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gr.gen != 2 || gr.code != ErrTimeout.Code || len(gr.data) != 1 {
+		t.Fatalf("release round trip: %+v", gr)
+	}
+	for _, bad := range [][]byte{nil, {0x91, 0x01}, append(b, 0)} {
+		if _, err := unmarshalRelease(bad); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
+			t.Errorf("%x: %v", bad, err)
+		}
+	}
+}
+
+// TestSubjects checks the examples of docs/subjects.md.
+func TestSubjects(t *testing.T) {
+	if got := LeadSubject("A", "job.1"); got != "pmix.coll.lead.A.job=2E1" {
+		t.Errorf("LeadSubject: %s", got)
+	}
+	o := op{kind: KindFence, procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}}
+	if got := ReleaseSubject(o.signature()); len(got) != len("pmix.coll.")+32+len(".rel") {
+		t.Errorf("ReleaseSubject: %s", got)
+	}
+	procs, err := canonical("A", []pmix.Proc{{Nspace: "B:viz", Rank: 1}, {Nspace: "job", Rank: 3}, {Nspace: "A:job", Rank: pmix.RankWildcard}, {Nspace: "B:viz", Rank: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}, {Nspace: "B:viz", Rank: 0}, {Nspace: "B:viz", Rank: 1}}
+	if len(procs) != len(want) {
+		t.Fatalf("canonical: %v", procs)
+	}
+	for i := range want {
+		if procs[i] != want[i] {
+			t.Fatalf("canonical: %v, want %v", procs, want)
+		}
+	}
+}
+
+// FuzzUnmarshal: no message from the network makes a decoder panic or
+// allocate beyond its input, and what decodes encodes again.
+func FuzzUnmarshal(f *testing.F) {
+	c := &contribution{op: op{kind: KindConnect, id: "i", procs: []pmix.Proc{{Nspace: "A:j", Rank: 1}}}, covers: []pmix.Proc{{Nspace: "A:j", Rank: 1}},
+		sizes: []nsSize{{nspace: "A:j", size: 1}}, data: []procData{{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, puts: []proto.Put{{Scope: 3, Key: "k", Value: pmix.Int8(1)}}}}}
+	r := &release{gen: 1, outcome: outcomeOf(ErrFinished), nspace: "A:cnct.x.1", members: c.covers, data: c.data}
+	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data}} {
+		b, err := m.marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, err := unmarshalContribution(b); err == nil {
+			if _, err := c.marshal(); err != nil {
+				t.Fatalf("contribution decoded but does not encode: %v", err)
+			}
+		}
+		if r, err := unmarshalRelease(b); err == nil {
+			if _, err := r.marshal(); err != nil {
+				t.Fatalf("release decoded but does not encode: %v", err)
+			}
+		}
+		_, _ = unmarshalAck(b)
+		_, _ = unmarshalDirectRequest(b)
+		_, _ = unmarshalDirectAnswer(b)
+	})
+}
