@@ -19,6 +19,18 @@ func TestBenchScale(t *testing.T) {
 	}
 }
 
+func TestBenchStalled(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "bench", "stalled", "--events", "100", "--rate", "2000", "--payload", "100", "--stalled", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, w := range []string{"with 1 stalled readers", "\ntarget stalled_p99_vs_alone "} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("report lacks %q:\n%s", w, stdout)
+		}
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -27,6 +39,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "scale", "--clients", "10,5"}, "5 after 10: counts must increase"},
 		{[]string{"bench", "scale", "--clients", "x"}, `"x": not a positive count`},
 		{[]string{"bench", "scale", "--burst", "0"}, "--burst: 0; want at least 1"},
+		{[]string{"bench", "stalled", "--stalled", "0"}, "--stalled: 0; want at least 1"},
+		{[]string{"bench", "stalled", "--events", "5"}, "--events: 5; want at least 10"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, tt.args...)
@@ -40,7 +54,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		t.Errorf("the top-level usage lists the hidden helper:\n%s", stdout)
 	}
 	code, stdout, _ = runCmd(t, "bench", "-h")
-	if code != 0 || !strings.Contains(stdout, "scale ") {
-		t.Errorf("bench usage lacks scale:\n%s", stdout)
+	if code != 0 || !strings.Contains(stdout, "scale ") || !strings.Contains(stdout, "stalled ") {
+		t.Errorf("bench usage lacks scale or stalled:\n%s", stdout)
 	}
 }

@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// StalledConfig sizes the stalled-readers benchmark.
+type StalledConfig struct {
+	Events  int // events notified in each phase (default 4000)
+	Rate    int // events per second (default 1000)
+	Payload int // bytes of text each event carries (default 1000)
+	Stalled int // readers that never read, in the second phase (default 3)
+}
+
+func (c *StalledConfig) defaults() {
+	if c.Events <= 0 {
+		c.Events = 4000
+	}
+	if c.Rate <= 0 {
+		c.Rate = 1000
+	}
+	if c.Payload <= 0 {
+		c.Payload = 1000
+	}
+	if c.Stalled <= 0 {
+		c.Stalled = 3
+	}
+}
+
+// goalStalledP99 bounds the healthy client's p99 with stalled readers
+// attached, over its p99 alone (issue 12, item 4).
+const goalStalledP99 = 2
+
+// stalledCode is the code of the benchmark's events.
+const stalledCode = pmix.ExternalErrBase - 20
+
+// seqKey carries an event's number in the benchmark, for its handler to
+// find when it was sent.
+const seqKey = "pmixbus.bench.seq"
+
+// Stalled runs the stalled-readers benchmark: one agent, one healthy
+// client, and the host RM notifying local events at a steady rate; the
+// healthy client's notify→handler latency alone, then with cfg.Stalled
+// readers attached that registered a default handler and never read
+// again. The agent writes to each client from a goroutine of its own, so
+// the stalled readers must not delay the healthy one.
+func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
+	cfg.defaults()
+	stuck := make([]string, cfg.Stalled)
+	for i := range stuck {
+		stuck[i] = "n1"
+	}
+	w, err := agenttest.New(ctx, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: benchCluster}},
+		Jobs: []agenttest.Job{
+			{Cluster: benchCluster, Nspace: "ok", Nodes: []string{"n1"}},
+			{Cluster: benchCluster, Nspace: "stuck", Nodes: stuck, Detached: true},
+		},
+	}, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = w.Close(cctx)
+	}()
+	s := &stalledRun{a: w.Agent("n1"), cfg: cfg}
+	healthy := w.Client(benchCluster + ":ok.0")
+	if _, err := healthy.RegisterEventHandler(ctx, []pmix.Status{stalledCode}, nil, s.handle); err != nil {
+		return nil, err
+	}
+
+	r := &Report{}
+	r.addf("stalled: one agent, one healthy client; the host notifies local events at %d/s, %d bytes of text each, %d per phase", cfg.Rate, cfg.Payload, cfg.Events)
+	alone, err := s.phase(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("alone: %w", err)
+	}
+	var readers []net.Conn
+	defer func() {
+		for _, c := range readers {
+			_ = c.Close()
+		}
+	}()
+	for i := range cfg.Stalled {
+		c, err := stalledReader(ctx, w.Env(fmt.Sprintf("%s:stuck.%d", benchCluster, i)))
+		if err != nil {
+			return nil, fmt.Errorf("stalled reader %d: %w", i, err)
+		}
+		readers = append(readers, c)
+	}
+	stalled, err := s.phase(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("with %d stalled readers: %w", cfg.Stalled, err)
+	}
+	left := s.a.Stats().ClientsAttached - 1
+
+	a50, a99 := percentile(alone, 50), percentile(alone, 99)
+	s50, s99 := percentile(stalled, 50), percentile(stalled, 99)
+	r.addf("healthy client alone                 p50 %8v  p99 %8v  max %8v  (%d events)", a50, a99, alone[len(alone)-1], len(alone))
+	r.addf("with %d stalled readers               p50 %8v  p99 %8v  max %8v  (%d of them still attached at the end)", cfg.Stalled, s50, s99, stalled[len(stalled)-1], left)
+	r.Targets = append(r.Targets, Target{Name: "stalled_p99_vs_alone", Measured: ratio(s99, a99), Op: "<=", Goal: goalStalledP99})
+	return r, nil
+}
+
+// stalledRun is the state of one run: the healthy client's handler finds
+// the current phase's send times here.
+type stalledRun struct {
+	a    *agent.Agent
+	cfg  StalledConfig
+	base time.Time
+	cur  atomic.Pointer[stalledPhase]
+}
+
+type stalledPhase struct {
+	sent    []atomic.Int64 // since base, by event number
+	latency []atomic.Int64
+	got     atomic.Int64
+	all     chan struct{}
+}
+
+func (s *stalledRun) handle(call *bus.Call, done bus.Done) {
+	now := time.Since(s.base)
+	done(pmix.EventNoActionTaken, nil)
+	p := s.cur.Load()
+	v, _ := pmix.LookupValue(call.Info, seqKey)
+	i, ok := v.Int()
+	if p == nil || !ok || i < 0 || int(i) >= len(p.sent) || !p.latency[i].CompareAndSwap(0, int64(now)-p.sent[i].Load()) {
+		return // not an event of this phase, or twice
+	}
+	if p.got.Add(1) == int64(len(p.sent)) {
+		close(p.all)
+	}
+}
+
+// phase notifies the events at the configured rate and returns the
+// healthy client's latencies, sorted, less the first tenth (warm-up).
+func (s *stalledRun) phase(ctx context.Context) ([]time.Duration, error) {
+	n := s.cfg.Events
+	p := &stalledPhase{sent: make([]atomic.Int64, n), latency: make([]atomic.Int64, n), all: make(chan struct{})}
+	if s.base.IsZero() {
+		s.base = time.Now()
+	}
+	s.cur.Store(p)
+	text := pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(strings.Repeat("x", s.cfg.Payload)))
+	interval := time.Second / time.Duration(s.cfg.Rate)
+	start := time.Now()
+	for i := range n {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		info := []pmix.Info{pmix.NewInfo(seqKey, pmix.Uint64(uint64(i))), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)), text}
+		p.sent[i].Store(int64(time.Since(s.base)))
+		if _, err := s.a.Notify(ctx, stalledCode, pmix.RangeLocal, false, info); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-p.all:
+	case <-time.After(time.Minute):
+		return nil, fmt.Errorf("the healthy client got %d of %d events", p.got.Load(), n)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := make([]time.Duration, 0, n-n/10)
+	for i := n / 10; i < n; i++ {
+		out = append(out, time.Duration(p.latency[i].Load()))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// stalledReader attaches as the client env names, registers a default
+// handler, and never reads again: a client whose process stopped reading
+// its socket.
+func stalledReader(ctx context.Context, env map[string]string) (net.Conn, error) {
+	network, addr, err := proto.ParseAddr(env[client.EnvAgent])
+	if err != nil {
+		return nil, err
+	}
+	rank, err := pmix.ParseRank(env[client.EnvRank])
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, f := range []*proto.Frame{
+		{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: env[client.EnvNspace], Rank: rank, Credential: env[client.EnvCredential]},
+		{Type: proto.TypeRegister, Seq: 2},
+	} {
+		if err := proto.WriteFrame(c, f); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		rep, err := proto.ReadFrame(c, proto.DefaultMaxFrame)
+		if err == nil {
+			err = rep.Err()
+		}
+		if err == nil && rep.Type != proto.TypeReply {
+			err = fmt.Errorf("answered with %v", rep.Type)
+		}
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%v: %w", f.Type, err)
+		}
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
