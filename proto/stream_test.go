@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -230,5 +231,50 @@ func TestIdleWriterHoldsNoBuffer(t *testing.T) {
 		if f, err := r.ReadFrame(); err != nil || f.Seq != uint64(i%100) {
 			t.Fatalf("frame %d: %+v %v", i, f, err)
 		}
+	}
+}
+
+// batchSource is a socket whose peer writes batches of frames: a Read
+// returns at most what is left of the current batch, as a read system
+// call does. It counts the reads.
+type batchSource struct {
+	batch []byte
+	left  []byte
+	reads int
+}
+
+func (s *batchSource) Read(p []byte) (int, error) {
+	if len(s.left) == 0 {
+		s.left = s.batch
+	}
+	n := copy(p, s.left)
+	s.left = s.left[n:]
+	s.reads++
+	return n, nil
+}
+
+// BenchmarkReader reads completions (invoke-done frames) that arrive one
+// at a time, as on the latency path, and in batches of 256, as a client's
+// corked burst: per frame, the time and allocations of reading and
+// decoding, and the reads (system calls on a socket) it takes.
+func BenchmarkReader(b *testing.B) {
+	done := &Frame{Type: TypeInvokeDone, Seq: 123456, Status: pmix.EventNoActionTaken}
+	for _, batch := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			var frames []*Frame
+			for range batch {
+				frames = append(frames, done)
+			}
+			src := &batchSource{batch: encodeStream(b, frames)}
+			r := NewReader(src, DefaultMaxFrame)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := r.ReadFrame(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(src.reads)/float64(b.N), "reads/frame")
+		})
 	}
 }
