@@ -19,16 +19,21 @@ import (
 
 // StalledConfig sizes the stalled-readers benchmark.
 type StalledConfig struct {
-	Events  int // events notified in each phase (default 4000)
+	Events  int // events notified in each condition, alone and with stalled readers (default 6000)
+	Windows int // windows each condition's events are sent in, alternating (default 6)
 	Rate    int // events per second (default 1000)
 	Payload int // bytes of text each event carries (default 1000)
-	Stalled int // readers that never read, in the second phase (default 3)
+	Stalled int // readers that never read, attached in each window of the second condition (default 3)
 }
 
 func (c *StalledConfig) defaults() {
 	if c.Events <= 0 {
-		c.Events = 4000
+		c.Events = 6000
 	}
+	if c.Windows <= 0 {
+		c.Windows = 6
+	}
+	c.Windows = min(c.Windows, c.Events)
 	if c.Rate <= 0 {
 		c.Rate = 1000
 	}
@@ -53,13 +58,19 @@ const seqKey = "pmixbus.bench.seq"
 
 // Stalled runs the stalled-readers benchmark: one agent, one healthy
 // client, and the host RM notifying local events at a steady rate; the
-// healthy client's notify→handler latency alone, then with cfg.Stalled
+// healthy client's notify→handler latency alone, and with cfg.Stalled
 // readers attached that registered a default handler and never read
 // again. The agent writes to each client from a goroutine of its own, so
 // the stalled readers must not delay the healthy one.
+//
+// The two conditions alternate, window by window, so that the shared
+// machine's hiccups fall on both alike: each stalled window attaches fresh
+// readers and closes them at its end, and the next window starts once the
+// agent has let them go. The first tenth of every window is left out: the
+// readers' socket buffers are still filling then.
 func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
 	cfg.defaults()
-	stuck := make([]string, cfg.Stalled)
+	stuck := make([]string, cfg.Stalled*cfg.Windows)
 	for i := range stuck {
 		stuck[i] = "n1"
 	}
@@ -78,43 +89,78 @@ func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
 		defer cancel()
 		_ = w.Close(cctx)
 	}()
-	s := &stalledRun{a: w.Agent("n1"), cfg: cfg}
+	s := &stalledRun{a: w.Agent("n1"), cfg: cfg, base: time.Now()}
 	healthy := w.Client(benchCluster + ":ok.0")
 	if _, err := healthy.RegisterEventHandler(ctx, []pmix.Status{stalledCode}, nil, s.handle); err != nil {
 		return nil, err
 	}
 
-	r := &Report{}
-	r.addf("stalled: one agent, one healthy client; the host notifies local events at %d/s, %d bytes of text each, %d per phase", cfg.Rate, cfg.Payload, cfg.Events)
-	alone, err := s.phase(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("alone: %w", err)
-	}
-	var readers []net.Conn
-	defer func() {
-		for _, c := range readers {
-			_ = c.Close()
+	var alone, stalled []time.Duration
+	cutOff := 0
+	for win := range cfg.Windows {
+		n := cfg.Events / cfg.Windows
+		if win < cfg.Events%cfg.Windows {
+			n++
 		}
-	}()
-	for i := range cfg.Stalled {
-		c, err := stalledReader(ctx, w.Env(fmt.Sprintf("%s:stuck.%d", benchCluster, i)))
+		lat, err := s.phase(ctx, n)
 		if err != nil {
-			return nil, fmt.Errorf("stalled reader %d: %w", i, err)
+			return nil, fmt.Errorf("alone: %w", err)
 		}
-		readers = append(readers, c)
+		alone = append(alone, lat...)
+		var readers []net.Conn
+		for i := range cfg.Stalled {
+			c, err := stalledReader(ctx, w.Env(fmt.Sprintf("%s:stuck.%d", benchCluster, win*cfg.Stalled+i)))
+			if err != nil {
+				closeAll(readers)
+				return nil, fmt.Errorf("stalled reader %d: %w", i, err)
+			}
+			readers = append(readers, c)
+		}
+		lat, err = s.phase(ctx, n)
+		cutOff += cfg.Stalled + 1 - s.a.Stats().ClientsAttached
+		closeAll(readers)
+		if err != nil {
+			return nil, fmt.Errorf("with %d stalled readers: %w", cfg.Stalled, err)
+		}
+		stalled = append(stalled, lat...)
+		if err := s.onlyHealthy(ctx); err != nil {
+			return nil, err
+		}
 	}
-	stalled, err := s.phase(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("with %d stalled readers: %w", cfg.Stalled, err)
-	}
-	left := s.a.Stats().ClientsAttached - 1
+	slices.Sort(alone)
+	slices.Sort(stalled)
 
+	r := &Report{}
+	r.addf("stalled: one agent, one healthy client; the host notifies local events at %d/s, %d bytes of text each;", cfg.Rate, cfg.Payload)
+	r.addf("  %d events alone and %d with %d stalled readers attached, in %d alternating windows of each", cfg.Events, cfg.Events, cfg.Stalled, cfg.Windows)
 	a50, a99 := percentile(alone, 50), percentile(alone, 99)
 	s50, s99 := percentile(stalled, 50), percentile(stalled, 99)
-	r.addf("healthy client alone                 p50 %8v  p99 %8v  max %8v  (%d events)", a50, a99, alone[len(alone)-1], len(alone))
-	r.addf("with %d stalled readers               p50 %8v  p99 %8v  max %8v  (%d of them still attached at the end)", cfg.Stalled, s50, s99, stalled[len(stalled)-1], left)
+	r.addf("healthy client alone                 p50 %8v  p90 %8v  p99 %8v  max %8v  (%d events measured)", a50, percentile(alone, 90), a99, alone[len(alone)-1], len(alone))
+	r.addf("with %d stalled readers               p50 %8v  p90 %8v  p99 %8v  max %8v  (%d events measured; %d readers cut off)", cfg.Stalled, s50, percentile(stalled, 90), s99, stalled[len(stalled)-1], len(stalled), cutOff)
 	r.Targets = append(r.Targets, Target{Name: "stalled_p99_vs_alone", Measured: ratio(s99, a99), Op: "<=", Goal: goalStalledP99})
 	return r, nil
+}
+
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// onlyHealthy waits until the agent has let the closed readers go.
+func (s *stalledRun) onlyHealthy(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for s.a.Stats().ClientsAttached > 1 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d clients still attached a minute after the stalled readers closed", s.a.Stats().ClientsAttached)
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // stalledRun is the state of one run: the healthy client's handler finds
@@ -147,14 +193,10 @@ func (s *stalledRun) handle(call *bus.Call, done bus.Done) {
 	}
 }
 
-// phase notifies the events at the configured rate and returns the
-// healthy client's latencies, sorted, less the first tenth (warm-up).
-func (s *stalledRun) phase(ctx context.Context) ([]time.Duration, error) {
-	n := s.cfg.Events
+// phase notifies n events at the configured rate and returns the healthy
+// client's latencies, less the first tenth.
+func (s *stalledRun) phase(ctx context.Context, n int) ([]time.Duration, error) {
 	p := &stalledPhase{sent: make([]atomic.Int64, n), latency: make([]atomic.Int64, n), all: make(chan struct{})}
-	if s.base.IsZero() {
-		s.base = time.Now()
-	}
 	s.cur.Store(p)
 	text := pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(strings.Repeat("x", s.cfg.Payload)))
 	interval := time.Second / time.Duration(s.cfg.Rate)
@@ -180,7 +222,6 @@ func (s *stalledRun) phase(ctx context.Context) ([]time.Duration, error) {
 	for i := n / 10; i < n; i++ {
 		out = append(out, time.Duration(p.latency[i].Load()))
 	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -20,7 +20,7 @@ func TestBenchScale(t *testing.T) {
 }
 
 func TestBenchStalled(t *testing.T) {
-	code, stdout, stderr := runCmd(t, "bench", "stalled", "--events", "100", "--rate", "2000", "--payload", "100", "--stalled", "1")
+	code, stdout, stderr := runCmd(t, "bench", "stalled", "--events", "100", "--windows", "2", "--rate", "2000", "--payload", "100", "--stalled", "1")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
