@@ -96,17 +96,17 @@ func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
 	}
 
 	var alone, stalled []time.Duration
-	cutOff := 0
+	cutOff, lostAlone, lostStalled := 0, 0, 0
 	for win := range cfg.Windows {
 		n := cfg.Events / cfg.Windows
 		if win < cfg.Events%cfg.Windows {
 			n++
 		}
-		lat, err := s.phase(ctx, n)
+		lat, lost, err := s.phase(ctx, n)
 		if err != nil {
 			return nil, fmt.Errorf("alone: %w", err)
 		}
-		alone = append(alone, lat...)
+		alone, lostAlone = append(alone, lat...), lostAlone+lost
 		var readers []net.Conn
 		for i := range cfg.Stalled {
 			c, err := stalledReader(ctx, w.Env(fmt.Sprintf("%s:stuck.%d", benchCluster, win*cfg.Stalled+i)))
@@ -116,16 +116,19 @@ func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
 			}
 			readers = append(readers, c)
 		}
-		lat, err = s.phase(ctx, n)
+		lat, lost, err = s.phase(ctx, n)
 		cutOff += cfg.Stalled + 1 - s.a.Stats().ClientsAttached
 		closeAll(readers)
 		if err != nil {
 			return nil, fmt.Errorf("with %d stalled readers: %w", cfg.Stalled, err)
 		}
-		stalled = append(stalled, lat...)
+		stalled, lostStalled = append(stalled, lat...), lostStalled+lost
 		if err := s.onlyHealthy(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if len(alone) == 0 || len(stalled) == 0 {
+		return nil, fmt.Errorf("the healthy client got none of the events (%d lost alone, %d with stalled readers)", lostAlone, lostStalled)
 	}
 	slices.Sort(alone)
 	slices.Sort(stalled)
@@ -137,6 +140,9 @@ func Stalled(ctx context.Context, cfg StalledConfig) (*Report, error) {
 	s50, s99 := percentile(stalled, 50), percentile(stalled, 99)
 	r.addf("healthy client alone                 p50 %8v  p90 %8v  p99 %8v  max %8v  (%d events measured)", a50, percentile(alone, 90), a99, alone[len(alone)-1], len(alone))
 	r.addf("with %d stalled readers               p50 %8v  p90 %8v  p99 %8v  max %8v  (%d events measured; %d readers cut off)", cfg.Stalled, s50, percentile(stalled, 90), s99, stalled[len(stalled)-1], len(stalled), cutOff)
+	if lostAlone+lostStalled > 0 {
+		r.addf("LOST: %d events alone and %d with stalled readers never reached the healthy client (within %v)", lostAlone, lostStalled, lostAfter)
+	}
 	r.Targets = append(r.Targets, Target{Name: "stalled_p99_vs_alone", Measured: ratio(s99, a99), Op: "<=", Goal: goalStalledP99})
 	return r, nil
 }
@@ -169,11 +175,13 @@ type stalledRun struct {
 	a    *agent.Agent
 	cfg  StalledConfig
 	base time.Time
+	sent int // events notified so far
 	cur  atomic.Pointer[stalledPhase]
 }
 
 type stalledPhase struct {
-	sent    []atomic.Int64 // since base, by event number
+	first   int            // the number of the phase's first event: numbers go on across phases
+	sent    []atomic.Int64 // since base, by event number less first
 	latency []atomic.Int64
 	got     atomic.Int64
 	all     chan struct{}
@@ -183,9 +191,13 @@ func (s *stalledRun) handle(call *bus.Call, done bus.Done) {
 	now := time.Since(s.base)
 	done(pmix.EventNoActionTaken, nil)
 	p := s.cur.Load()
+	if p == nil {
+		return // between phases
+	}
 	v, _ := pmix.LookupValue(call.Info, seqKey)
-	i, ok := v.Int()
-	if p == nil || !ok || i < 0 || int(i) >= len(p.sent) || !p.latency[i].CompareAndSwap(0, int64(now)-p.sent[i].Load()) {
+	seq, ok := v.Int()
+	i := int(seq) - p.first
+	if !ok || i < 0 || i >= len(p.sent) || !p.latency[i].CompareAndSwap(0, int64(now)-p.sent[i].Load()) {
 		return // not an event of this phase, or twice
 	}
 	if p.got.Add(1) == int64(len(p.sent)) {
@@ -193,10 +205,16 @@ func (s *stalledRun) handle(call *bus.Call, done bus.Done) {
 	}
 }
 
+// lostAfter is how long after the last of a phase's events one that has
+// not reached the healthy client is taken for lost.
+const lostAfter = 10 * time.Second
+
 // phase notifies n events at the configured rate and returns the healthy
-// client's latencies, less the first tenth.
-func (s *stalledRun) phase(ctx context.Context, n int) ([]time.Duration, error) {
-	p := &stalledPhase{sent: make([]atomic.Int64, n), latency: make([]atomic.Int64, n), all: make(chan struct{})}
+// client's latencies, less the first tenth, and how many events never
+// reached it.
+func (s *stalledRun) phase(ctx context.Context, n int) (lat []time.Duration, lost int, err error) {
+	p := &stalledPhase{first: s.sent, sent: make([]atomic.Int64, n), latency: make([]atomic.Int64, n), all: make(chan struct{})}
+	s.sent += n
 	s.cur.Store(p)
 	text := pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(strings.Repeat("x", s.cfg.Payload)))
 	interval := time.Second / time.Duration(s.cfg.Rate)
@@ -205,24 +223,29 @@ func (s *stalledRun) phase(ctx context.Context, n int) ([]time.Duration, error) 
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
-		info := []pmix.Info{pmix.NewInfo(seqKey, pmix.Uint64(uint64(i))), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)), text}
+		info := []pmix.Info{pmix.NewInfo(seqKey, pmix.Uint64(uint64(p.first+i))), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)), text}
 		p.sent[i].Store(int64(time.Since(s.base)))
 		if _, err := s.a.Notify(ctx, stalledCode, pmix.RangeLocal, false, info); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	select {
 	case <-p.all:
-	case <-time.After(time.Minute):
-		return nil, fmt.Errorf("the healthy client got %d of %d events", p.got.Load(), n)
+	case <-time.After(lostAfter):
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
-	out := make([]time.Duration, 0, n-n/10)
-	for i := n / 10; i < n; i++ {
-		out = append(out, time.Duration(p.latency[i].Load()))
+	s.cur.Store(nil) // an event arriving later is not measured
+	for i := range n {
+		d := p.latency[i].Load()
+		switch {
+		case d == 0:
+			lost++
+		case i >= n/10:
+			lat = append(lat, time.Duration(d))
+		}
 	}
-	return out, nil
+	return lat, lost, nil
 }
 
 // stalledReader attaches as the client env names, registers a default
