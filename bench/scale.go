@@ -37,9 +37,10 @@ type ScaleConfig struct {
 	// (default 16), after which the memory is measured again: what the
 	// agent and the clients keep once a burst is over.
 	Burst int
-	// Helper is the command line of the process that holds the clients:
-	// it runs ScaleClients on its standard input and output. "pmixbus
-	// bench scale" gives "pmixbus bench-scale-clients".
+	// Helper is the command line of the helper processes, which hold the
+	// NATS server and the clients: it runs ScaleHelper on its standard
+	// input and output; its standard error is this process's. "pmixbus
+	// bench scale" gives "pmixbus bench-scale-helper".
 	Helper []string
 	// ProfileDir, if set, receives heap profiles of each process at each
 	// step, once the clients are attached and once the burst is over:

@@ -260,7 +260,6 @@ type scaleHelper struct {
 	in      io.WriteCloser
 	enc     *json.Encoder
 	replies chan scaleReply
-	stderr  *tailBuffer
 	base    memoryStats
 	readErr error // set before replies closes
 }
@@ -268,8 +267,8 @@ type scaleHelper struct {
 // startScaleHelper starts a helper process and reads its first reply.
 func startScaleHelper(ctx context.Context, command []string) (*scaleHelper, error) {
 	cmd := exec.Command(command[0], command[1:]...)
-	h := &scaleHelper{cmd: cmd, replies: make(chan scaleReply, 16), stderr: &tailBuffer{max: 4 << 10}}
-	cmd.Stderr = h.stderr
+	h := &scaleHelper{cmd: cmd, replies: make(chan scaleReply, 16)}
+	cmd.Stderr = os.Stderr // what a helper says when it fails
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -308,7 +307,7 @@ func startScaleHelper(ctx context.Context, command []string) (*scaleHelper, erro
 // call sends req and waits up to timeout for its reply.
 func (h *scaleHelper) call(ctx context.Context, req scaleRequest, timeout time.Duration) (scaleReply, error) {
 	if err := h.enc.Encode(req); err != nil {
-		return scaleReply{}, fmt.Errorf("helper process: %w%s", err, h.stderr.suffix())
+		return scaleReply{}, fmt.Errorf("helper process: %w", err)
 	}
 	return h.next(ctx, req.Op, timeout)
 }
@@ -321,7 +320,7 @@ func (h *scaleHelper) next(ctx context.Context, op string, timeout time.Duration
 	case rep, ok := <-h.replies:
 		switch {
 		case !ok:
-			return rep, fmt.Errorf("helper process ended (%v)%s", h.readErr, h.stderr.suffix())
+			return rep, fmt.Errorf("helper process ended (%v); its error output is above", h.readErr)
 		case rep.Err != "":
 			return rep, fmt.Errorf("helper process: %s: %s", rep.Op, rep.Err)
 		case rep.Op != op:
@@ -352,31 +351,4 @@ func (h *scaleHelper) close() {
 		_ = h.cmd.Process.Kill()
 		<-done
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-// suffix is ": <what it holds>" or "".
-func (t *tailBuffer) suffix() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.b) == 0 {
-		return ""
-	}
-	return ": " + string(t.b)
 }

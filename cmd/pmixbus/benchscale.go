@@ -19,7 +19,7 @@ func init() {
 	})
 	register(&command{
 		name:    bench.ScaleHelperCommand,
-		summary: "the client process of 'pmixbus bench scale'",
+		summary: "a helper process of 'pmixbus bench scale'",
 		hidden:  true,
 		run:     runBenchScaleHelper,
 	})
@@ -27,12 +27,14 @@ func init() {
 
 func runBenchScale(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench scale", "[flags]", `
-Attach more and more clients to one agent (on one embedded NATS server),
-each registering one handler, and at each count in --clients measure:
+Attach more and more clients to one agent, each registering one handler,
+and at each count in --clients measure:
 
-  - memory per client: the live heap after GC of the agent's process, and
-    of the client process (the client library), which is this executable
-    run as "pmixbus `+bench.ScaleHelperCommand+`";
+  - memory per client: the live heap after GC of the agent's process, of
+    the NATS server's and of the clients' (the client library), each in
+    a process of its own: the helpers are this executable run as
+    "pmixbus `+bench.ScaleHelperCommand+`"; again once a burst of --burst
+    events to every client is over;
   - registration: one more client registering a handler, --register-rounds
     times, for a code the others took and for one nobody took;
   - one event to all: the host RM notifies a local event, and the time
@@ -41,8 +43,8 @@ each registering one handler, and at each count in --clients measure:
 Targets: at most 16 KiB of the agent's heap per client, registration p50
 at the most clients at most twice that at the fewest, and one event to
 all of the most clients within 100 ms. The agent's process needs one open
-file per client, and so does the client process; the limit is raised if
-the system lets it.`+"\n"+benchDescription)
+file per client, and so does the clients' process; the limit is raised
+if the system lets it.`+"\n"+benchDescription)
 	cfg := bench.ScaleConfig{Clients: []int{1000, 5000, 10000}}
 	fs.Func("clients", "comma-separated client `counts`, increasing (default 1000,5000,10000)", func(s string) error {
 		var counts []int
@@ -89,9 +91,10 @@ the system lets it.`+"\n"+benchDescription)
 
 func runBenchScaleHelper(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(bench.ScaleHelperCommand, "", `
-The client process of "pmixbus bench scale", which starts it: it attaches
-the clients it is asked to on its standard input and reports on its
-standard output (JSON lines), until its input ends.`)
+A helper process of "pmixbus bench scale", which starts two: one runs the
+NATS server, the other attaches the clients. It does what it is asked on
+its standard input and reports on its standard output (JSON lines),
+until its input ends.`)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}

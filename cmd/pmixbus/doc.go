@@ -9,7 +9,7 @@
 // Commands:
 //
 //	agent     run the pmixbus agent of one node
-//	bench     measure pmixbus against raw NATS (events, cache, lookup)
+//	bench     measure pmixbus (events, cache, lookup, scale, stalled)
 //	demo      run two clusters, agents and client processes; trace events at every range
 //	lookup    look published data up as a PMIx client (PMIx_Lookup)
 //	notify    send one event as the host RM, straight on NATS
