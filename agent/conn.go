@@ -34,6 +34,7 @@ type clientConn struct {
 	mu      sync.Mutex
 	seq     uint64
 	pending map[uint64]*pendingInvoke
+	grown   bool // pending held more than a few: replace it once empty, maps never shrink
 	closed  bool
 	once    sync.Once
 
@@ -283,6 +284,7 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	cc.seq++
 	seq := cc.seq
 	cc.pending[seq] = &pendingInvoke{call: call, done: done}
+	cc.grown = cc.grown || len(cc.pending) > 8
 	cc.mu.Unlock()
 	err := cc.write(&proto.Frame{
 		Type: proto.TypeInvoke, Seq: seq, ID: uint64(call.ID), Name: call.Name,
@@ -302,6 +304,9 @@ func (cc *clientConn) take(seq uint64) *pendingInvoke {
 	defer cc.mu.Unlock()
 	p := cc.pending[seq]
 	delete(cc.pending, seq)
+	if cc.grown && len(cc.pending) == 0 && !cc.closed {
+		cc.pending, cc.grown = make(map[uint64]*pendingInvoke), false // what a burst grew is not kept per client
+	}
 	return p
 }
 

@@ -16,6 +16,10 @@ import (
 // costs a write per batch; cork holds frames back until uncork, so that a
 // batch of events dispatched together goes out together.
 //
+// The queue is a buffer borrowed from a pool while it holds frames, and
+// given back once written, so that of many attached clients only those
+// with frames waiting hold one.
+//
 // A client that reads slowly is let fall behind; one that stops reading is
 // cut off: with more than its limit queued, once its socket has taken
 // nothing for the stall time (or at once past four times the limit, which
@@ -32,8 +36,8 @@ type sender struct {
 	abort   <-chan struct{} // closed: finish waits no more (the agent shuts down)
 
 	mu      sync.Mutex
-	buf     []byte // queued, not yet written
-	spare   []byte
+	buf     []byte  // queued, not yet written
+	held    *[]byte // buf's, from queueBufs; nil while nothing is queued
 	corked  int
 	err     error // sticky: the client was cut off, or the stream broke
 	closing bool  // write what is queued, then stop
@@ -48,6 +52,20 @@ type sender struct {
 
 	cutOff     func(error) // see start
 	cutOffOnce sync.Once
+}
+
+// queueBufs lends senders their queues. A queue grown past maxPooledQueue
+// (a burst to a slow client) is left to the collector.
+var queueBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledQueue = 256 << 10
+
+// borrowLocked makes sure buf is a borrowed buffer. Called with mu held.
+func (s *sender) borrowLocked() {
+	if s.held == nil {
+		s.held = queueBufs.Get().(*[]byte)
+		s.buf = (*s.held)[:0]
+	}
 }
 
 func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan struct{}) *sender {
@@ -65,6 +83,7 @@ func (s *sender) send(f *proto.Frame) error {
 		}
 		return err
 	}
+	s.borrowLocked()
 	var err error
 	s.buf, err = proto.AppendFrame(s.buf, f)
 	if err != nil {
@@ -218,6 +237,7 @@ func (s *sender) start(goFunc func(func()) bool, cutOff func(error)) bool {
 func (s *sender) finish(last *proto.Frame, grace time.Duration) {
 	s.mu.Lock()
 	if last != nil && s.err == nil && !s.closing {
+		s.borrowLocked()
 		s.buf, _ = proto.AppendFrame(s.buf, last)
 	}
 	s.closing = true
@@ -252,9 +272,9 @@ func (s *sender) run() {
 		<-s.wake
 		for {
 			s.mu.Lock()
-			out, closing, why := s.buf, s.closing, s.err
+			out, held, closing, why := s.buf, s.held, s.closing, s.err
 			if len(out) > 0 {
-				s.buf, s.spare = s.spare[:0], nil // out is the run's until written
+				s.buf, s.held = nil, nil // out is the run's until written
 			}
 			s.mu.Unlock()
 			if len(out) == 0 {
@@ -265,10 +285,11 @@ func (s *sender) run() {
 				break
 			}
 			err := s.write(out)
-			s.mu.Lock()
-			if cap(out) <= 1<<20 {
-				s.spare = out[:0]
+			if held != nil && cap(out) <= maxPooledQueue {
+				*held = out[:0]
+				queueBufs.Put(held)
 			}
+			s.mu.Lock()
 			if err != nil && s.err == nil {
 				s.err = err
 			}

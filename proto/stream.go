@@ -1,7 +1,6 @@
 package proto
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -10,45 +9,140 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// Reader reads frames from a stream through a buffer, reusing one body
-// buffer: decoded frames copy what they keep, so the buffer never leaks into
+// Reader reads frames from a stream. It holds no large buffer while the
+// stream is idle, so that an agent with many attached clients does not
+// keep a read buffer for each: it waits for data with a small buffer of
+// its own, and while frames keep coming it borrows a larger one from a pool
+// that all Readers share, or, for a frame larger than that, allocates one
+// just for the frame. Whatever it borrowed goes back once every byte read
+// is consumed. Decoded frames copy what they keep, so no buffer leaks into
 // them. A Reader is not safe for concurrent use.
 type Reader struct {
-	r    *bufio.Reader
-	max  int
-	body []byte
+	r   io.Reader
+	max int
+	err error // from a read that also returned data; reported once, when more is needed
+
+	// buf[start:end] is read and not yet consumed. buf is small, the
+	// borrowed buffer, or one made for a large frame.
+	buf        []byte
+	start, end int
+	borrowed   *[]byte
+	small      [smallRead]byte
 }
+
+// smallRead is the buffer a Reader waits for data with: a few typical
+// frames (an invocation, its completion, a reply).
+const smallRead = 512
+
+// poolRead is the size of the buffers Readers borrow while busy; a frame
+// larger than that is read into a buffer of its own.
+const poolRead = 64 << 10
+
+var readBufs = sync.Pool{New: func() any {
+	b := make([]byte, poolRead)
+	return &b
+}}
 
 // NewReader returns a Reader refusing bodies over maxBody bytes.
 func NewReader(r io.Reader, maxBody int) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), max: maxBody}
+	rd := &Reader{r: r, max: maxBody}
+	rd.buf = rd.small[:]
+	return rd
 }
 
 // ReadFrame reads the next frame; errors are those of the package-level
 // ReadFrame.
 func (r *Reader) ReadFrame() (*Frame, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r.r, hdr[:]); err != nil {
+	if err := r.fill(4); err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:])
+	n := binary.BigEndian.Uint32(r.buf[r.start:])
 	if uint64(n) > uint64(r.max) {
 		return nil, pmix.Errorf(ErrFrameTooLarge, "frame of %d bytes exceeds the limit of %d", n, r.max)
 	}
-	if cap(r.body) < int(n) {
-		r.body = make([]byte, n)
-	}
-	body := r.body[:n]
-	if _, err := io.ReadFull(r.r, body); err != nil {
+	size := 4 + int(n)
+	if err := r.fill(size); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
-	if cap(r.body) > 1<<20 {
-		r.body = nil // do not pin one huge frame's buffer
+	body := r.buf[r.start+4 : r.start+size]
+	r.start += size
+	f, err := Unmarshal(body)
+	if r.start == r.end {
+		r.release()
 	}
-	return Unmarshal(body)
+	return f, err
+}
+
+// fill reads until need bytes are buffered. It returns io.EOF when the
+// stream ends before any byte of them, io.ErrUnexpectedEOF after some.
+func (r *Reader) fill(need int) error {
+	for empty := 0; r.end-r.start < need; {
+		if empty == 100 { // as bufio does, for a reader that breaks the io.Reader contract
+			return io.ErrNoProgress
+		}
+		if r.err != nil {
+			err := r.err
+			r.err = nil
+			if errors.Is(err, io.EOF) && r.end > r.start {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		r.makeRoom(need)
+		n, err := r.r.Read(r.buf[r.end:])
+		r.end += n
+		r.err = err
+		if n == 0 && err == nil {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	return nil
+}
+
+// makeRoom makes sure buf has room to read into, and for need bytes from
+// start. A small buffer that is full when more is needed means the peer is
+// sending: the bytes move to a borrowed buffer, which holds a burst in one
+// read.
+func (r *Reader) makeRoom(need int) {
+	if r.end < len(r.buf) && r.start+need <= len(r.buf) {
+		return
+	}
+	unread := r.end - r.start
+	var next []byte
+	var borrowed *[]byte
+	switch {
+	case need > poolRead:
+		next = make([]byte, need)
+	case r.borrowed != nil:
+		next = r.buf // compact in place
+	default:
+		borrowed = readBufs.Get().(*[]byte)
+		next = *borrowed
+	}
+	copy(next, r.buf[r.start:r.end])
+	if borrowed != nil || (need > poolRead && r.borrowed != nil) {
+		r.giveBack()
+		r.borrowed = borrowed
+	}
+	r.buf, r.start, r.end = next, 0, unread
+}
+
+// release goes back to the small buffer once everything read is consumed.
+func (r *Reader) release() {
+	r.giveBack()
+	r.buf, r.start, r.end = r.small[:], 0, 0
+}
+
+func (r *Reader) giveBack() {
+	if r.borrowed != nil {
+		readBufs.Put(r.borrowed)
+		r.borrowed = nil
+	}
 }
 
 // Writer writes frames to a stream from many goroutines, coalescing them:
@@ -58,15 +152,24 @@ func (r *Reader) ReadFrame() (*Frame, error) {
 //
 // Cork and Uncork let a producer that emits a burst from one goroutine (the
 // agent dispatching a batch of events) have the burst written together.
+//
+// The buffer is borrowed from a pool that all Writers share while it holds
+// frames, so that an idle Writer holds none.
 type Writer struct {
 	w        io.Writer
 	mu       sync.Mutex
 	buf      []byte
-	spare    []byte
+	held     *[]byte // buf's, from writeBufs; nil while nothing is queued
 	flushing bool
 	corked   int
 	err      error
 }
+
+// writeBufs lends Writers their buffers; one grown past maxPooledWrite is
+// left to the collector.
+var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledWrite = 256 << 10
 
 // NewWriter returns a Writer on w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
@@ -82,6 +185,10 @@ func (w *Writer) WriteFrame(f *Frame) error {
 		err := w.err
 		w.mu.Unlock()
 		return err
+	}
+	if w.held == nil {
+		w.held = writeBufs.Get().(*[]byte)
+		w.buf = (*w.held)[:0]
 	}
 	var err error
 	w.buf, err = AppendFrame(w.buf, f)
@@ -131,14 +238,15 @@ func (w *Writer) Flush() error {
 func (w *Writer) flushLocked() error {
 	w.flushing = true
 	for len(w.buf) > 0 && w.err == nil {
-		out := w.buf
-		w.buf = w.spare[:0]
+		out, held := w.buf, w.held
+		w.buf, w.held = nil, nil
 		w.mu.Unlock()
 		_, werr := w.w.Write(out)
-		w.mu.Lock()
-		if cap(out) <= 1<<20 {
-			w.spare = out[:0]
+		if cap(out) <= maxPooledWrite {
+			*held = out[:0]
+			writeBufs.Put(held)
 		}
+		w.mu.Lock()
 		if werr != nil {
 			w.err = werr
 			w.buf = nil

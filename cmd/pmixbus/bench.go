@@ -14,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure pmixbus against raw NATS (events, cache, lookup)",
+		summary: "measure pmixbus (events, cache, lookup, scale, stalled)",
 		run:     runBench,
 	})
 	registerBench(&command{
@@ -42,7 +42,8 @@ ending with one line per target:
 
     target <name> <measured> <op> <goal> ok|MISS
 
-Targets are ratios to raw NATS measured on the same servers in the same run.
+Most targets are ratios: to raw NATS measured on the same servers in the
+same run, or between two conditions of the same run.
 A MISS still exits 0: a benchmark measures, it does not judge. It exits 1
 when the benchmark could not run.`
 

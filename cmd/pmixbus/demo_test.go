@@ -8,19 +8,21 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/bench"
 	"github.com/pmixbus/pmixbus/internal/demo"
 	"github.com/pmixbus/pmixbus/security"
 )
 
-// TestMain lets "pmixbus demo" run under go test: it launches its client
-// processes by re-running its own executable with "demo-client", and under
-// go test that executable is this test binary, which must then be the
-// client instead of running the tests.
+// TestMain lets "pmixbus demo" and "pmixbus bench scale" run under go
+// test: they launch their helper processes by re-running their own
+// executable with "demo-client" or "bench-scale-helper", and under go test
+// that executable is this test binary, which must then be the helper
+// instead of running the tests.
 //
 // The commands' keys (docs/security.md) go to a directory of the run's
 // own, not to the user's.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" {
+	if len(os.Args) > 1 && (os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" || os.Args[1] == bench.ScaleHelperCommand) {
 		main()
 	}
 	dir, err := os.MkdirTemp("", "pmixbus-keys")

@@ -9,7 +9,7 @@
 // Commands:
 //
 //	agent     run the pmixbus agent of one node
-//	bench     measure pmixbus against raw NATS (events, cache, lookup)
+//	bench     measure pmixbus (events, cache, lookup, scale, stalled)
 //	demo      run two clusters, agents and client processes; trace events at every range
 //	keys      create the NATS keys of pmixbus's roles and show them
 //	lookup    look published data up as a PMIx client (PMIx_Lookup)
