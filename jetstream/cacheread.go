@@ -40,6 +40,16 @@ type ReplayOptions struct {
 	Batch func([]CachedMsg) error
 	// BatchSize is 256 if zero.
 	BatchSize int
+	// JobsAfterMarked fixes the job-events stream's read point after
+	// Marked returned, instead of before the events stream's. Every event
+	// at or below the events stream's read point then has its copy at or
+	// below the job-events stream's, when Marked waits long enough for
+	// publishers to have sent their copies (a publisher sends a copy right
+	// after its event): a job event evicted while still wanted is not
+	// missed, and read in its place. The price is the copies of events
+	// newer than the events stream's read point, which come last. Marked
+	// is then given the events stream's read point alone.
+	JobsAfterMarked bool
 }
 
 const (
@@ -69,14 +79,21 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// rp.Events, or evicted.
 	var rp ReadPoint
 	var err error
-	if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
-		return rp, err
+	if !opts.JobsAfterMarked {
+		if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+			return rp, err
+		}
 	}
 	if rp.Events, err = c.mark(ctx, "events"); err != nil {
 		return rp, err
 	}
 	if opts.Marked != nil {
 		opts.Marked(rp)
+	}
+	if opts.JobsAfterMarked {
+		if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+			return rp, err
+		}
 	}
 	out := emitter{f: opts.Batch, size: opts.BatchSize}
 	if out.size <= 0 {
@@ -87,6 +104,7 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// them is emitted with the events stream's, in its place.
 	var inEvents map[string]*present
 	var order []*present // by events-stream sequence
+	var tail []CachedMsg // copies newer than every listed event (JobsAfterMarked)
 	if len(jobFilters) > 0 {
 		inEvents = map[string]*present{}
 		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
@@ -98,10 +116,19 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 		if err != nil {
 			return rp, err
 		}
-		// The copies of evicted events.
+		// The copies of evicted events. With JobsAfterMarked, a copy
+		// after one whose event is listed has its event beyond the
+		// listing: it comes with the next listed event, or last.
+		matched := false
 		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, rp.Jobs, func(m CachedMsg) error {
 			if p, ok := inEvents[m.ID]; ok {
 				p.jobSeq = m.Seq
+				p.before, tail = tail, nil
+				matched = true
+				return nil
+			}
+			if opts.JobsAfterMarked && matched {
+				tail = append(tail, m)
 				return nil
 			}
 			return out.add(m)
@@ -115,9 +142,21 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// above, while the read went on, is replaced by its copy, if it has
 	// one, in its place.
 	next := 0
+	emitBefore := func(p *present) error {
+		for _, m := range p.before {
+			if err := out.add(m); err != nil {
+				return err
+			}
+		}
+		p.before = nil
+		return nil
+	}
 	copiesBefore := func(seq uint64) error {
 		for ; next < len(order) && order[next].seq < seq; next++ {
 			p := order[next]
+			if err := emitBefore(p); err != nil {
+				return err
+			}
 			if p.emitted || p.jobSeq == 0 {
 				continue
 			}
@@ -138,6 +177,9 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 			return err
 		}
 		if p, ok := inEvents[m.ID]; ok {
+			if err := emitBefore(p); err != nil {
+				return err
+			}
 			if p.emitted {
 				return nil
 			}
@@ -147,6 +189,12 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	})
 	if err == nil {
 		err = copiesBefore(rp.Events + 1)
+	}
+	for _, m := range tail {
+		if err != nil {
+			break
+		}
+		err = out.add(m)
 	}
 	if err == nil {
 		err = out.flush()
@@ -159,6 +207,7 @@ type present struct {
 	seq     uint64 // in the events stream
 	jobSeq  uint64 // of its copy, 0 if none was read
 	emitted bool
+	before  []CachedMsg // copies to emit before it (JobsAfterMarked)
 }
 
 // emitter gathers messages into batches.
