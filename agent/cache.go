@@ -72,6 +72,52 @@ func (a *Agent) watchEvictions() {
 	}
 }
 
+// readJobEvents reads cached job events for the recovery of those NATS
+// dropped (see routerHost). It stops when the agent shuts down.
+func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.ctx, cancel)()
+	var markErr error
+	_, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
+		Marked: func(jetstream.ReadPoint) {
+			if markErr = marked(); markErr != nil {
+				cancel()
+			}
+		},
+		Batch: func(msgs []jetstream.CachedMsg) error {
+			if markErr != nil {
+				return markErr
+			}
+			return batch(a.decodeCached(msgs))
+		},
+
+		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
+	})
+	if markErr != nil {
+		return markErr
+	}
+	return err
+}
+
+// decodeCached decodes cached events, skipping (and logging) the malformed.
+func (a *Agent) decodeCached(msgs []jetstream.CachedMsg) []cachedEvent {
+	out := make([]cachedEvent, 0, len(msgs))
+	for _, cm := range msgs {
+		p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
+		if err != nil {
+			continue
+		}
+		m, err := event.UnmarshalMessage(cm.Data)
+		if err != nil {
+			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
+			continue
+		}
+		out = append(out, cachedEvent{sc: p.Scope, m: m})
+	}
+	return out
+}
+
 // readCache reads the cached events a new registration matches and passes
 // them to batch, oldest first (see routerHost). No deadline bounds the whole
 // read, which lasts as long as the backlog needs; each request to JetStream
@@ -96,20 +142,7 @@ func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g
 	rp, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
 		Marked: func(jetstream.ReadPoint) { marked() },
 		Batch: func(msgs []jetstream.CachedMsg) error {
-			out := make([]cachedEvent, 0, len(msgs))
-			for _, cm := range msgs {
-				p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
-				if err != nil {
-					continue
-				}
-				m, err := event.UnmarshalMessage(cm.Data)
-				if err != nil {
-					a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
-					continue
-				}
-				out = append(out, cachedEvent{sc: p.Scope, m: m})
-			}
-			return batch(out)
+			return batch(a.decodeCached(msgs))
 		},
 	})
 	if err != nil && ctx.Err() == nil {
