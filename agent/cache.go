@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -32,6 +33,13 @@ func (a *Agent) openCache(ctx context.Context) error {
 		return err
 	}
 	a.cache = c
+	// What was cached before the agent started is not for it to recover
+	// (recover.go).
+	if rp, err := c.Mark(ctx); err != nil {
+		a.log.Warn("cannot read the event cache's last sequences; dropped job events are recovered only after a job event the agent received", "err", err)
+	} else {
+		a.router.anchor = readPoint{events: rp.Events, jobs: rp.Jobs, known: true}
+	}
 	a.goFunc(a.watchEvictions)
 	return nil
 }
@@ -74,12 +82,12 @@ func (a *Agent) watchEvictions() {
 
 // readJobEvents reads cached job events for the recovery of those NATS
 // dropped (see routerHost). It stops when the agent shuts down.
-func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) error {
+func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(a.ctx, cancel)()
 	var markErr error
-	_, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
+	rp, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
 		Marked: func(jetstream.ReadPoint) {
 			if markErr = marked(); markErr != nil {
 				cancel()
@@ -95,9 +103,9 @@ func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string,
 		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
 	})
 	if markErr != nil {
-		return markErr
+		return rp.Events, rp.Jobs, markErr
 	}
-	return err
+	return rp.Events, rp.Jobs, err
 }
 
 // decodeCached decodes cached events, skipping (and logging) the malformed.
@@ -113,7 +121,7 @@ func (a *Agent) decodeCached(msgs []jetstream.CachedMsg) []cachedEvent {
 			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
 			continue
 		}
-		out = append(out, cachedEvent{sc: p.Scope, m: m})
+		out = append(out, cachedEvent{sc: p.Scope, m: m, seq: cm.Seq, cp: strings.HasPrefix(cm.Subject, subjects.JobCachePrefix+".")})
 	}
 	return out
 }

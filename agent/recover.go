@@ -62,17 +62,37 @@ const (
 	roundTimeout = time.Minute
 )
 
+// readPoint is a point in the cache's streams: for anchor, everything at
+// or below it was received, recovered, or is lost.
+type readPoint struct {
+	events, jobs uint64
+	known        bool
+}
+
+// accounts reports whether c is at or below p.
+func (p readPoint) accounts(c cachedEvent) bool {
+	if !p.known {
+		return false
+	}
+	if c.cp {
+		return c.seq <= p.jobs
+	}
+	return c.seq <= p.events
+}
+
 // recovery is a recovery under way: one round, or more while events are
 // still being dropped. Only the dispatch goroutine touches it.
 type recovery struct {
-	seq        string        // names the current round's fence
-	fenced     chan struct{} // closed when it is back
-	dropsAt    uint64        // dropped() when the round began
-	pending    []pendingMsg
-	pendingIDs map[string]int // index in pending
-	next       int            // pending[:next] has run
-	paused     bool           // pending holds what arrives
-	horizon    bool           // this round met a remembered event: what follows and is not remembered was dropped
+	seq         string        // names the current round's fence
+	fenced      chan struct{} // closed when it is back
+	dropsAt     uint64        // dropped() when the round began
+	pending     []pendingMsg
+	pendingIDs  map[string]int // index in pending
+	next        int            // pending[:next] has run
+	paused      bool           // pending holds what arrives
+	horizon     bool           // this round met a remembered event: what follows and is not remembered was dropped
+	addsAtFence uint64         // received.adds when the round's fence was back
+	read        readPoint      // the round's read point, once read to the end
 }
 
 // pendingMsg is what arrived during a recovery: a decoded event, or a
@@ -133,13 +153,14 @@ func (r *router) startRound(rc *recovery) {
 func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
-	defer r.post(func() { r.roundDone(rc) })
+	var read readPoint
+	defer func() { r.post(func() { rc.read = read; r.roundDone(rc) }) }()
 	r.rec.rounds.Add(1)
 	filters, jobFilters := r.jobFilters()
 	if len(filters) == 0 {
 		return
 	}
-	err := r.host.readJobEvents(ctx, filters, jobFilters, func() error {
+	events, jobs, err := r.host.readJobEvents(ctx, filters, jobFilters, func() error {
 		return r.awaitRecoveryFence(ctx, seq, fenced)
 	}, func(b []cachedEvent) error {
 		done := make(chan struct{})
@@ -154,6 +175,9 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Warn("recovering dropped job events from the cache; those not read are lost", "err", err)
 	}
+	if err == nil {
+		read = readPoint{events: events, jobs: jobs, known: true}
+	}
 }
 
 // roundDone runs on the dispatch goroutine when a round's read is over: if
@@ -162,6 +186,11 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
 func (r *router) roundDone(rc *recovery) {
 	if r.recov != rc {
 		return
+	}
+	if rc.read.known {
+		// Every event at or below the read point was ahead of the fence:
+		// received, or merged since.
+		r.anchor, r.anchorAdds = rc.read, rc.addsAtFence
 	}
 	if d := r.dropped(); d != rc.dropsAt && rc.paused && !r.isDone() {
 		r.startRound(rc)
@@ -262,6 +291,7 @@ func (r *router) recoveryFenced(seq string) bool {
 	select {
 	case <-rc.fenced:
 	default:
+		rc.addsAtFence = r.received.adds
 		close(rc.fenced)
 	}
 	return true
@@ -283,9 +313,14 @@ func (r *router) mergeRecovered(rc *recovery, b []cachedEvent) {
 			rc.horizon = true
 			continue
 		}
-		if !rc.horizon || c.sc.IsEnvironment() || r.replayedIDs.has(c.m.ID) {
-			// Older than what it remembers; not recoverable; or
-			// replayed to a new registration (published before it
+		// Every job event received since the anchor is remembered while
+		// fewer than receivedIDs came; else only those after the first
+		// one remembered are.
+		remembered := r.anchor.known && r.received.adds-r.anchorAdds <= receivedIDs
+		if r.anchor.accounts(c) || !(remembered || rc.horizon) || c.sc.IsEnvironment() || r.replayedIDs.has(c.m.ID) {
+			// Accounted for by an earlier round, or before the agent
+			// started; older than what it remembers; not recoverable;
+			// or replayed to a new registration (published before it
 			// subscribed, so never on its way live).
 			continue
 		}
@@ -319,8 +354,20 @@ func (r *router) runPending(rc *recovery, end int) {
 }
 
 // receivedSet remembers the ids of the last job events received (or
-// recovered), in order. Only the dispatch goroutine touches it.
-type receivedSet struct{ recentIDs }
+// recovered), in order, and counts them. Only the dispatch goroutine
+// touches it.
+type receivedSet struct {
+	recentIDs
+	adds uint64
+}
+
+func (s *receivedSet) add(id string) bool {
+	if !s.recentIDs.add(id) {
+		return false
+	}
+	s.adds++
+	return true
+}
 
 func (s *receivedSet) has(id string) bool {
 	_, ok := s.set[id]

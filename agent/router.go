@@ -79,7 +79,12 @@ type router struct {
 	received    receivedSet
 	replayedIDs receivedSet
 	dropsSeen   uint64 // dropped() when last checked
-	dropBurst   bool   // drops began and were logged; the end is not yet
+	// anchor: every event at or below it was received, recovered or is
+	// lost (the cache's state at the start, then each recovery's read
+	// point); anchorAdds is received.adds then.
+	anchor     readPoint
+	anchorAdds uint64
+	dropBurst  bool // drops began and were logged; the end is not yet
 
 	stats routerStats
 }
@@ -112,7 +117,9 @@ type routerHost interface {
 	// stream) and jobFilters (the job-events stream) and passes them to
 	// batch, oldest first, a batch at a time; marked is called once the
 	// read point is fixed, and its error ends the read.
-	readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) error
+	// It returns the read point, in the events stream and the job-events
+	// stream.
+	readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error)
 	// replayed records that the cache was replayed in full, up to upTo in
 	// the job-events stream, to registration g of client p.
 	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
@@ -132,8 +139,10 @@ type recipient interface {
 }
 
 type cachedEvent struct {
-	sc subjects.Scope
-	m  *event.Message
+	sc  subjects.Scope
+	m   *event.Message
+	seq uint64 // in its stream: the job-events stream for a copy
+	cp  bool   // read from the job-events stream
 }
 
 // inboxSize bounds the events received but not yet dispatched. NATS drops
@@ -158,7 +167,7 @@ func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logge
 		subs: make(map[string]subscription), scopes: make(map[string]subjects.Scope),
 		interest: make(map[string]*scopeInterest), contrib: make(map[recipient]map[bus.ID][]scopeNeed),
 		seen:     newRecentIDs(4096),
-		received: receivedSet{newRecentIDs(receivedIDs)}, replayedIDs: receivedSet{newRecentIDs(receivedIDs)},
+		received: receivedSet{recentIDs: newRecentIDs(receivedIDs)}, replayedIDs: receivedSet{recentIDs: newRecentIDs(receivedIDs)},
 	}
 }
 

@@ -248,6 +248,22 @@ func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]
 	return out, err
 }
 
+// Mark returns the streams' last sequences once they have stored
+// everything published before the call: the job-events stream's first, so
+// that every copy at or below it has its event at or below the events
+// stream's.
+//
+// Errors: as Stats.
+func (c *EventCache) Mark(ctx context.Context) (ReadPoint, error) {
+	var rp ReadPoint
+	var err error
+	if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+		return rp, err
+	}
+	rp.Events, err = c.mark(ctx, "events")
+	return rp, err
+}
+
 // mark returns the stream's last sequence once it has stored everything
 // published before the call (see Sync): the refusal of the barrier names
 // the last sequence the stream has.
