@@ -35,10 +35,13 @@ import (
 //     get, oldest first, and hands them to the dispatch goroutine, which
 //     merges them with pending: an event that is pending runs in its place,
 //     after the pending events before it; one it remembers receiving is
-//     skipped; one it does not is recovered, and runs the chains there. An
-//     event older than the first one it remembers cannot be told apart
-//     from one it received long ago, and is skipped; so is one it replayed
-//     to a new registration.
+//     skipped; one it does not is recovered, and runs the chains there.
+//     Skipped too: events at or below the anchor (the cache's read point
+//     when the agent started, then each round's), accounted for already;
+//     once more than receivedIDs job events came since the anchor, events
+//     older than the first one it remembers (it cannot tell them from
+//     events it received and forgot); and events it replayed to a new
+//     registration.
 //  4. When the read is done, another round reads again if NATS dropped
 //     more meanwhile; else the rest of pending runs and the pause ends. An
 //     event recovered before it came live is dropped when it comes.
