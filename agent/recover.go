@@ -173,6 +173,8 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-r.done: // the dispatch goroutine is gone
+			return context.Canceled
 		}
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -195,10 +197,12 @@ func (r *router) roundDone(rc *recovery) {
 		// received, or merged since.
 		r.anchor, r.anchorAdds = rc.read, rc.addsAtFence
 	}
-	if d := r.dropped(); d != rc.dropsAt && rc.paused && !r.isDone() {
+	d := r.dropped()
+	if d != rc.dropsAt && rc.paused && !r.isDone() {
 		r.startRound(rc)
 		return
 	}
+	r.dropsSeen = d // a drop since makes the next check start another recovery
 	r.endRecovery(rc)
 }
 
@@ -210,7 +214,6 @@ func (r *router) endRecovery(rc *recovery) {
 	}
 	r.recov = nil
 	r.runPending(rc, len(rc.pending))
-	r.dropsSeen = r.dropped()
 	if r.dropBurst {
 		r.dropBurst = false
 		job, env := r.droppedByKind()
@@ -267,6 +270,8 @@ func (r *router) awaitRecoveryFence(ctx context.Context, seq string, fenced chan
 			send()
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-r.done:
+			return context.Canceled
 		}
 	}
 }
