@@ -99,7 +99,6 @@ func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string,
 			}
 			return batch(a.decodeCached(msgs))
 		},
-
 		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
 	})
 	if markErr != nil {

@@ -302,7 +302,7 @@ func (r *router) dispatch() {
 // event just taken from it was: one taken after NATS dropped another
 // arrived after it, and must wait for the recovery (recover.go).
 func (r *router) checkFull() {
-	if len(r.msgs) == cap(r.msgs)-1 {
+	if len(r.msgs) >= cap(r.msgs)-1 { // more may have come since it was taken
 		r.checkDrops()
 	}
 }
