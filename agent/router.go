@@ -155,10 +155,13 @@ const inboxSize = 1 << 16
 const flushTimeout = 5 * time.Second
 
 // newRouter returns a router whose inbox holds inbox events (inboxSize if
-// zero).
+// zero); a nil log discards.
 func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logger, done <-chan struct{}, inbox int) *router {
 	if inbox <= 0 {
 		inbox = inboxSize
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &router{
 		nc: nc, place: place, host: host, log: log, done: done,
