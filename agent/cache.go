@@ -82,7 +82,7 @@ func (a *Agent) watchEvictions() {
 
 // readJobEvents reads cached job events for the recovery of those NATS
 // dropped (see routerHost). It stops when the agent shuts down.
-func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error) {
+func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, after readPoint, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(a.ctx, cancel)()
@@ -100,6 +100,7 @@ func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string,
 			return batch(a.decodeCached(msgs))
 		},
 		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
+		After:           jetstream.ReadPoint{Events: after.events, Jobs: after.jobs},
 	})
 	if markErr != nil {
 		return rp.Events, rp.Jobs, markErr

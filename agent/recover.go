@@ -145,15 +145,16 @@ func (r *router) startRound(rc *recovery) {
 	rc.fenced = make(chan struct{})
 	rc.dropsAt = r.dropped()
 	rc.horizon = false
-	seq, fenced := rc.seq, rc.fenced
-	if !r.host.goFunc(func() { r.recoverRound(rc, seq, fenced) }) {
+	// What is at or below the anchor is accounted for: not read again.
+	seq, fenced, after := rc.seq, rc.fenced, r.anchor
+	if !r.host.goFunc(func() { r.recoverRound(rc, seq, fenced, after) }) {
 		r.endRecovery(rc)
 	}
 }
 
 // recoverRound reads the cache for a round of rc (see the top of this
 // file) and has the dispatch goroutine merge it, a batch at a time.
-func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
+func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}, after readPoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
 	var read readPoint
@@ -163,7 +164,7 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}) {
 	if len(filters) == 0 {
 		return
 	}
-	events, jobs, err := r.host.readJobEvents(ctx, filters, jobFilters, func() error {
+	events, jobs, err := r.host.readJobEvents(ctx, filters, jobFilters, after, func() error {
 		return r.awaitRecoveryFence(ctx, seq, fenced)
 	}, func(b []cachedEvent) error {
 		done := make(chan struct{})

@@ -29,7 +29,7 @@ func (h *cacheHost) add(sc subjects.Scope, m *event.Message) {
 	h.cache = append(h.cache, cachedEvent{sc: sc, m: m, seq: uint64(len(h.cache) + 1)})
 }
 
-func (h *cacheHost) readJobEvents(_ context.Context, _, _ []string, marked func() error, batch func([]cachedEvent) error) (uint64, uint64, error) {
+func (h *cacheHost) readJobEvents(_ context.Context, _, _ []string, _ readPoint, marked func() error, batch func([]cachedEvent) error) (uint64, uint64, error) {
 	h.cmu.Lock()
 	all := slices.Clone(h.cache)
 	h.cmu.Unlock()

@@ -119,7 +119,8 @@ type routerHost interface {
 	// read point is fixed, and its error ends the read.
 	// It returns the read point, in the events stream and the job-events
 	// stream.
-	readJobEvents(ctx context.Context, filters, jobFilters []string, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error)
+	// Messages at or below after are not read.
+	readJobEvents(ctx context.Context, filters, jobFilters []string, after readPoint, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error)
 	// replayed records that the cache was replayed in full, up to upTo in
 	// the job-events stream, to registration g of client p.
 	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)

@@ -75,7 +75,7 @@ func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registratio
 	return 0, nil
 }
 func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
-func (h *fakeHost) readJobEvents(context.Context, []string, []string, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
+func (h *fakeHost) readJobEvents(context.Context, []string, []string, readPoint, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
 	return 0, 0, nil
 }
 func (h *fakeHost) goFunc(f func()) bool { go f(); return true }

@@ -435,3 +435,31 @@ func TestReplayJobsAfterMarked(t *testing.T) {
 		t.Fatalf("replayed %v", ids)
 	}
 }
+
+// After skips what a reader has read before.
+func TestReplayAfter(t *testing.T) {
+	c, nc := openTestCache(t, 10000)
+	for i := range 100 {
+		publish(t, nc, "ev.x", fmt.Sprint(i))
+	}
+	got, err := c.Read(t.Context(), []string{"ev.x"}, nil)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("read %d, %v", len(got), err)
+	}
+	var ids []string
+	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
+		After: ReadPoint{Events: got[89].Seq},
+		Batch: func(b []CachedMsg) error {
+			for _, m := range b {
+				ids = append(ids, m.ID)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[90 91 92 93 94 95 96 97 98 99]" || rp.Events != got[99].Seq {
+		t.Fatalf("read %v up to %+v", ids, rp)
+	}
+}

@@ -40,6 +40,9 @@ type ReplayOptions struct {
 	Batch func([]CachedMsg) error
 	// BatchSize is 256 if zero.
 	BatchSize int
+	// After, if set, skips the messages at or below its sequences: they
+	// were read before.
+	After ReadPoint
 	// JobsAfterMarked fixes the job-events stream's read point after
 	// Marked returned, instead of before the events stream's. Every event
 	// at or below the events stream's read point then has its copy at or
@@ -107,7 +110,7 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	var tail []CachedMsg // copies newer than every listed event (JobsAfterMarked)
 	if len(jobFilters) > 0 {
 		inEvents = map[string]*present{}
-		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, opts.After.Events, rp.Events, func(m CachedMsg) error {
 			p := &present{seq: m.Seq}
 			inEvents[m.ID] = p
 			order = append(order, p)
@@ -120,7 +123,7 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 		// after one whose event is listed has its event beyond the
 		// listing: it comes with the next listed event, or last.
 		matched := false
-		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, rp.Jobs, func(m CachedMsg) error {
+		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, opts.After.Jobs, rp.Jobs, func(m CachedMsg) error {
 			if p, ok := inEvents[m.ID]; ok {
 				p.jobSeq = m.Seq
 				p.before, tail = tail, nil
@@ -172,7 +175,7 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 		}
 		return nil
 	}
-	err = c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+	err = c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, opts.After.Events, rp.Events, func(m CachedMsg) error {
 		if err := copiesBefore(m.Seq); err != nil {
 			return err
 		}
@@ -319,11 +322,12 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: raw.Subject, Data: raw.Data, Time: raw.Time, Seq: raw.Sequence}, nil
 }
 
-// scan calls f for every message of stream on filters up to sequence upTo,
+// scan calls f for every message of stream on filters after sequence
+// after, up to sequence upTo,
 // in sequence order: one direct-get cursor per filter, merged. A message
 // two overlapping filters both match is passed once.
-func (c *EventCache) scan(ctx context.Context, stream string, filters []string, upTo uint64, f func(CachedMsg) error) error {
-	if len(filters) == 0 || upTo == 0 {
+func (c *EventCache) scan(ctx context.Context, stream string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
+	if len(filters) == 0 || upTo <= after {
 		return nil
 	}
 	curs := make([]*cursor, 0, len(filters))
@@ -334,7 +338,7 @@ func (c *EventCache) scan(ctx context.Context, stream string, filters []string, 
 	}()
 	batch := max(directBatch/len(filters), 16)
 	for _, flt := range filters {
-		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: 1, upTo: upTo, batch: batch})
+		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: after + 1, upTo: upTo, batch: batch})
 	}
 	var last uint64
 	for {
