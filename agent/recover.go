@@ -31,8 +31,8 @@ import (
 //     (its id is remembered) or was dropped. Then it fixes the job-events
 //     stream's read point: publishers have sent the copies of the events
 //     read by then (jetstream.ReplayOptions.JobsAfterMarked).
-//  3. It reads the job events of the attached clients' scopes by direct
-//     get, oldest first, and hands them to the dispatch goroutine, which
+//  3. It reads the job events of the attached clients' scopes past the
+//     anchor by direct get, oldest first, and hands them to the dispatch goroutine, which
 //     merges them with pending: an event that is pending runs in its place,
 //     after the pending events before it; one it remembers receiving is
 //     skipped; one it does not is recovered, and runs the chains there.
