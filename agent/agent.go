@@ -186,7 +186,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		a.nc, a.ownNC = nc, true
 	}
 	a.watchNATS(a.nc)
-	a.router = newRouter(natsTransport{a.nc}, a.place(), a, a.log, a.done)
+	a.router = newRouter(natsTransport{a.nc}, a.place(), a, a.log, a.done, a.cfg.inboxSize)
 	if err := a.openCache(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}

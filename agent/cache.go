@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -32,6 +33,13 @@ func (a *Agent) openCache(ctx context.Context) error {
 		return err
 	}
 	a.cache = c
+	// What was cached before the agent started is not for it to recover
+	// (recover.go).
+	if rp, err := c.Mark(ctx); err != nil {
+		a.log.Warn("cannot read the event cache's last sequences; dropped job events are recovered only after a job event the agent received", "err", err)
+	} else {
+		a.router.anchor = readPoint{events: rp.Events, jobs: rp.Jobs, known: true}
+	}
 	a.goFunc(a.watchEvictions)
 	return nil
 }
@@ -72,6 +80,52 @@ func (a *Agent) watchEvictions() {
 	}
 }
 
+// readJobEvents reads cached job events for the recovery of those NATS
+// dropped (see routerHost). It stops when the agent shuts down.
+func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string, after readPoint, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.ctx, cancel)()
+	var markErr error
+	rp, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
+		Marked: func(jetstream.ReadPoint) {
+			if markErr = marked(); markErr != nil {
+				cancel()
+			}
+		},
+		Batch: func(msgs []jetstream.CachedMsg) error {
+			if markErr != nil {
+				return markErr
+			}
+			return batch(a.decodeCached(msgs))
+		},
+		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
+		After:           jetstream.ReadPoint{Events: after.events, Jobs: after.jobs},
+	})
+	if markErr != nil {
+		return rp.Events, rp.Jobs, markErr
+	}
+	return rp.Events, rp.Jobs, err
+}
+
+// decodeCached decodes cached events, skipping (and logging) the malformed.
+func (a *Agent) decodeCached(msgs []jetstream.CachedMsg) []cachedEvent {
+	out := make([]cachedEvent, 0, len(msgs))
+	for _, cm := range msgs {
+		p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
+		if err != nil {
+			continue
+		}
+		m, err := event.UnmarshalMessage(cm.Data)
+		if err != nil {
+			a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
+			continue
+		}
+		out = append(out, cachedEvent{sc: p.Scope, m: m, seq: cm.Seq, cp: strings.HasPrefix(cm.Subject, subjects.JobCachePrefix+".")})
+	}
+	return out
+}
+
 // readCache reads the cached events a new registration matches and passes
 // them to batch, oldest first (see routerHost). No deadline bounds the whole
 // read, which lasts as long as the backlog needs; each request to JetStream
@@ -96,20 +150,7 @@ func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g
 	rp, err := a.cache.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
 		Marked: func(jetstream.ReadPoint) { marked() },
 		Batch: func(msgs []jetstream.CachedMsg) error {
-			out := make([]cachedEvent, 0, len(msgs))
-			for _, cm := range msgs {
-				p, err := subjects.Parse(subjects.EventSubject(cm.Subject))
-				if err != nil {
-					continue
-				}
-				m, err := event.UnmarshalMessage(cm.Data)
-				if err != nil {
-					a.log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
-					continue
-				}
-				out = append(out, cachedEvent{sc: p.Scope, m: m})
-			}
-			return batch(out)
+			return batch(a.decodeCached(msgs))
 		},
 	})
 	if err != nil && ctx.Err() == nil {

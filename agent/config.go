@@ -125,6 +125,10 @@ type Config struct {
 
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
+
+	// inboxSize replaces the router's inbox size (tests: an overflow with
+	// a few thousand events).
+	inboxSize int
 }
 
 // DefaultConfig returns a Config for the given cluster and node with an

@@ -1,5 +1,12 @@
 package agent
 
+// SetInboxSize makes the inbox of an agent of cfg hold n events, so a test
+// overflows it with a few.
+func SetInboxSize(cfg *Config, n int) { cfg.inboxSize = n }
+
+// Recoveries counts the recoveries of dropped job events an agent ran.
+func (a *Agent) Recoveries() uint64 { return a.router.rec.rounds.Load() }
+
 // OpenConns counts the connections the agent has accepted and not closed,
 // authenticated or not.
 func (a *Agent) OpenConns() int {

@@ -472,6 +472,9 @@ func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *
 		return false
 	}
 	r.stats.replayed.Add(1)
+	if !sc.IsEnvironment() {
+		r.replayedIDs.add(m.ID)
+	}
 	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
 	return true
 }

@@ -70,6 +70,22 @@ type router struct {
 
 	seen recentIDs // only the dispatch goroutine touches it
 
+	// Recovering the job events NATS dropped (recover.go). The dispatch
+	// goroutine alone touches recov, received and replayedIDs: the job
+	// events it received (or recovered), and those it replayed to new
+	// registrations.
+	rec         recoveryState
+	recov       *recovery
+	received    receivedSet
+	replayedIDs receivedSet
+	dropsSeen   uint64 // dropped() when last checked
+	// anchor: every event at or below it was received, recovered or is
+	// lost (the cache's state at the start, then each recovery's read
+	// point); anchorAdds is received.adds then.
+	anchor     readPoint
+	anchorAdds uint64
+	dropBurst  bool // drops began and were logged; the end is not yet
+
 	stats routerStats
 }
 
@@ -77,7 +93,9 @@ type router struct {
 type routerStats struct {
 	published, received, malformed, duplicates atomic.Uint64
 	delivered, replayed                        atomic.Uint64
-	droppedGone                                atomic.Uint64 // slow-consumer drops of subscriptions since closed
+	// Slow-consumer drops of subscriptions since closed, of job events
+	// and of environment events.
+	droppedJobGone, droppedEnvGone atomic.Uint64
 }
 
 // routerHost is what the router needs of the agent.
@@ -95,6 +113,14 @@ type routerHost interface {
 	// stream, and batch's error, or its own when the cache could not be
 	// read to the end (which it logs).
 	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) (uint64, error)
+	// readJobEvents reads the cached job events on filters (the events
+	// stream) and jobFilters (the job-events stream) and passes them to
+	// batch, oldest first, a batch at a time; marked is called once the
+	// read point is fixed, and its error ends the read.
+	// It returns the read point, in the events stream and the job-events
+	// stream.
+	// Messages at or below after are not read.
+	readJobEvents(ctx context.Context, filters, jobFilters []string, after readPoint, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error)
 	// replayed records that the cache was replayed in full, up to upTo in
 	// the job-events stream, to registration g of client p.
 	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
@@ -114,26 +140,38 @@ type recipient interface {
 }
 
 type cachedEvent struct {
-	sc subjects.Scope
-	m  *event.Message
+	sc  subjects.Scope
+	m   *event.Message
+	seq uint64 // in its stream: the job-events stream for a copy
+	cp  bool   // read from the job-events stream
 }
 
 // inboxSize bounds the events received but not yet dispatched. NATS drops
-// (and reports as a slow consumer) what does not fit.
+// (and reports as a slow consumer) what does not fit; job events are then
+// recovered from the cache (recover.go).
 const inboxSize = 1 << 16
 
 // flushTimeout bounds the wait for the server to know a registration's
 // subscriptions.
 const flushTimeout = 5 * time.Second
 
-func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logger, done <-chan struct{}) *router {
+// newRouter returns a router whose inbox holds inbox events (inboxSize if
+// zero); a nil log discards.
+func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logger, done <-chan struct{}, inbox int) *router {
+	if inbox <= 0 {
+		inbox = inboxSize
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &router{
 		nc: nc, place: place, host: host, log: log, done: done,
-		msgs: make(chan *nats.Msg, inboxSize), ctlSig: make(chan struct{}, 1),
+		msgs: make(chan *nats.Msg, inbox), ctlSig: make(chan struct{}, 1),
 		holds: make(map[recipient]*heldClient), fenceSubj: "_INBOX." + nuid.Next(),
 		subs: make(map[string]subscription), scopes: make(map[string]subjects.Scope),
 		interest: make(map[string]*scopeInterest), contrib: make(map[recipient]map[bus.ID][]scopeNeed),
-		seen: newRecentIDs(4096),
+		seen:     newRecentIDs(4096),
+		received: receivedSet{recentIDs: newRecentIDs(receivedIDs)}, replayedIDs: receivedSet{recentIDs: newRecentIDs(receivedIDs)},
 	}
 }
 
@@ -241,12 +279,14 @@ func (r *router) dispatch() {
 			for _, rc := range rcs {
 				rc.cork()
 			}
+			r.checkFull()
 			r.handle(msg)
 		batch:
 			for range dispatchBatch - 1 {
 				r.runControl()
 				select {
 				case msg = <-r.msgs:
+					r.checkFull()
 					r.handle(msg)
 				default:
 					break batch
@@ -259,6 +299,15 @@ func (r *router) dispatch() {
 		case <-r.done:
 			return
 		}
+	}
+}
+
+// checkFull checks for drops (checkDrops) if the inbox was full when the
+// event just taken from it was: one taken after NATS dropped another
+// arrived after it, and must wait for the recovery (recover.go).
+func (r *router) checkFull() {
+	if len(r.msgs) >= cap(r.msgs)-1 { // more may have come since it was taken
+		r.checkDrops()
 	}
 }
 
@@ -287,7 +336,10 @@ func (r *router) runControl() {
 // range.
 func (r *router) handle(msg *nats.Msg) {
 	if msg.Sub != nil && msg.Sub.Subject == r.fenceSubj {
-		r.fenced(string(msg.Data))
+		if r.recoveryFenced(string(msg.Data)) || r.recov.take(pendingMsg{msg: msg}) {
+			return
+		}
+		r.handleFence(msg)
 		return
 	}
 	r.mu.Lock()
@@ -302,21 +354,30 @@ func (r *router) handle(msg *nats.Msg) {
 		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
 	}
-	if !r.seen.add(m.ID) {
+	if !r.seen.add(m.ID) || (!sc.IsEnvironment() && !r.received.add(m.ID)) {
+		// Through overlapping subscriptions, or recovered before it
+		// came (recover.go).
 		r.stats.duplicates.Add(1)
 		return
 	}
 	r.stats.received.Add(1)
+	if r.recov.take(pendingMsg{sc: sc, m: m}) {
+		return // until the recovery has merged what NATS dropped
+	}
 	r.deliver(sc, m)
 }
+
+// handleFence handles a registration's fence.
+func (r *router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
 
 // deliver runs m through the chain of every attached client it is for.
 // Registrations being replayed to are skipped by the chains; the event
 // queues for them instead, or, once their replay has begun, waits with the
 // client's other events for the release (see hold). Only the dispatch
-// goroutine calls it.
-func (r *router) deliver(sc subjects.Scope, m *event.Message) {
+// goroutine calls it. It returns how many clients' chains it ran.
+func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 	ev := m.BusEvent(r.place.Cluster)
+	ran := 0
 	holding := r.nholds.Load() > 0
 	for _, rc := range r.host.recipients() {
 		proc, session, reg, ok := rc.target()
@@ -324,19 +385,25 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) {
 			continue
 		}
 		if holding && r.holdEvent(rc, proc, session, sc, m, ev) {
+			ran++
 			continue // until the release
 		}
-		r.notify(proc, reg, m, ev)
+		if r.notify(proc, reg, m, ev) {
+			ran++
+		}
 	}
+	return ran
 }
 
-// notify runs a client's chain for an event that is for it.
-func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) {
+// notify runs a client's chain for an event that is for it, and reports
+// whether the client wants it.
+func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
 	if !reg.Wants(ev) {
-		return
+		return false
 	}
 	r.stats.delivered.Add(1)
 	reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+	return true
 }
 
 // MaxRegistrationCodes bounds the codes one registration may name: each
@@ -561,6 +628,7 @@ func (r *router) unsubscribeSubjects(subjs []string) {
 	for _, subj := range subjs {
 		r.mu.Lock()
 		sub, ok := r.subs[subj]
+		sc := r.scopes[subj]
 		delete(r.subs, subj)
 		delete(r.scopes, subj)
 		r.mu.Unlock()
@@ -568,7 +636,11 @@ func (r *router) unsubscribeSubjects(subjs []string) {
 			continue
 		}
 		if n, err := sub.Dropped(); err == nil {
-			r.stats.droppedGone.Add(uint64(n))
+			if sc.IsEnvironment() {
+				r.stats.droppedEnvGone.Add(uint64(n))
+			} else {
+				r.stats.droppedJobGone.Add(uint64(n))
+			}
 		}
 		_ = sub.Unsubscribe()
 	}
@@ -577,15 +649,8 @@ func (r *router) unsubscribeSubjects(subjs []string) {
 // dropped is how many arriving events NATS dropped because the inbox was
 // full (slow consumer), over every subscription the router has had.
 func (r *router) dropped() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.stats.droppedGone.Load()
-	for _, sub := range r.subs {
-		if d, err := sub.Dropped(); err == nil {
-			n += uint64(d)
-		}
-	}
-	return n
+	job, env := r.droppedByKind()
+	return job + env
 }
 
 // subscriptions counts the subjects subscribed to.
@@ -623,13 +688,14 @@ func (r *router) close() {
 // recentIDs remembers the last n event ids, to drop an event that arrives
 // twice (through overlapping subscriptions while they change).
 type recentIDs struct {
-	ring []string
+	ring []string // grows to max, then wraps
+	max  int
 	next int
 	set  map[string]struct{}
 }
 
 func newRecentIDs(n int) recentIDs {
-	return recentIDs{ring: make([]string, n), set: make(map[string]struct{}, n)}
+	return recentIDs{max: n, set: map[string]struct{}{}}
 }
 
 // add records id and reports whether it was new.
@@ -637,11 +703,13 @@ func (r *recentIDs) add(id string) bool {
 	if _, ok := r.set[id]; ok {
 		return false
 	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
+	r.set[id] = struct{}{}
+	if len(r.ring) < r.max {
+		r.ring = append(r.ring, id)
+		return true
 	}
+	delete(r.set, r.ring[r.next])
 	r.ring[r.next] = id
 	r.next = (r.next + 1) % len(r.ring)
-	r.set[id] = struct{}{}
 	return true
 }

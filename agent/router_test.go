@@ -75,7 +75,10 @@ func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registratio
 	return 0, nil
 }
 func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
-func (h *fakeHost) goFunc(f func()) bool                                 { go f(); return true }
+func (h *fakeHost) readJobEvents(context.Context, []string, []string, readPoint, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
+	return 0, 0, nil
+}
+func (h *fakeHost) goFunc(f func()) bool { go f(); return true }
 
 func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session string) *fakeClient {
 	t.Helper()
@@ -96,7 +99,7 @@ func TestRouterInMemory(t *testing.T) {
 	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
 	host := &fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}
 	done := make(chan struct{})
-	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done)
+	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done, 0)
 	stopped := make(chan struct{})
 	go func() { r.dispatch(); close(stopped) }()
 	defer func() { close(done); <-stopped }()
@@ -188,7 +191,7 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	host := &fakeHost{clients: []recipient{c1, c2}}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done)
+	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done, 0)
 	go r.dispatch()
 	jobOnly := []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))}
 	register := func(c *fakeClient, codes []pmix.Status) bus.ID {
@@ -277,7 +280,7 @@ func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
 	tr := &blockingFlush{memTransport: &memTransport{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(tr, place, host, clustertest.Logger(t), done)
+	r := newRouter(tr, place, host, clustertest.Logger(t), done, 0)
 	go r.dispatch()
 
 	close(tr.release) // c1's registration goes through

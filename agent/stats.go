@@ -19,17 +19,22 @@ type Stats struct {
 	Connections       int // open sockets, attached or still in their hello
 
 	// Events.
-	EventsPublished  uint64 // sent on NATS for local clients and the host
-	EventsReceived   uint64 // arrived on the agent's subscriptions (once each)
-	EventsMalformed  uint64 // arrived but could not be decoded, and dropped
-	EventsDropped    uint64 // dropped by NATS before the agent read them: its inbox was full (slow consumer)
-	ChainsStarted    uint64 // live deliveries to a local client's chain
-	ChainsReplayed   uint64 // cached events replayed to new registrations
-	ChainsCompleted  uint64 // chains that ended, live or replayed
-	HandlersTimedOut uint64 // handlers passed over for not completing in time
-	OutcomesDropped  uint64 // outcome reports not published: NATS was not keeping up
-	CacheEvictions   uint64 // events the cluster's cache discarded for its limits (last check)
-	Subscriptions    int    // NATS subscriptions for the clients' registrations
+	EventsPublished uint64 // sent on NATS for local clients and the host
+	EventsReceived  uint64 // arrived on the agent's subscriptions (once each)
+	EventsMalformed uint64 // arrived but could not be decoded, and dropped
+	EventsDropped   uint64 // dropped by NATS before the agent read them: its inbox was full (slow consumer)
+	// Of EventsDropped, the job events (the rest are environment
+	// events), and the job events the agent then recovered from the
+	// cache and delivered (docs/cache.md).
+	JobEventsDropped   uint64
+	JobEventsRecovered uint64
+	ChainsStarted      uint64 // live deliveries to a local client's chain
+	ChainsReplayed     uint64 // cached events replayed to new registrations
+	ChainsCompleted    uint64 // chains that ended, live or replayed
+	HandlersTimedOut   uint64 // handlers passed over for not completing in time
+	OutcomesDropped    uint64 // outcome reports not published: NATS was not keeping up
+	CacheEvictions     uint64 // events the cluster's cache discarded for its limits (last check)
+	Subscriptions      int    // NATS subscriptions for the clients' registrations
 
 	// NATS connection.
 	NATSConnected   bool
@@ -77,7 +82,9 @@ func (a *Agent) Stats() Stats {
 		s.EventsMalformed = r.stats.malformed.Load()
 		s.ChainsStarted = r.stats.delivered.Load()
 		s.ChainsReplayed = r.stats.replayed.Load()
-		s.EventsDropped = r.dropped()
+		job, env := r.droppedByKind()
+		s.EventsDropped, s.JobEventsDropped = job+env, job
+		s.JobEventsRecovered = r.rec.recovered.Load()
 		s.Subscriptions = r.subscriptions()
 	}
 	return s
@@ -99,12 +106,19 @@ func (a *Agent) countOutcome(o *bus.Outcome) {
 // caller-provided connection already had still run.
 func (a *Agent) watchNATS(nc *nats.Conn) {
 	prevErr, prevDisc, prevRec := nc.Opts.AsyncErrorCB, nc.Opts.DisconnectedErrCB, nc.Opts.ReconnectedCB
+	if a.ownNC {
+		prevErr = nil // nats.go's default, which prints every error to stderr
+	}
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 		a.stats.natsErrors.Add(1)
-		if errors.Is(err, nats.ErrSlowConsumer) && sub != nil {
-			dropped, _ := sub.Dropped()
-			a.log.Warn("NATS: the agent is not keeping up; events are being dropped", "subject", sub.Subject, "dropped_total", dropped)
-		} else {
+		switch {
+		case errors.Is(err, nats.ErrSlowConsumer) && a.router != nil:
+			// Once per subscription each time its messages start being
+			// dropped, which under a flood can be every few messages: the
+			// router logs once per burst, and recovers job events.
+			a.router.slowConsumer(sub)
+		case errors.Is(err, nats.ErrSlowConsumer):
+		default:
 			a.log.Warn("NATS error", "err", err)
 		}
 		if prevErr != nil {

@@ -48,10 +48,13 @@ func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithC
 
 // memTransport is a transport in memory: a message published goes, at
 // once and in order, to every subscription whose pattern matches its
-// subject (NATS's "*" and ">" wildcards). The zero value is ready.
+// subject (NATS's "*" and ">" wildcards). The zero value is ready; it
+// waits for room in a full channel, or with dropWhenFull drops the
+// message and counts it, as NATS does.
 type memTransport struct {
-	mu   sync.Mutex
-	subs map[*memSub]struct{}
+	mu           sync.Mutex
+	subs         map[*memSub]struct{}
+	dropWhenFull bool
 }
 
 type memSub struct {
@@ -59,6 +62,7 @@ type memSub struct {
 	pattern []string
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
+	dropped int // guarded by t.mu
 }
 
 func (s *memSub) Unsubscribe() error {
@@ -68,7 +72,11 @@ func (s *memSub) Unsubscribe() error {
 	return nil
 }
 
-func (s *memSub) Dropped() (int, error) { return 0, nil }
+func (s *memSub) Dropped() (int, error) {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	return s.dropped, nil
+}
 
 func (t *memTransport) PublishMsg(m *nats.Msg) error {
 	toks := strings.Split(m.Subject, ".")
@@ -78,7 +86,15 @@ func (t *memTransport) PublishMsg(m *nats.Msg) error {
 		if subjects.MatchTokens(s.pattern, toks) {
 			c := *m
 			c.Sub = s.sub
-			s.ch <- &c
+			if !t.dropWhenFull {
+				s.ch <- &c
+				continue
+			}
+			select {
+			case s.ch <- &c:
+			default:
+				s.dropped++
+			}
 		}
 	}
 	return nil

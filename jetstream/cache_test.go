@@ -396,3 +396,72 @@ func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// With JobsAfterMarked, the job-events read point is fixed after Marked:
+// a copy sent after the events stream's read point was fixed is read, in
+// its place; copies of events newer than that read point come last, once.
+func TestReplayJobsAfterMarked(t *testing.T) {
+	c, nc := openTestCache(t, 4)
+	retainAll(t, c, "keep", "job.*")
+	publish(t, nc, "ev.j", "job-0")
+	publish(t, nc, "job.j", "job-0")
+	for i := range 4 { // job-0 is evicted
+		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
+	}
+	publish(t, nc, "ev.j", "job-1")
+	var ids []string
+	_, err := c.Replay(t.Context(), []string{"ev.j"}, []string{"job.*"}, ReplayOptions{
+		JobsAfterMarked: true,
+		Marked: func(rp ReadPoint) {
+			if rp.Events == 0 || rp.Jobs != 0 {
+				t.Errorf("marked %+v, want the events stream's read point alone", rp)
+			}
+			publish(t, nc, "job.j", "job-1") // its copy, late
+			publish(t, nc, "ev.j", "job-2")  // newer than the read point
+			publish(t, nc, "job.j", "job-2")
+			if err := c.Sync(t.Context()); err != nil {
+				t.Error(err)
+			}
+		},
+		Batch: func(b []CachedMsg) error {
+			for _, m := range b {
+				ids = append(ids, m.ID)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[job-0 job-1 job-2]" {
+		t.Fatalf("replayed %v", ids)
+	}
+}
+
+// After skips what a reader has read before.
+func TestReplayAfter(t *testing.T) {
+	c, nc := openTestCache(t, 10000)
+	for i := range 100 {
+		publish(t, nc, "ev.x", fmt.Sprint(i))
+	}
+	got, err := c.Read(t.Context(), []string{"ev.x"}, nil)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("read %d, %v", len(got), err)
+	}
+	var ids []string
+	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
+		After: ReadPoint{Events: got[89].Seq},
+		Batch: func(b []CachedMsg) error {
+			for _, m := range b {
+				ids = append(ids, m.ID)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids) != "[90 91 92 93 94 95 96 97 98 99]" || rp.Events != got[99].Seq {
+		t.Fatalf("read %v up to %+v", ids, rp)
+	}
+}

@@ -40,6 +40,19 @@ type ReplayOptions struct {
 	Batch func([]CachedMsg) error
 	// BatchSize is 256 if zero.
 	BatchSize int
+	// After, if set, skips the messages at or below its sequences: they
+	// were read before.
+	After ReadPoint
+	// JobsAfterMarked fixes the job-events stream's read point after
+	// Marked returned, instead of before the events stream's. Every event
+	// at or below the events stream's read point then has its copy at or
+	// below the job-events stream's, when Marked waits long enough for
+	// publishers to have sent their copies (a publisher sends a copy right
+	// after its event): a job event evicted while still wanted is not
+	// missed, and read in its place. The price is the copies of events
+	// newer than the events stream's read point, which come last. Marked
+	// is then given the events stream's read point alone.
+	JobsAfterMarked bool
 }
 
 const (
@@ -69,14 +82,21 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// rp.Events, or evicted.
 	var rp ReadPoint
 	var err error
-	if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
-		return rp, err
+	if !opts.JobsAfterMarked {
+		if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+			return rp, err
+		}
 	}
 	if rp.Events, err = c.mark(ctx, "events"); err != nil {
 		return rp, err
 	}
 	if opts.Marked != nil {
 		opts.Marked(rp)
+	}
+	if opts.JobsAfterMarked {
+		if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+			return rp, err
+		}
 	}
 	out := emitter{f: opts.Batch, size: opts.BatchSize}
 	if out.size <= 0 {
@@ -87,9 +107,10 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// them is emitted with the events stream's, in its place.
 	var inEvents map[string]*present
 	var order []*present // by events-stream sequence
+	var tail []CachedMsg // copies newer than every listed event (JobsAfterMarked)
 	if len(jobFilters) > 0 {
 		inEvents = map[string]*present{}
-		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, opts.After.Events, rp.Events, func(m CachedMsg) error {
 			p := &present{seq: m.Seq}
 			inEvents[m.ID] = p
 			order = append(order, p)
@@ -98,10 +119,19 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 		if err != nil {
 			return rp, err
 		}
-		// The copies of evicted events.
-		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, rp.Jobs, func(m CachedMsg) error {
+		// The copies of evicted events. With JobsAfterMarked, a copy
+		// after one whose event is listed has its event beyond the
+		// listing: it comes with the next listed event, or last.
+		matched := false
+		err = c.scan(ctx, JobStreamName(c.cfg.Cluster), jobFilters, opts.After.Jobs, rp.Jobs, func(m CachedMsg) error {
 			if p, ok := inEvents[m.ID]; ok {
 				p.jobSeq = m.Seq
+				p.before, tail = tail, nil
+				matched = true
+				return nil
+			}
+			if opts.JobsAfterMarked && matched {
+				tail = append(tail, m)
 				return nil
 			}
 			return out.add(m)
@@ -115,9 +145,21 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	// above, while the read went on, is replaced by its copy, if it has
 	// one, in its place.
 	next := 0
+	emitBefore := func(p *present) error {
+		for _, m := range p.before {
+			if err := out.add(m); err != nil {
+				return err
+			}
+		}
+		p.before = nil
+		return nil
+	}
 	copiesBefore := func(seq uint64) error {
 		for ; next < len(order) && order[next].seq < seq; next++ {
 			p := order[next]
+			if err := emitBefore(p); err != nil {
+				return err
+			}
 			if p.emitted || p.jobSeq == 0 {
 				continue
 			}
@@ -133,11 +175,14 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 		}
 		return nil
 	}
-	err = c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, rp.Events, func(m CachedMsg) error {
+	err = c.scan(ctx, EventStreamName(c.cfg.Cluster), filters, opts.After.Events, rp.Events, func(m CachedMsg) error {
 		if err := copiesBefore(m.Seq); err != nil {
 			return err
 		}
 		if p, ok := inEvents[m.ID]; ok {
+			if err := emitBefore(p); err != nil {
+				return err
+			}
 			if p.emitted {
 				return nil
 			}
@@ -147,6 +192,12 @@ func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, o
 	})
 	if err == nil {
 		err = copiesBefore(rp.Events + 1)
+	}
+	for _, m := range tail {
+		if err != nil {
+			break
+		}
+		err = out.add(m)
 	}
 	if err == nil {
 		err = out.flush()
@@ -159,6 +210,7 @@ type present struct {
 	seq     uint64 // in the events stream
 	jobSeq  uint64 // of its copy, 0 if none was read
 	emitted bool
+	before  []CachedMsg // copies to emit before it (JobsAfterMarked)
 }
 
 // emitter gathers messages into batches.
@@ -197,6 +249,22 @@ func (c *EventCache) Read(ctx context.Context, filters, jobFilters []string) ([]
 		return nil
 	}})
 	return out, err
+}
+
+// Mark returns the streams' last sequences once they have stored
+// everything published before the call: the job-events stream's first, so
+// that every copy at or below it has its event at or below the events
+// stream's.
+//
+// Errors: as Stats.
+func (c *EventCache) Mark(ctx context.Context) (ReadPoint, error) {
+	var rp ReadPoint
+	var err error
+	if rp.Jobs, err = c.mark(ctx, "jobs"); err != nil {
+		return rp, err
+	}
+	rp.Events, err = c.mark(ctx, "events")
+	return rp, err
 }
 
 // mark returns the stream's last sequence once it has stored everything
@@ -254,11 +322,12 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: raw.Subject, Data: raw.Data, Time: raw.Time, Seq: raw.Sequence}, nil
 }
 
-// scan calls f for every message of stream on filters up to sequence upTo,
+// scan calls f for every message of stream on filters after sequence
+// after, up to sequence upTo,
 // in sequence order: one direct-get cursor per filter, merged. A message
 // two overlapping filters both match is passed once.
-func (c *EventCache) scan(ctx context.Context, stream string, filters []string, upTo uint64, f func(CachedMsg) error) error {
-	if len(filters) == 0 || upTo == 0 {
+func (c *EventCache) scan(ctx context.Context, stream string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
+	if len(filters) == 0 || upTo <= after {
 		return nil
 	}
 	curs := make([]*cursor, 0, len(filters))
@@ -269,7 +338,7 @@ func (c *EventCache) scan(ctx context.Context, stream string, filters []string, 
 	}()
 	batch := max(directBatch/len(filters), 16)
 	for _, flt := range filters {
-		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: 1, upTo: upTo, batch: batch})
+		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: after + 1, upTo: upTo, batch: batch})
 	}
 	var last uint64
 	for {

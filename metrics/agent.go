@@ -70,6 +70,8 @@ func Agent(a StatsSource, cluster, node string) prometheus.Collector {
 			m("events_received_total", "Events that arrived on the agent's subscriptions.", c, func(s agent.Stats) float64 { return float64(s.EventsReceived) }),
 			m("events_malformed_total", "Events that arrived but could not be decoded.", c, func(s agent.Stats) float64 { return float64(s.EventsMalformed) }),
 			m("events_dropped_total", "Events NATS dropped because the agent's inbox was full (slow consumer).", c, func(s agent.Stats) float64 { return float64(s.EventsDropped) }),
+			m("job_events_dropped_total", "Job events among events_dropped_total; the agent recovers them from the event cache.", c, func(s agent.Stats) float64 { return float64(s.JobEventsDropped) }),
+			m("job_events_recovered_total", "Dropped job events recovered from the event cache and delivered.", c, func(s agent.Stats) float64 { return float64(s.JobEventsRecovered) }),
 			m("chains_started_total", "Live deliveries to a local client's handler chain.", c, func(s agent.Stats) float64 { return float64(s.ChainsStarted) }),
 			m("chains_replayed_total", "Cached events replayed to new registrations.", c, func(s agent.Stats) float64 { return float64(s.ChainsReplayed) }),
 			m("chains_completed_total", "Handler chains that ended.", c, func(s agent.Stats) float64 { return float64(s.ChainsCompleted) }),
