@@ -69,6 +69,14 @@ func TestEnvironmentEventsObeyRange(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 	}
+	// Wait for what must arrive (events crossing a leaf link are not
+	// ordered behind the fence), then fence what must not.
+	for i, c := range cases {
+		code := pmix.ExternalErrBase - 100 - pmix.Status(i)
+		for _, n := range c.reach {
+			w.client(n).rec.waitCount(t, code, 1)
+		}
+	}
 	if _, err := w.agents["a1"].Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
 		t.Fatal(err)
 	}
