@@ -50,21 +50,7 @@ func newBacklogAgent(t *testing.T, adjust ...func(*agent.Config)) *backlogAgent 
 	for _, f := range adjust {
 		f(&cfg)
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("agent shutdown: %v", err)
-		}
-	})
-	s.a = a
+	s.a = runAgent(t, cfg)
 	return s
 }
 

@@ -32,21 +32,7 @@ func loneAgent(t *testing.T, tweak func(*agent.Config)) *agent.Agent {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := a.Shutdown(ctx); err != nil {
-			t.Errorf("agent shutdown: %v", err)
-		}
-	})
-	return a
+	return runAgent(t, cfg)
 }
 
 // liveHeap is the heap of the test process, agent included, once garbage
