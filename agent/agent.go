@@ -39,6 +39,7 @@ type Agent struct {
 	idPrefix string        // "<nuid>." : unique per agent run
 
 	outcomes outcomeQueue // reports waiting to be published
+	link     globalLink   // to the other clusters, for GLOBAL events (globallink.go)
 	stats    agentStats
 	cache    *jetstream.EventCache
 	evicted  atomic.Uint64
@@ -204,6 +205,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startLiveness(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "liveness: %w", err)
 	}
+	a.watchGlobalLink(ctx)
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
 	a.goFunc(a.acceptLoop)

@@ -269,7 +269,7 @@ func (cc *clientConn) notify(f *proto.Frame) error {
 		Info:   f.Info,
 		Time:   time.Now(),
 	}
-	return cc.a.router.publish(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})
+	return cc.a.publishEvent(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})
 }
 
 // invoke is the bus.Handler of every registration of this client: it asks

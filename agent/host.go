@@ -286,7 +286,7 @@ func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, en
 	if a.isClosed() || a.router == nil {
 		return "", fmt.Errorf("%w: not started, or shut down", ErrClosed)
 	}
-	return m.ID, a.router.publish(m, nil)
+	return m.ID, a.publishEvent(m, nil)
 }
 
 // OnRMEvent calls f for every PMIX_RANGE_RM event in the agent's cluster,

@@ -342,6 +342,9 @@ func (r *router) handle(msg *nats.Msg) {
 		r.handleFence(msg)
 		return
 	}
+	if c := msg.Header.Get(catchupHeader); c != "" && c == string(r.place.Cluster) {
+		return // this cluster's GLOBAL event, sent again for the others (globallink.go)
+	}
 	r.mu.Lock()
 	sc, ok := r.scopes[msg.Sub.Subject]
 	r.mu.Unlock()

@@ -36,6 +36,11 @@ type Stats struct {
 	CacheEvictions     uint64 // events the cluster's cache discarded for its limits (last check)
 	Subscriptions      int    // NATS subscriptions for the clients' registrations
 
+	// The link to the other clusters (GLOBAL events): down, and the
+	// cacheable GLOBAL events kept for them meanwhile.
+	GlobalLinkDown   bool
+	GlobalEventsHeld int
+
 	// NATS connection.
 	NATSConnected   bool
 	NATSDisconnects uint64
@@ -73,6 +78,10 @@ func (a *Agent) Stats() Stats {
 	if a.nc != nil {
 		s.NATSConnected = a.nc.IsConnected()
 	}
+	s.GlobalLinkDown = a.link.down.Load()
+	a.link.mu.Lock()
+	s.GlobalEventsHeld = len(a.link.held)
+	a.link.mu.Unlock()
 	ls := a.LivenessStats()
 	s.LivenessBeats, s.LivenessBeatFailures = ls.Beats, ls.BeatFailures
 	s.NodesDeclaredDown, s.LivenessRejoins = ls.Declared, ls.Rejoined

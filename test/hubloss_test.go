@@ -1,0 +1,76 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// TestGlobalDuringHubOutage: with the hub down, a cacheable GLOBAL event
+// notified in A still succeeds and reaches B once the hub is back, once;
+// one that may not be cached says it reached A only (a GLOBAL notify used
+// to report success while nothing crossed).
+func TestGlobalDuringHubOutage(t *testing.T) {
+	w := newWorld(t)
+	code := pmix.ExternalErrBase - 300
+	far, near := w.client("B:jobB.0"), w.client("A:jobA.1")
+	for _, c := range []*tclient{far, near} {
+		c.register(t, []pmix.Status{code}, nil, pmix.EventNoActionTaken)
+		c.register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
+	}
+	w.waitInterest("A", subjects.Global().Subject(code))
+	a1 := w.agents["a1"]
+
+	if err := w.mc.ShutdownHub(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !a1.Stats().GlobalLinkDown {
+			return errors.New("a1 has not seen the link go down")
+		}
+		return nil
+	})
+	if _, err := a1.Notify(t.Context(), code, pmix.RangeGlobal, false, nil); err != nil {
+		t.Fatalf("a cacheable GLOBAL event during the outage: %v", err)
+	}
+	transient := []pmix.Info{pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true))}
+	if _, err := a1.Notify(t.Context(), code, pmix.RangeGlobal, false, transient); !errors.Is(err, pmix.ErrUnreach) {
+		t.Fatalf("a GLOBAL event that may not be cached, during the outage: %v, want PMIX_ERR_UNREACH", err)
+	}
+	near.rec.waitCount(t, code, 2) // both reached A
+	if n := a1.Stats().GlobalEventsHeld; n != 1 {
+		t.Fatalf("%d GLOBAL events held for the other clusters, want 1", n)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.mc.RestartHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	far.rec.waitCount(t, code, 1) // the cacheable one crossed once the hub was back
+	clustertest.WaitFor(t, waitTime, func() error {
+		if n := a1.Stats().GlobalEventsHeld; n != 0 {
+			return fmt.Errorf("%d GLOBAL events still held", n)
+		}
+		return nil
+	})
+	// Whatever was sent again has arrived behind this fence: nobody got an
+	// event twice.
+	w.waitInterest("A", subjects.Global().Subject(fenceCode))
+	if _, err := a1.Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	far.rec.waitCount(t, fenceCode, 1)
+	near.rec.waitCount(t, fenceCode, 1)
+	if n := len(far.rec.of(code)); n != 1 {
+		t.Errorf("B got the event %d times, want once", n)
+	}
+	if n := len(near.rec.of(code)); n != 2 {
+		t.Errorf("A got %d events, want the 2 sent", n)
+	}
+}
