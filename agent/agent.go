@@ -264,6 +264,21 @@ func (a *Agent) goFunc(f func()) bool {
 	return true
 }
 
+// every calls f every interval until the agent stops, on the calling
+// goroutine.
+func (a *Agent) every(interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
 // isClosed reports whether Shutdown has begun, without locking.
 func (a *Agent) isClosed() bool {
 	select {

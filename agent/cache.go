@@ -60,24 +60,17 @@ func (a *Agent) watchEvictions() {
 	if every == 0 {
 		every = 5 * time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.done:
-			return
-		case <-t.C:
-		}
+	a.every(every, func() {
 		ctx, cancel := context.WithTimeout(a.ctx, every)
 		s, err := a.cache.Stats(ctx)
 		cancel()
 		if err != nil {
-			continue
+			return
 		}
 		if prev := a.evicted.Swap(s.Evicted); s.Evicted > prev {
 			a.log.Warn("event cache full: evicted oldest events", "evicted", s.Evicted-prev, "total_evicted", s.Evicted, "cached", s.Msgs, "limit", a.cfg.CacheSize)
 		}
-	}
+	})
 }
 
 // readJobEvents reads cached job events for the recovery of those NATS

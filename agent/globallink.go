@@ -69,14 +69,7 @@ func (a *Agent) watchGlobalLink(ctx context.Context) {
 }
 
 func (a *Agent) probeGlobalLink() {
-	t := time.NewTicker(linkProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.done:
-			return
-		case <-t.C:
-		}
+	a.every(linkProbeInterval, func() {
 		ctx, cancel := context.WithTimeout(a.ctx, linkProbeInterval)
 		_, err := cluster.TopDomain(ctx, a.nc)
 		cancel()
@@ -94,7 +87,7 @@ func (a *Agent) probeGlobalLink() {
 				}
 			})
 		}
-	}
+	})
 }
 
 // globalSent is told of every GLOBAL event this agent published, and
