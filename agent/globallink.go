@@ -10,7 +10,6 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
-	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -121,20 +120,14 @@ func (a *Agent) sendHeldGlobal(last bool) {
 	if dropped > 0 && last {
 		a.log.Warn("GLOBAL events of a long outage were not kept for the other clusters", "dropped", dropped)
 	}
+	mark := nats.Header{catchupHeader: []string{string(a.cfg.Cluster)}}
 	for _, m := range held {
-		b, err := m.Marshal()
-		if err != nil {
-			continue
-		}
 		sc := subjects.Global()
 		if m.Environment {
 			sc = sc.Environment()
 		}
-		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}, catchupHeader: []string{string(a.cfg.Cluster)}}
-		subj := sc.Subject(m.Code)
-		_ = a.nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b})
-		if !m.Environment {
-			_ = a.nc.PublishMsg(&nats.Msg{Subject: subjects.JobCacheSubject(subj), Header: hdr, Data: b})
+		if err := event.PublishWith(a.nc, m, []subjects.Scope{sc}, mark); err != nil {
+			a.log.Warn("sending a GLOBAL event of the outage again", "event", m.ID, "err", err)
 		}
 	}
 }

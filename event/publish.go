@@ -25,6 +25,12 @@ type Publisher interface {
 // a subject over subjects.MaxSubjectLen (nothing is sent then);
 // pmix.ErrUnreach if NATS refused a publish.
 func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
+	return PublishWith(nc, m, scopes, nil)
+}
+
+// PublishWith is Publish with more headers on every message (an agent
+// sending an event again after an outage marks it).
+func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.Header) error {
 	b, err := m.Marshal()
 	if err != nil {
 		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
@@ -50,6 +56,9 @@ func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
 		}
 	}
 	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
+	for k, v := range extra {
+		hdr[k] = v
+	}
 	for _, subj := range subjs {
 		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
 			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 )
 
 // TestParentDeathSignal: a process started by a launcher that is killed
@@ -28,15 +30,13 @@ func TestParentDeathSignal(t *testing.T) {
 	if err := launcher.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if !alive(pid) {
-			return
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // should it outlive the test
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if alive(pid) {
+			return fmt.Errorf("process %d outlived its launcher", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	t.Fatalf("process %d outlived its launcher", pid)
+		return nil
+	})
 }
 
 // alive reports whether process pid runs: it exists and is not a zombie

@@ -87,23 +87,26 @@ and --clients clients of one job spread over them:
 	fs.IntVar(&cfg.FanoutEvents, "fanout-events", 1000, "events `n` sent in the fan-out phase")
 	fs.IntVar(&cfg.Agents, "agents", 4, "`n` agents, one per node")
 	fs.IntVar(&cfg.Clients, "clients", 64, "`n` clients, spread evenly over the agents (at least 2)")
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"latency-rounds", &cfg.LatencyRounds, 1}, {"fanout-events", &cfg.FanoutEvents, 1}, {"agents", &cfg.Agents, 1}, {"clients", &cfg.Clients, 2}}, func() (*bench.Report, error) { return bench.Events(ctx, cfg) })
+
+}
+
+// runBenchmark parses a benchmark's flags, checks their least values, runs
+// it and prints its report: what every "pmixbus bench <name>" does once
+// its flags are declared.
+func runBenchmark(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, mins []minFlag, run func() (*bench.Report, error)) int {
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if code, done := noArgs(fs, stderr); done {
 		return code
 	}
-	if code, bad := checkMins(fs, stderr,
-		minFlag{"latency-rounds", cfg.LatencyRounds, 1},
-		minFlag{"fanout-events", cfg.FanoutEvents, 1},
-		minFlag{"agents", cfg.Agents, 1},
-		minFlag{"clients", cfg.Clients, 2},
-	); bad {
+	if code, bad := checkMins(fs, stderr, mins...); bad {
 		return code
 	}
-	r, err := bench.Events(ctx, cfg)
+	r, err := run()
 	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench events: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return exitFail
 	}
 	r.Print(stdout)
@@ -112,15 +115,16 @@ and --clients clients of one job spread over them:
 
 // minFlag is an integer flag of a benchmark and its least value.
 type minFlag struct {
-	name   string
-	n, min int
+	name string
+	n    *int // read after the flags are parsed
+	min  int
 }
 
 // checkMins reports a usage error for the first flag below its minimum.
 func checkMins(fs *flag.FlagSet, stderr io.Writer, flags ...minFlag) (int, bool) {
 	for _, f := range flags {
-		if f.n < f.min {
-			return usageError(fs, stderr, "--%s: %d; want at least %d", f.name, f.n, f.min), true
+		if *f.n < f.min {
+			return usageError(fs, stderr, "--%s: %d; want at least %d", f.name, *f.n, f.min), true
 		}
 	}
 	return 0, false

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/pmixbus/pmixbus/bench"
@@ -29,20 +28,6 @@ Measure the JetStream event cache on one embedded NATS server and one agent:
 	fs.IntVar(&cfg.Events, "events", 20000, "events `n` sent in the throughput phase")
 	fs.IntVar(&cfg.Replay, "replay", 512, "cached events `n` replayed (the cache size)")
 	fs.IntVar(&cfg.Rounds, "rounds", 5, "replay measurements `n`; the median is reported")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return code
-	}
-	if code, done := noArgs(fs, stderr); done {
-		return code
-	}
-	if code, bad := checkMins(fs, stderr, minFlag{"events", cfg.Events, 1}, minFlag{"replay", cfg.Replay, 1}, minFlag{"rounds", cfg.Rounds, 1}); bad {
-		return code
-	}
-	r, err := bench.Cache(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench cache: %v\n", err)
-		return exitFail
-	}
-	r.Print(stdout)
-	return exitOK
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"events", &cfg.Events, 1}, {"replay", &cfg.Replay, 1}, {"rounds", &cfg.Rounds, 1}}, func() (*bench.Report, error) { return bench.Cache(ctx, cfg) })
+
 }

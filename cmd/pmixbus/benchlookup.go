@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/pmixbus/pmixbus/bench"
@@ -30,20 +29,6 @@ same bucket, interleaved round by round:
 	var cfg bench.LookupConfig
 	fs.IntVar(&cfg.Rounds, "rounds", 2000, "lookups `n`, and publishes, each against as many raw operations")
 	fs.IntVar(&cfg.WaitRounds, "wait-rounds", 200, "PMIX_WAIT wake-ups `n`, against as many raw watch deliveries")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return code
-	}
-	if code, done := noArgs(fs, stderr); done {
-		return code
-	}
-	if code, bad := checkMins(fs, stderr, minFlag{"rounds", cfg.Rounds, 1}, minFlag{"wait-rounds", cfg.WaitRounds, 1}); bad {
-		return code
-	}
-	r, err := bench.Lookup(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench lookup: %v\n", err)
-		return exitFail
-	}
-	r.Print(stdout)
-	return exitOK
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"rounds", &cfg.Rounds, 1}, {"wait-rounds", &cfg.WaitRounds, 1}}, func() (*bench.Report, error) { return bench.Lookup(ctx, cfg) })
+
 }

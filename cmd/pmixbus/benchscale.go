@@ -65,28 +65,15 @@ if the system lets it.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.EventRounds, "event-rounds", 5, "events `n` sent to all clients at each count; the median is reported")
 	fs.IntVar(&cfg.Burst, "burst", 16, "events `n` then sent to all clients at once, before the memory is measured again")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write heap profiles of both processes at each count to `dir` (agent-<n>.pprof, clients-<n>.pprof)")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return code
-	}
-	if code, done := noArgs(fs, stderr); done {
-		return code
-	}
-	if code, bad := checkMins(fs, stderr, minFlag{"register-rounds", cfg.RegisterRounds, 1}, minFlag{"event-rounds", cfg.EventRounds, 1}, minFlag{"burst", cfg.Burst, 1}); bad {
-		return code
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench scale: finding the pmixbus executable to run the clients with: %v\n", err)
-		return exitFail
-	}
-	cfg.Helper = []string{exe, bench.ScaleHelperCommand}
-	r, err := bench.Scale(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench scale: %v\n", err)
-		return exitFail
-	}
-	r.Print(stdout)
-	return exitOK
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"register-rounds", &cfg.RegisterRounds, 1}, {"event-rounds", &cfg.EventRounds, 1}, {"burst", &cfg.Burst, 1}}, func() (*bench.Report, error) {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the pmixbus executable to run the clients with: %w", err)
+		}
+		cfg.Helper = []string{exe, bench.ScaleHelperCommand}
+		return bench.Scale(ctx, cfg)
+	})
+
 }
 
 func runBenchScaleHelper(ctx context.Context, args []string, stdout, stderr io.Writer) int {

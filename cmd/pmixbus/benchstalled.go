@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/pmixbus/pmixbus/bench"
@@ -33,26 +32,6 @@ with the stalled readers is at most twice its p99 alone.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.Rate, "rate", 1000, "events notified per second `n`")
 	fs.IntVar(&cfg.Payload, "payload", 1000, "bytes `n` of text each event carries")
 	fs.IntVar(&cfg.Stalled, "stalled", 3, "readers `n` that never read, in the second phase")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return code
-	}
-	if code, done := noArgs(fs, stderr); done {
-		return code
-	}
-	if code, bad := checkMins(fs, stderr,
-		minFlag{"events", cfg.Events, 10},
-		minFlag{"windows", cfg.Windows, 1},
-		minFlag{"rate", cfg.Rate, 1},
-		minFlag{"payload", cfg.Payload, 1},
-		minFlag{"stalled", cfg.Stalled, 1},
-	); bad {
-		return code
-	}
-	r, err := bench.Stalled(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "pmixbus bench stalled: %v\n", err)
-		return exitFail
-	}
-	r.Print(stdout)
-	return exitOK
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"events", &cfg.Events, 10}, {"windows", &cfg.Windows, 1}, {"rate", &cfg.Rate, 1}, {"payload", &cfg.Payload, 1}, {"stalled", &cfg.Stalled, 1}}, func() (*bench.Report, error) { return bench.Stalled(ctx, cfg) })
+
 }
