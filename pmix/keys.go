@@ -4,18 +4,23 @@ package pmix
 // value type it carries.
 const (
 	// Identity and job-level information.
-	KeyNspace    = "pmix.nspace"     // string
-	KeyRank      = "pmix.rank"       // Rank
-	KeyJobID     = "pmix.jobid"      // string
-	KeySessionID = "pmix.session.id" // uint32 or string
-	KeyClusterID = "pmix.clid"       // string: the cluster a job runs on (RFC0003)
-	KeyHostname  = "pmix.hname"      // string
-	KeyNodeID    = "pmix.nodeid"     // uint32
-	KeyJobSize   = "pmix.job.size"   // uint32
-	KeyLocalSize = "pmix.local.size" // uint32
-	KeyUserID    = "pmix.euid"       // uint32
-	KeyGroupID   = "pmix.egid"       // uint32
-	KeyProcID    = "pmix.procid"     // Proc
+	KeyNspace     = "pmix.nspace"     // string
+	KeyRank       = "pmix.rank"       // Rank
+	KeyJobID      = "pmix.jobid"      // string
+	KeySessionID  = "pmix.session.id" // uint32 or string
+	KeyClusterID  = "pmix.clid"       // string: the cluster a job runs on (RFC0003)
+	KeyHostname   = "pmix.hname"      // string
+	KeyNodeID     = "pmix.nodeid"     // uint32
+	KeyJobSize    = "pmix.job.size"   // uint32
+	KeyLocalSize  = "pmix.local.size" // uint32
+	KeyLocalRank  = "pmix.lrank"      // uint16: the proc's rank among its job's procs on its node
+	KeyNodeRank   = "pmix.nrank"      // uint16: the proc's rank among all procs on its node
+	KeyLocalPeers = "pmix.lpeers"     // string: comma list of the job's ranks on the node
+	KeyUnivSize   = "pmix.univ.size"  // uint32
+	KeyAppNum     = "pmix.appnum"     // uint32
+	KeyUserID     = "pmix.euid"       // uint32
+	KeyGroupID    = "pmix.egid"       // uint32
+	KeyProcID     = "pmix.procid"     // Proc
 
 	// Event handler registration (RFC0002, RFC0018).
 	KeyEventHdlrName            = "pmix.evname"     // string: unique within a registry
@@ -41,6 +46,14 @@ const (
 	KeyEventProxy         = "pmix.evproxy"      // Proc: the server that sourced the event
 	KeyEventTextMessage   = "pmix.evtext"       // string
 	KeyEventTimestamp     = "pmix.evtstamp"     // time
+
+	// Process and job termination (the launch service's events).
+	KeyExitCode                      = "pmix.exit.code"        // int32 (PMIX_INT): the exit code, when known
+	KeyJobTermStatus                 = "pmix.job.term.status"  // Status: how the job ended
+	KeyProcTermStatus                = "pmix.proc.term.status" // Status: how a proc ended
+	KeyNotifyProcTermination         = "pmix.noteproc"         // bool: raise PMIX_EVENT_PROC_TERMINATED on normal exits too
+	KeyNotifyProcAbnormalTermination = "pmix.noteabproc"       // bool
+	KeyJobRecoverable                = "pmix.recoverable"      // bool: the job survives an abnormal termination (pmixbus run --continuous)
 
 	// Fault tolerance (RFC0018).
 	KeyEventTerminateSession = "pmix.evterm.sess" // bool

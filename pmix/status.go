@@ -69,6 +69,16 @@ const (
 	OperationInProgress       Status = -156
 	OperationSucceeded        Status = -157
 	ErrInvalidOperation       Status = -158
+	ErrIOFFailure             Status = -172
+	ErrIOFComplete            Status = -173
+	LaunchComplete            Status = -174
+	ErrJobCanceled            Status = -180
+	ErrJobFailedToLaunch      Status = -181
+	ErrJobAborted             Status = -182
+	ErrJobKilledByCmd         Status = -183
+	ErrJobAbortedBySig        Status = -184
+	ErrJobTermWOSync          Status = -185
+	ErrJobNonZeroTerm         Status = -187
 	EventJobStart             Status = -191
 	EventSessionStart         Status = -192
 	EventSessionEnd           Status = -193
@@ -77,6 +87,10 @@ const (
 	EventNodeDown             Status = -231
 	EventNodeOffline          Status = -232
 	EventSysOther             Status = -330
+	ErrProcKilledByCmd        Status = -400
+	ErrProcFailedToStart      Status = -401
+	ErrProcAbortedBySig       Status = -402
+	ErrExitNonzeroTerm        Status = -404
 
 	// Statuses a handler returns through its completion func (RFC0002).
 	EventNoActionTaken      Status = -331
@@ -180,6 +194,16 @@ var statusNames = map[Status]string{
 	OperationInProgress:       "PMIX_OPERATION_IN_PROGRESS",
 	OperationSucceeded:        "PMIX_OPERATION_SUCCEEDED",
 	ErrInvalidOperation:       "PMIX_ERR_INVALID_OPERATION",
+	ErrIOFFailure:             "PMIX_ERR_IOF_FAILURE",
+	ErrIOFComplete:            "PMIX_ERR_IOF_COMPLETE",
+	LaunchComplete:            "PMIX_LAUNCH_COMPLETE",
+	ErrJobCanceled:            "PMIX_ERR_JOB_CANCELED",
+	ErrJobFailedToLaunch:      "PMIX_ERR_JOB_FAILED_TO_LAUNCH",
+	ErrJobAborted:             "PMIX_ERR_JOB_ABORTED",
+	ErrJobKilledByCmd:         "PMIX_ERR_JOB_KILLED_BY_CMD",
+	ErrJobAbortedBySig:        "PMIX_ERR_JOB_ABORTED_BY_SIG",
+	ErrJobTermWOSync:          "PMIX_ERR_JOB_TERM_WO_SYNC",
+	ErrJobNonZeroTerm:         "PMIX_ERR_JOB_NON_ZERO_TERM",
 	EventJobStart:             "PMIX_EVENT_JOB_START",
 	EventSessionStart:         "PMIX_EVENT_SESSION_START",
 	EventSessionEnd:           "PMIX_EVENT_SESSION_END",
@@ -188,6 +212,10 @@ var statusNames = map[Status]string{
 	EventNodeDown:             "PMIX_EVENT_NODE_DOWN",
 	EventNodeOffline:          "PMIX_EVENT_NODE_OFFLINE",
 	EventSysOther:             "PMIX_EVENT_SYS_OTHER",
+	ErrProcKilledByCmd:        "PMIX_ERR_PROC_KILLED_BY_CMD",
+	ErrProcFailedToStart:      "PMIX_ERR_PROC_FAILED_TO_START",
+	ErrProcAbortedBySig:       "PMIX_ERR_PROC_ABORTED_BY_SIG",
+	ErrExitNonzeroTerm:        "PMIX_ERR_EXIT_NONZERO_TERM",
 	EventNoActionTaken:        "PMIX_EVENT_NO_ACTION_TAKEN",
 	EventPartialActionTaken:   "PMIX_EVENT_PARTIAL_ACTION_TAKEN",
 	EventActionDeferred:       "PMIX_EVENT_ACTION_DEFERRED",
