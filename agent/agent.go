@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -49,6 +50,7 @@ type Agent struct {
 	// onConnect: the host's OnConnect functions, copy-on-write as rmFuncs.
 	onConnect atomic.Pointer[[]func(ConnectReport)]
 
+	launcher  atomic.Pointer[launch.Daemon]             // the launch service (launch.go)
 	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
 	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write
 
@@ -205,6 +207,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startLiveness(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "liveness: %w", err)
 	}
+	if err := a.startLaunch(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "launch: %w", err)
+	}
 	a.watchGlobalLink(ctx)
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
@@ -349,6 +354,9 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 // does not wait for goroutines.
 func (a *Agent) beginShutdown(ctx context.Context) {
 	a.shutdownCtx.Store(&ctx)
+	// The processes this agent started end first, while their ends can
+	// still be raised and reported.
+	a.stopLaunch(ctx)
 	a.goMu.Lock()
 	a.stopping = true
 	a.goMu.Unlock()

@@ -123,6 +123,16 @@ type Config struct {
 	LivenessInterval time.Duration
 	LivenessTTL      time.Duration
 
+	// Launch (package launch): the agent answers its node's control
+	// requests, spawns and watches the ranks launchers place on it
+	// (`pmixbus run`). KillGrace is how long a process asked to end has
+	// before SIGKILL; LauncherGrace how long the ranks of a job whose
+	// launcher stopped beating live on. NoLaunch turns the service off (an
+	// agent embedded by a host RM that launches its own processes).
+	NoLaunch      bool
+	KillGrace     time.Duration
+	LauncherGrace time.Duration
+
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 

@@ -122,6 +122,15 @@ func (p *Process) Wait(ctx context.Context) (Exit, error) {
 	}
 }
 
+// Signal sends sig to the process. A process that has already exited is
+// not an error.
+func (p *Process) Signal(sig os.Signal) error {
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
 // Kill ends the process with SIGKILL, at once. It does not wait: Wait does.
 // A process that has already exited is not an error.
 func (p *Process) Kill() error {

@@ -53,7 +53,8 @@ const (
 	KeyProcTermStatus                = "pmix.proc.term.status" // Status: how a proc ended
 	KeyNotifyProcTermination         = "pmix.noteproc"         // bool: raise PMIX_EVENT_PROC_TERMINATED on normal exits too
 	KeyNotifyProcAbnormalTermination = "pmix.noteabproc"       // bool
-	KeyJobRecoverable                = "pmix.recoverable"      // bool: the job survives an abnormal termination (pmixbus run --continuous)
+	KeyJobRecoverable                = "pmix.recover"          // bool: the job survives an abnormal termination
+	KeyJobContinuous                 = "pmix.continuous"       // bool: likewise, and its procs may end and restart (pmixbus run --continuous)
 
 	// Fault tolerance (RFC0018).
 	KeyEventTerminateSession = "pmix.evterm.sess" // bool

@@ -69,7 +69,7 @@ func TestEnsureKeys(t *testing.T) {
 	if fi, _ := os.Stat(dir); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o700 {
 		t.Errorf("keys dir mode %04o", fi.Mode().Perm())
 	}
-	if s := again.String(); s != "keys{agent,rm,watch,leaf}" {
+	if s := again.String(); s != "keys{agent,rm,watch,leaf,launcher}" {
 		t.Errorf("String() = %q", s)
 	}
 }

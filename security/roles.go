@@ -34,10 +34,17 @@ const (
 	// with; its permissions bound what crosses between clusters. It may
 	// make leaf connections only, and no other role may.
 	RoleLeaf Role = "leaf"
+
+	// RoleLauncher is `pmixbus run`'s: it sends the agents control
+	// requests (spawn, kill, jobs: remote code execution, which no other
+	// role but the agents' may send), keeps its jobs' keys in the jobs
+	// buckets, reads the agents buckets, receives its jobs' process ends
+	// and output, and raises their PMIX_EVENT_JOB_END.
+	RoleLauncher Role = "launcher"
 )
 
 // Roles returns every role, in a fixed order.
-func Roles() []Role { return []Role{RoleAgent, RoleRM, RoleWatch, RoleLeaf} }
+func Roles() []Role { return []Role{RoleAgent, RoleRM, RoleWatch, RoleLeaf, RoleLauncher} }
 
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool { return slices.Contains(Roles(), r) }
@@ -54,6 +61,20 @@ const (
 // WatchInboxPrefix is the inbox prefix of the read-only tools
 // (nats.CustomInboxPrefix): the replies to their own requests only.
 const WatchInboxPrefix = "_PMIXBUS.watch"
+
+// LauncherInboxPrefix is the launcher's inbox prefix: the replies to its
+// own requests only.
+const LauncherInboxPrefix = "_PMIXBUS.launcher"
+
+// Subjects and streams of package launch, named here so that security
+// imports nothing above it.
+const (
+	JobsStream   = "KV_PMIXBUS_JOBS"
+	jobsBucketKV = "$KV.PMIXBUS_JOBS.>"
+	controlOps   = "pmix.ctl.*.*.*"
+	jobState     = "pmix.jobstate.>"
+	jobOutput    = "pmix.iof.>"
+)
 
 // AgentsStream is the stream of the agents bucket (liveness), which the
 // watch role may read, and DiscoverySubject where tools ask which clusters
@@ -89,20 +110,25 @@ func Permissions(r Role) *server.Permissions {
 				subjects.Prefix + ".*.rm.>", subjects.EnvPrefix + ".*.rm.>", outcomes,
 			}},
 		}
+	case RoleLauncher:
+		pub := []string{controlOps, subjects.Prefix + ".>", subjects.JobCachePrefix + ".>",
+			"$JS.API.INFO", jobsBucketKV, "$JS.*.API." + jobsBucketKV}
+		for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
+			pub = append(pub, streamAPI(api, JobsStream)...)
+		}
+		pub = append(pub, agentsRead()...)
+		return &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				jobState, jobOutput, LauncherInboxPrefix + ".>",
+			}},
+		}
 	case RoleWatch:
 		// Read-only: events and outcomes, and for `pmixbus status` the
 		// clusters' answer to discovery and a read of their agents
 		// buckets (which list nodes and the ranks they host, no data) —
 		// with replies on an inbox of its own, never "_INBOX.>".
-		agentsJS := func(api string) []string {
-			return []string{"$JS.API." + api + "." + AgentsStream, "$JS.*.API." + api + "." + AgentsStream,
-				"$JS.API." + api + "." + AgentsStream + ".>", "$JS.*.API." + api + "." + AgentsStream + ".>"}
-		}
-		var pub []string
-		for _, api := range []string{"STREAM.INFO", "CONSUMER.CREATE", "CONSUMER.DELETE", "DIRECT.GET", "STREAM.MSG.GET"} {
-			pub = append(pub, agentsJS(api)...)
-		}
-		pub = append(pub, DiscoverySubject, "$JS.FC."+AgentsStream+".>")
+		pub := append(agentsRead(), DiscoverySubject)
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{
@@ -120,6 +146,22 @@ func Permissions(r Role) *server.Permissions {
 		})
 	}
 	return nil
+}
+
+// streamAPI is the subjects of JetStream API call api on stream, in the
+// local domain and any other.
+func streamAPI(api, stream string) []string {
+	return []string{"$JS.API." + api + "." + stream, "$JS.*.API." + api + "." + stream,
+		"$JS.API." + api + "." + stream + ".>", "$JS.*.API." + api + "." + stream + ".>"}
+}
+
+// agentsRead is what reading an agents bucket (liveness) takes.
+func agentsRead() []string {
+	var pub []string
+	for _, api := range []string{"STREAM.INFO", "CONSUMER.CREATE", "CONSUMER.DELETE", "DIRECT.GET", "STREAM.MSG.GET"} {
+		pub = append(pub, streamAPI(api, AgentsStream)...)
+	}
+	return append(pub, "$JS.FC."+AgentsStream+".>")
 }
 
 // both allows subjects for publishing and subscribing alike.

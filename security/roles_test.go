@@ -104,8 +104,9 @@ func TestRolePermissions(t *testing.T) {
 		{"write the bucket", "$KV.PMIXBUS_PUBLISH.n.job.secret", false, ""},
 		{"listen to the bucket", "$KV.>", true, ""},
 		{"listen to every reply", "_INBOX.>", true, ""},
+		{"listen to control requests", "pmix.ctl.A.n1.spawn", true, ""},
 	}
-	for _, role := range []security.Role{security.RoleRM, security.RoleWatch} {
+	for _, role := range []security.Role{security.RoleRM, security.RoleWatch, security.RoleLauncher} {
 		t.Run(string(role), func(t *testing.T) {
 			var v clustertest.Violations
 			nc := clustertest.Connect(t, s.ClientURL(), keys.Option(role), v.Option())
@@ -130,6 +131,16 @@ func TestRolePermissions(t *testing.T) {
 				v.Wait(t, wait, what)
 			}
 
+			// Control requests: the launcher's alone (and the agents').
+			ctl := "pmix.ctl.A.n1.spawn"
+			if err := nc.Publish(ctl, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			v.Fence(t, nc)
+			if refused := v.Has(clustertest.Publish(ctl)); refused != (role != security.RoleLauncher) {
+				t.Errorf("%s sending a control request: refused %v", role, refused)
+			}
+
 			// An event published as this role.
 			subj := "pmix.evt.A.ns.job.-3001"
 			if err := nc.Publish(subj, []byte("forged")); err != nil {
@@ -145,8 +156,11 @@ func TestRolePermissions(t *testing.T) {
 			}
 			// What each may receive.
 			allowed := []string{"pmix.evt.>", "pmix.env.>", "pmix.outcome.>"}
-			if role == security.RoleRM {
+			switch role {
+			case security.RoleRM:
 				allowed = []string{"pmix.evt.A.rm.>", "pmix.env.*.rm.>", "pmix.outcome.A.*"}
+			case security.RoleLauncher:
+				allowed = []string{"pmix.jobstate.>", "pmix.iof.A.job.>", security.LauncherInboxPrefix + ".x"}
 			}
 			for _, subj := range allowed {
 				if _, err := nc.SubscribeSync(subj); err != nil {
@@ -164,7 +178,7 @@ func TestRolePermissions(t *testing.T) {
 
 	// Still there: the cached event, the bucket and its value.
 	info, err := cache.Info(ctx)
-	if err != nil || info.State.Msgs != 1 {
+	if err != nil || info.State.Msgs != 2 { // rm's and the launcher's
 		t.Fatalf("cache after the refusals: %+v, %v", info, err)
 	}
 	if e, err := kv.Get(ctx, "n.job.secret"); err != nil || string(e.Value()) != "for job only" || e.Revision() != 1 {

@@ -1,0 +1,102 @@
+// Command testprog is the program the launch tests start as a job's ranks:
+// a PMIx client whose behaviour its flags choose, rank by rank. It prints
+// what it sees on stdout, one line each, for the tests to read through the
+// launcher's output.
+//
+//	testprog -watch -sleep 30s -fail-rank 1 -fail exit:3
+//
+// Failures (-fail, for the rank -fail-rank or every rank when -1):
+// exit:N, signal (SIGKILL itself), abort:N (client.Abort), nofinalize
+// (exit 0 without Finalize).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+func main() {
+	var (
+		noPMIx   = flag.Bool("no-pmix", false, "never call Init (a plain program)")
+		watch    = flag.Bool("watch", false, "register a default handler for every event and print each one")
+		sleep    = flag.Duration("sleep", 0, "wait this long before ending")
+		failRank = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
+		fail     = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
+		say      = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
+		get      = flag.String("get", "", "comma list of keys to Get from the own job and print")
+	)
+	flag.Parse()
+	if *noPMIx {
+		fmt.Println("plain program")
+		time.Sleep(*sleep)
+		return
+	}
+	ctx := context.Background()
+	c, err := client.Init(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		os.Exit(90)
+	}
+	me := c.Proc()
+	if *say != "" {
+		fmt.Printf("%d: %s\n", me.Rank, *say)
+		fmt.Fprintf(os.Stderr, "%d: %s\n", me.Rank, *say)
+	}
+	for _, k := range strings.Split(*get, ",") {
+		if k == "" {
+			continue
+		}
+		v, err := c.Get(ctx, pmix.Proc{Nspace: me.Nspace, Rank: me.Rank}, k, nil)
+		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
+	}
+	if *watch {
+		_, err := c.RegisterEventHandler(ctx, nil, nil, func(call *bus.Call, done bus.Done) {
+			affected, exit := "-", "-"
+			if v, ok := pmix.LookupValue(call.Info, pmix.KeyEventAffectedProc); ok {
+				if p, ok := v.Proc(); ok {
+					affected = fmt.Sprintf("%s.%d", p.Nspace, p.Rank)
+				} else {
+					affected = "not-a-proc"
+				}
+			}
+			if v, ok := pmix.LookupValue(call.Info, pmix.KeyExitCode); ok {
+				exit = v.String()
+			}
+			fmt.Printf("%d: event %d affected=%s exit=%s\n", me.Rank, call.Code, affected, exit)
+			done(pmix.EventActionComplete, nil)
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "register:", err)
+			os.Exit(91)
+		}
+		fmt.Printf("%d: watching\n", me.Rank)
+	}
+	if *failRank == -1 || *failRank == int(me.Rank) {
+		how, arg, _ := strings.Cut(*fail, ":")
+		n, _ := strconv.Atoi(arg)
+		switch how {
+		case "exit":
+			_ = c.Finalize(ctx)
+			os.Exit(n)
+		case "signal":
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case "abort":
+			_ = n // TODO(h1 merge): c.Abort(ctx, pmix.Status(n), "testprog aborts", nil)
+			time.Sleep(time.Minute) // the launcher ends it
+		case "nofinalize":
+			os.Exit(0)
+		}
+	}
+	time.Sleep(*sleep)
+	_ = c.Finalize(ctx)
+}

@@ -1,0 +1,60 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Control sends op with body req to node's agent of cluster c and decodes
+// its answer into reply (a *SpawnReply, *Reply, *JobsReply; nil: a Reply,
+// whose error is returned).
+//
+// Errors: ErrNoAgent when no agent answers (none runs on the node, or it
+// did not answer within ctx); pmix.ErrNoPermissions when the connection
+// may not send control requests; the error the agent replied with.
+func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, req, reply any) error {
+	var body []byte
+	if req != nil {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return pmix.Errorf(pmix.ErrPackFailure, "%s request: %v", op, err)
+		}
+	}
+	m, err := nc.RequestWithContext(ctx, ControlSubject(c, node, op), body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w: no agent of node %s in cluster %s answers %s requests", ErrNoAgent, node, c, op)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		// A refused publish gets no answer: the server says why only
+		// asynchronously.
+		if last := nc.LastError(); last != nil && strings.Contains(last.Error(), "Permissions Violation") && strings.Contains(last.Error(), ControlPrefix) {
+			return pmix.Errorf(pmix.ErrNoPermissions, "sending a %s request to node %s: %v (launching takes the launcher key, see docs/security.md)", op, node, last)
+		}
+		return fmt.Errorf("%w: node %s of cluster %s did not answer a %s request in time", ErrNoAgent, node, c, op)
+	case errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization):
+		return pmix.Errorf(pmix.ErrNoPermissions, "sending a %s request to node %s: %v (launching takes the launcher key, see docs/security.md)", op, node, err)
+	case err != nil:
+		return pmix.Errorf(pmix.ErrUnreach, "%s request to node %s of cluster %s: %v", op, node, c, err)
+	}
+	if reply == nil {
+		reply = &Reply{}
+	}
+	if err := decode(m.Data, reply); err != nil {
+		return err
+	}
+	switch r := reply.(type) {
+	case *Reply:
+		return r.Err()
+	case *SpawnReply:
+		return r.Err()
+	}
+	return nil
+}

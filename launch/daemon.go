@@ -1,0 +1,653 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Job is a job as the daemon registers it with its agent.
+type Job struct {
+	Nspace  string
+	Session string
+	Info    []pmix.Info
+	Procs   map[pmix.Rank]string // rank → node
+}
+
+// Host is the agent as its launch service sees it.
+type Host interface {
+	// RegisterJob registers a job the daemon launches; a job of that
+	// nspace already registered is refused (pmix.ErrDuplicateKey).
+	RegisterJob(ctx context.Context, j Job) error
+	DeregisterJob(ctx context.Context, nspace string) error
+	// RegisterClient registers a local rank whose process the daemon
+	// watches, and returns the environment to start it with.
+	RegisterClient(ctx context.Context, p pmix.Proc) (map[string]string, error)
+	DeregisterClient(ctx context.Context, p pmix.Proc) error
+	// ClientState is what the agent knows of the rank's life as a client.
+	ClientState(p pmix.Proc) (ClientState, bool)
+	// Raise publishes an event as the cluster's host RM does.
+	Raise(m *event.Message) error
+}
+
+// DaemonConfig configures a Daemon.
+type DaemonConfig struct {
+	// Conn is the agent's NATS connection, owned by the caller. Required.
+	Conn    *nats.Conn
+	Cluster cluster.ID
+	Node    string
+	Host    Host
+	// Version is the agent's; a launcher of another version is refused.
+	Version string
+	// KillGrace is how long a process asked to end (SIGTERM) has before
+	// SIGKILL. Zero means 2 s.
+	KillGrace time.Duration
+	// LauncherGrace is how long the daemon waits, after a job's launcher
+	// key expired, before it ends the job's processes, when the job's
+	// request gave none. Zero means DefaultLauncherGrace.
+	LauncherGrace time.Duration
+	Logger        *slog.Logger
+}
+
+// Daemon is the launch service of one agent: it answers the control
+// requests of its node (spawn, kill, jobs), starts and watches the ranks
+// placed on it, classifies how each ended, raises the event that says so
+// and reports it to the job's launcher. It is safe for concurrent use;
+// Shutdown stops it and ends the processes it started.
+type Daemon struct {
+	cfg DaemonConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	jobs    map[string]*localJob
+	sub     *nats.Subscription
+	watcher natsjs.KeyWatcher
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+type localJob struct {
+	req     SpawnRequest
+	procs   map[pmix.Rank]*localProc
+	left    int
+	orphan  *time.Timer // the launcher's key expired; ends the job when it fires
+	started time.Time
+}
+
+type localProc struct {
+	proc   pmix.Proc
+	p      *Process
+	killed bool // ended on request: PMIX_ERR_PROC_KILLED_BY_CMD
+	silent bool // ended as part of ending the job: no event
+	ended  string
+	done   chan struct{}
+	// out and err cut the output into lines; closed once the process has
+	// ended, which sends an unterminated last line.
+	out, err *lineWriter
+}
+
+// NewDaemon checks cfg and returns a Daemon; Start starts it.
+func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
+	switch {
+	case cfg.Conn == nil:
+		return nil, pmix.Errorf(pmix.ErrBadParam, "launch daemon: no NATS connection")
+	case cfg.Host == nil:
+		return nil, pmix.Errorf(pmix.ErrBadParam, "launch daemon: no host")
+	case cfg.Node == "":
+		return nil, pmix.Errorf(pmix.ErrBadParam, "launch daemon: no node")
+	}
+	if err := cfg.Cluster.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 2 * time.Second
+	}
+	if cfg.LauncherGrace <= 0 {
+		cfg.LauncherGrace = DefaultLauncherGrace
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Daemon{cfg: cfg, log: log.With("service", "launch"), jobs: map[string]*localJob{}, ctx: ctx, cancel: cancel}, nil
+}
+
+// Start creates the cluster's jobs bucket, watches it for launchers that
+// died, and answers the node's control requests.
+//
+// Errors: pmix.ErrUnreach when JetStream or NATS refuse; ctx.Err().
+func (d *Daemon) Start(ctx context.Context) error {
+	_, kv, err := openJobs(ctx, d.cfg.Conn, d.cfg.Cluster, true)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(d.ctx, natsjs.UpdatesOnly())
+	if err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "watching %s: %v", JobsBucket, err)
+	}
+	sub, err := d.cfg.Conn.Subscribe(ControlSubject(d.cfg.Cluster, d.cfg.Node, "*"), d.request)
+	if err != nil {
+		_ = w.Stop()
+		return pmix.Errorf(pmix.ErrUnreach, "subscribing to the control subject: %v", err)
+	}
+	d.mu.Lock()
+	d.sub, d.watcher = sub, w
+	d.mu.Unlock()
+	d.goFunc(func() { d.watchLaunchers(w) })
+	return nil
+}
+
+// goFunc runs f on a goroutine Shutdown waits for; false once closed.
+func (d *Daemon) goFunc(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// request takes a control request off NATS and answers it on its own
+// goroutine, so a slow spawn holds up no other request.
+func (d *Daemon) request(m *nats.Msg) {
+	op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if !d.goFunc(func() { d.answer(op, m) }) {
+		respond(m, Reply{Error: errorOf(ErrClosed)})
+	}
+}
+
+func (d *Daemon) answer(op string, m *nats.Msg) {
+	switch op {
+	case OpSpawn:
+		var req SpawnRequest
+		if err := decode(m.Data, &req); err != nil {
+			respond(m, SpawnReply{Node: d.cfg.Node, Error: errorOf(err)})
+			return
+		}
+		pids, err := d.spawn(d.ctx, &req)
+		respond(m, SpawnReply{Node: d.cfg.Node, Pids: pids, Error: errorOf(err)})
+	case OpKill:
+		var req KillRequest
+		err := decode(m.Data, &req)
+		if err == nil {
+			err = d.Kill(req)
+		}
+		respond(m, Reply{Error: errorOf(err)})
+	case OpJobs:
+		respond(m, JobsReply{Node: d.cfg.Node, Jobs: d.Jobs()})
+	default:
+		respond(m, Reply{Error: errorOf(pmix.Errorf(pmix.ErrNotSupported, "unknown control operation %s", pmix.Quote(op)))})
+	}
+}
+
+func respond(m *nats.Msg, v any) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(Reply{Error: errorOf(err)})
+	}
+	_ = m.Respond(b)
+}
+
+// spawn starts the ranks req places on this node. On any failure it
+// leaves nothing behind: the processes it started are killed and the job
+// is deregistered.
+func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]int, error) {
+	if req.Version != d.cfg.Version {
+		return nil, fmt.Errorf("%w: the launcher is version %s, the agent of node %s is %s", ErrVersion, pmix.Quote(req.Version), d.cfg.Node, pmix.Quote(d.cfg.Version))
+	}
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	ranks := ranksOn(req.Map, d.cfg.Node)
+	if len(ranks) == 0 {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "job %s places no rank on node %s", req.Nspace, d.cfg.Node)
+	}
+	var infos []pmix.Info
+	if len(req.Info) > 0 {
+		if err := proto.CheckLengths(req.Info); err != nil {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", req.Nspace, err)
+		}
+		var err error
+		if infos, err = pmix.UnmarshalInfos(req.Info); err != nil {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", req.Nspace, err)
+		}
+	}
+	path, err := resolveProgram(req.App)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s on node %s: %v", ErrNoProgram, pmix.Quote(req.App.Path), d.cfg.Node, err)
+	}
+
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, dup := d.jobs[req.Nspace]; dup {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s on node %s", ErrNspaceTaken, req.Nspace, d.cfg.Node)
+	}
+	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now()}
+	d.jobs[req.Nspace] = j
+	d.mu.Unlock()
+
+	procs := make(map[pmix.Rank]string, len(req.Map))
+	for _, p := range req.Map {
+		procs[p.Rank] = p.Node
+	}
+	if err := d.cfg.Host.RegisterJob(ctx, Job{Nspace: req.Nspace, Session: req.Session, Info: infos, Procs: procs}); err != nil {
+		d.mu.Lock()
+		delete(d.jobs, req.Nspace)
+		d.mu.Unlock()
+		return nil, err
+	}
+	pids := make(map[pmix.Rank]int, len(ranks))
+	for _, r := range ranks {
+		lp, err := d.start(ctx, j, r, path)
+		if err != nil {
+			d.undo(j)
+			return nil, err
+		}
+		pids[r] = lp.p.Pid()
+	}
+	// Watch them only now: a rank that ended at once is reported, and its
+	// job's other ranks are there to hear of it.
+	d.mu.Lock()
+	for _, lp := range j.procs {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.reap(j, lp)
+		}()
+	}
+	d.mu.Unlock()
+	d.log.Info("job started", "nspace", req.Nspace, "ranks", describeRanks(ranks), "launcher", req.Launcher)
+	return pids, nil
+}
+
+// start registers rank r as a client and starts its process.
+func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path string) (*localProc, error) {
+	proc := pmix.Proc{Nspace: j.req.Nspace, Rank: r}
+	env, err := d.cfg.Host.RegisterClient(ctx, proc)
+	if err != nil {
+		return nil, err
+	}
+	app := j.req.App
+	merged := maps.Clone(app.Env)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, env)
+	c := d.cfg.Cluster
+	out := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "out"), b) }}
+	errw := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "err"), b) }}
+	p, err := Start(Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir, Stdout: out, Stderr: errw})
+	if err != nil {
+		_ = d.cfg.Host.DeregisterClient(ctx, proc)
+		return nil, fmt.Errorf("%w: rank %v on node %s: %v", ErrStart, r, d.cfg.Node, err)
+	}
+	lp := &localProc{proc: proc, p: p, done: make(chan struct{}), out: out, err: errw}
+	d.mu.Lock()
+	j.procs[r] = lp
+	j.left++
+	d.mu.Unlock()
+	return lp, nil
+}
+
+// undo ends a job whose spawn failed: its started processes are killed
+// and waited for, its clients and the job deregistered.
+func (d *Daemon) undo(j *localJob) {
+	d.mu.Lock()
+	procs := slices.Collect(maps.Values(j.procs))
+	delete(d.jobs, j.req.Nspace)
+	d.mu.Unlock()
+	for _, lp := range procs {
+		_ = lp.p.Kill()
+		<-lp.p.Done()
+		_ = d.cfg.Host.DeregisterClient(d.ctx, lp.proc)
+	}
+	_ = d.cfg.Host.DeregisterJob(d.ctx, j.req.Nspace)
+}
+
+// reap waits for a process to end, then reports it.
+func (d *Daemon) reap(j *localJob, lp *localProc) {
+	<-lp.p.Done()
+	_, _ = lp.out.Close(), lp.err.Close() // before the end is reported: the launcher sees all output first
+	exit := lp.p.exit
+	st, _ := d.cfg.Host.ClientState(lp.proc)
+	d.mu.Lock()
+	killed, silent := lp.killed, lp.silent
+	d.mu.Unlock()
+	state, code, text := Classify(exit, st, killed)
+	end := ProcEnd{Nspace: lp.proc.Nspace, Rank: lp.proc.Rank, Node: d.cfg.Node, Pid: lp.p.Pid(), State: state, ExitCode: code, Signal: int(exit.Signal), Text: text}
+	raise := state != pmix.Success && !silent
+	if state == pmix.Success && j.req.NotifyTermination {
+		state, raise = pmix.EventProcTerminated, true
+	}
+	if raise {
+		m := event.TerminationEvent(event.Termination{
+			Proc: lp.proc, Cluster: string(d.cfg.Cluster), Node: d.cfg.Node, Session: j.req.Session,
+			Code: state, ExitCode: code, HasExitCode: true, Incarnation: j.req.Launcher + "/" + j.started.Format(time.RFC3339Nano),
+			Text: fmt.Sprintf("%v on node %s %s", lp.proc, d.cfg.Node, text),
+		})
+		if err := d.cfg.Host.Raise(m); err != nil {
+			d.log.Warn("could not raise a process's termination event", "proc", lp.proc, "code", state, "err", err)
+		}
+	}
+	if b, err := json.Marshal(end); err == nil {
+		if err := d.cfg.Conn.Publish(StateSubject(d.cfg.Cluster, lp.proc.Nspace), b); err != nil {
+			d.log.Warn("could not report a process's end to its launcher", "proc", lp.proc, "err", err)
+		}
+	}
+	_ = d.cfg.Host.DeregisterClient(d.ctx, lp.proc)
+	d.mu.Lock()
+	lp.ended = text
+	close(lp.done)
+	j.left--
+	last := j.left == 0
+	if last {
+		delete(d.jobs, j.req.Nspace)
+		if j.orphan != nil {
+			j.orphan.Stop()
+		}
+	}
+	d.mu.Unlock()
+	if last {
+		_ = d.cfg.Host.DeregisterJob(d.ctx, j.req.Nspace)
+		d.log.Info("job's ranks on this node ended", "nspace", j.req.Nspace)
+	}
+}
+
+// Kill ends processes of a job on this node (KillRequest).
+//
+// Errors: ErrUnknownJob when the node runs no rank of the job (any more).
+func (d *Daemon) Kill(req KillRequest) error {
+	d.mu.Lock()
+	j, ok := d.jobs[req.Nspace]
+	if !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: %s on node %s", ErrUnknownJob, req.Nspace, d.cfg.Node)
+	}
+	var targets []*localProc
+	if len(req.Ranks) == 0 {
+		targets = slices.Collect(maps.Values(j.procs))
+	}
+	for _, r := range req.Ranks {
+		if lp, ok := j.procs[r]; ok {
+			targets = append(targets, lp)
+		}
+	}
+	for _, lp := range targets {
+		lp.killed = true
+		lp.silent = lp.silent || req.Silent
+	}
+	d.mu.Unlock()
+	for _, lp := range targets {
+		d.terminate(lp, req.Force)
+	}
+	if req.Reason != "" {
+		d.log.Info("ending processes of a job", "nspace", req.Nspace, "count", len(targets), "reason", req.Reason)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM, then SIGKILL after the kill grace (at once when
+// force).
+func (d *Daemon) terminate(lp *localProc, force bool) {
+	if force {
+		_ = lp.p.Kill()
+		return
+	}
+	_ = lp.p.Signal(syscall.SIGTERM)
+	d.goFunc(func() {
+		t := time.NewTimer(d.cfg.KillGrace)
+		defer t.Stop()
+		select {
+		case <-lp.p.Done():
+		case <-t.C:
+			_ = lp.p.Kill()
+		}
+	})
+}
+
+// Abort handles a client's PMIx_Abort: the caller is ended at once (its
+// end classified PMIX_ERR_PROC_REQUESTED_ABORT), and so are the procs it
+// named of its job (all of them when it named none), wherever they run.
+// It reports false when the caller is not a process this daemon started;
+// the agent then raises the event itself.
+func (d *Daemon) Abort(caller pmix.Proc, procs []pmix.Proc) bool {
+	d.mu.Lock()
+	j, ok := d.jobs[caller.Nspace]
+	var lp *localProc
+	if ok {
+		lp = j.procs[caller.Rank]
+	}
+	if lp == nil {
+		d.mu.Unlock()
+		return false
+	}
+	byNode := map[string][]pmix.Rank{}
+	all := len(procs) == 0
+	for _, p := range procs {
+		if p.Nspace == caller.Nspace && p.Rank == pmix.RankWildcard {
+			all = true
+		}
+	}
+	for _, pl := range j.req.Map {
+		if pl.Rank == caller.Rank {
+			continue
+		}
+		if all || slices.Contains(procs, pmix.Proc{Nspace: caller.Nspace, Rank: pl.Rank}) {
+			byNode[pl.Node] = append(byNode[pl.Node], pl.Rank)
+		}
+	}
+	d.mu.Unlock()
+	_ = lp.p.Kill()
+	for node, ranks := range byNode {
+		req := KillRequest{Nspace: caller.Nspace, Ranks: ranks, Silent: true, Reason: fmt.Sprintf("%v called abort", caller)}
+		if node == d.cfg.Node {
+			_ = d.Kill(req)
+			continue
+		}
+		d.goFunc(func() {
+			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
+			defer cancel()
+			if err := Control(ctx, d.cfg.Conn, d.cfg.Cluster, node, OpKill, req, nil); err != nil && !errors.Is(err, ErrUnknownJob) {
+				d.log.Warn("could not end the processes an abort named", "node", node, "err", err)
+			}
+		})
+	}
+	return true
+}
+
+// Jobs lists the jobs with ranks on this node and their states.
+func (d *Daemon) Jobs() []JobState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]JobState, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		js := JobState{Nspace: j.req.Nspace, Launcher: j.req.Launcher}
+		for _, r := range slices.Sorted(maps.Keys(j.procs)) {
+			lp := j.procs[r]
+			state := "running"
+			if lp.ended != "" {
+				state = "ended: " + lp.ended
+			}
+			js.Ranks = append(js.Ranks, RankState{Rank: r, Pid: lp.p.Pid(), State: state})
+		}
+		out = append(out, js)
+	}
+	slices.SortFunc(out, func(a, b JobState) int { return strings.Compare(a.Nspace, b.Nspace) })
+	return out
+}
+
+// watchLaunchers follows the jobs bucket: when the key of a job with ranks
+// here expires (its launcher stopped beating), the job's processes here
+// are ended once the grace passes without the key coming back.
+func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
+	for e := range w.Updates() {
+		if e == nil {
+			continue
+		}
+		nspace := unescapeKey(e.Key())
+		d.mu.Lock()
+		j, ok := d.jobs[nspace]
+		if !ok {
+			d.mu.Unlock()
+			continue
+		}
+		switch e.Operation() {
+		case natsjs.KeyValuePut:
+			if j.orphan != nil {
+				j.orphan.Stop()
+				j.orphan = nil
+			}
+		case natsjs.KeyValuePurge:
+			if j.orphan == nil {
+				grace := time.Duration(j.req.LauncherGraceMS) * time.Millisecond
+				if grace <= 0 {
+					grace = d.cfg.LauncherGrace
+				}
+				d.log.Warn("the launcher of a job stopped beating; ending its processes unless it comes back", "nspace", nspace, "launcher", j.req.Launcher, "grace", grace)
+				j.orphan = time.AfterFunc(grace, func() {
+					_ = d.Kill(KillRequest{Nspace: nspace, Silent: true, Reason: "its launcher " + j.req.Launcher + " is gone"})
+				})
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// Shutdown stops answering requests, ends the processes it started
+// (SIGTERM, then SIGKILL after the kill grace; their ends are reported)
+// and waits for them within ctx.
+//
+// Errors: ctx.Err() when the processes did not end in time (they were
+// sent SIGKILL).
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	sub, w := d.sub, d.watcher
+	var procs []*localProc
+	for _, j := range d.jobs {
+		if j.orphan != nil {
+			j.orphan.Stop()
+		}
+		procs = append(procs, slices.Collect(maps.Values(j.procs))...)
+	}
+	d.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	for _, lp := range procs {
+		_ = lp.p.Signal(syscall.SIGTERM)
+	}
+	var err error
+	if !waitAll(ctx, procs, d.cfg.KillGrace) {
+		for _, lp := range procs {
+			_ = lp.p.Kill()
+		}
+		if !waitAll(ctx, procs, d.cfg.KillGrace) {
+			err = ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	if w != nil {
+		_ = w.Stop()
+	}
+	d.cancel()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// waitAll waits until every proc has been reaped, for at most d and ctx.
+func waitAll(ctx context.Context, procs []*localProc, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, lp := range procs {
+		select {
+		case <-lp.done:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func unescapeKey(k string) string {
+	if s, err := subjects.UnescapeToken(k); err == nil {
+		return s
+	}
+	return k
+}
+
+// resolveProgram finds app's program as exec would, and checks that it
+// is an executable file.
+func resolveProgram(app App) (string, error) {
+	p := app.Path
+	if !strings.Contains(p, "/") {
+		return exec.LookPath(p)
+	}
+	if !filepath.IsAbs(p) && app.Dir != "" {
+		p = filepath.Join(app.Dir, p)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return "", errors.New("is a directory")
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return "", errors.New("permission denied: not executable")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+

@@ -1,0 +1,107 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// JobsBucket is the KV bucket, in each cluster's JetStream domain, that
+// holds one key per running job launched there: its nspace is taken
+// (Create refuses a second launch under the same nspace), and its
+// launcher is alive. The launcher refreshes the key; it has a TTL of its
+// own, so when the launcher dies the key expires and every agent of the
+// job sees the limit marker, waits the job's launcher grace and ends the
+// job's processes there, rather than leave orphans. A launcher that ends
+// cleanly deletes the key.
+const JobsBucket = "PMIXBUS_JOBS"
+
+// Defaults of the launcher's key.
+const (
+	DefaultJobTTL       = 3 * time.Second
+	DefaultJobBeat      = time.Second
+	DefaultLauncherGrace = 10 * time.Second
+)
+
+// JobRecord is the value of a job's key, JSON-encoded.
+type JobRecord struct {
+	Nspace   string    `json:"nspace"`
+	Launcher string    `json:"launcher"`
+	Started  time.Time `json:"started"`
+	Size     int       `json:"size"`
+	Nodes    []string  `json:"nodes,omitempty"`
+	App      string    `json:"app,omitempty"`
+}
+
+func jobKey(nspace string) string { return subjects.EscapeToken(nspace) }
+
+func jobPutSubject(c cluster.ID, nspace string) string {
+	return "$JS." + c.Domain() + ".API.$KV." + JobsBucket + "." + jobKey(nspace)
+}
+
+// openJobs creates (an agent) or binds (a launcher) cluster c's jobs
+// bucket.
+func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, create bool) (natsjs.JetStream, natsjs.KeyValue, error) {
+	js, err := natsjs.NewWithDomain(nc, c.Domain())
+	if err != nil {
+		return nil, nil, err
+	}
+	var kv natsjs.KeyValue
+	if create {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
+			Bucket:         JobsBucket,
+			Description:    "pmixbus jobs running on the cluster and their launchers' liveness (launch)",
+			History:        1,
+			MaxValueSize:   1 << 20,
+			Storage:        natsjs.FileStorage,
+			LimitMarkerTTL: time.Minute,
+		})
+	} else {
+		kv, err = js.KeyValue(ctx, JobsBucket)
+	}
+	if err != nil {
+		if errors.Is(err, natsjs.ErrBucketNotFound) {
+			return nil, nil, pmix.Errorf(pmix.ErrUnreach, "cluster %s has no agents with a launch service (no %s bucket in domain %s)", c, JobsBucket, c.Domain())
+		}
+		return nil, nil, pmix.Errorf(pmix.ErrUnreach, "the jobs bucket of cluster %s: %v", c, err)
+	}
+	return js, kv, nil
+}
+
+// claimJob takes nspace on cluster c for the launcher, with a key that
+// lives ttl unless refreshed.
+//
+// Errors: pmix.ErrDuplicateKey (ErrNspaceTaken) when a job of that nspace
+// runs there.
+func claimJob(ctx context.Context, kv natsjs.KeyValue, rec JobRecord, ttl time.Duration) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, jobKey(rec.Nspace), b, natsjs.KeyTTL(ttl)); err != nil {
+		if errors.Is(err, natsjs.ErrKeyExists) {
+			return fmt.Errorf("%w: %s", ErrNspaceTaken, rec.Nspace)
+		}
+		return pmix.Errorf(pmix.ErrUnreach, "claiming nspace %s: %v", rec.Nspace, err)
+	}
+	return nil
+}
+
+// beatJob refreshes the job's key and its TTL.
+func beatJob(ctx context.Context, js natsjs.JetStream, c cluster.ID, rec JobRecord, ttl time.Duration) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = js.PublishMsg(ctx, &nats.Msg{Subject: jobPutSubject(c, rec.Nspace), Data: b}, natsjs.WithMsgTTL(ttl))
+	return err
+}

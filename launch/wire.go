@@ -1,0 +1,276 @@
+package launch
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Subjects of the launch service (docs/subjects.md). The control
+// subjects are request/reply; an agent answers those of its own node.
+const (
+	// ControlPrefix roots the control requests to agents:
+	// pmix.ctl.<cluster>.<node>.<op>.
+	ControlPrefix = "pmix.ctl"
+	// StatePrefix roots the reports of a job's processes to its launcher:
+	// pmix.jobstate.<cluster>.<nspace>.
+	StatePrefix = "pmix.jobstate"
+	// OutputPrefix roots a job's output: pmix.iof.<cluster>.<nspace>.<rank>.<out|err>.
+	OutputPrefix = "pmix.iof"
+)
+
+// Control operations.
+const (
+	OpSpawn = "spawn" // SpawnRequest → SpawnReply
+	OpKill  = "kill"  // KillRequest → Reply
+	OpJobs  = "jobs"  // no body → JobsReply
+)
+
+// MaxRequest bounds a control request's body: a job map of a million
+// ranks fits.
+const MaxRequest = 64 << 20
+
+// ControlSubject is where node's agent of cluster c takes op.
+func ControlSubject(c cluster.ID, node, op string) string {
+	return ControlPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(node) + "." + op
+}
+
+// StateSubject is where the agents report the ends of nspace's processes.
+func StateSubject(c cluster.ID, nspace string) string {
+	return StatePrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace)
+}
+
+// OutputSubject is where rank's output on stream ("out" or "err") goes.
+func OutputSubject(c cluster.ID, nspace string, rank pmix.Rank, stream string) string {
+	return OutputPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace) + "." + rank.String() + "." + stream
+}
+
+// OutputWildcard matches every output subject of nspace.
+func OutputWildcard(c cluster.ID, nspace string) string {
+	return OutputPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace) + ".>"
+}
+
+// App is what each rank of a job runs.
+type App struct {
+	// Path is the program: absolute, relative to Dir, or a name looked up
+	// in the agent's PATH.
+	Path string            `json:"path"`
+	Args []string          `json:"args,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+	// Dir is the working directory; empty means the agent's.
+	Dir string `json:"dir,omitempty"`
+}
+
+// Placement is one rank of a job map.
+type Placement struct {
+	Rank pmix.Rank `json:"rank"`
+	Node string    `json:"node"`
+}
+
+// SpawnRequest asks an agent to start its ranks of a job. Every agent of
+// the job gets the whole map (CUSTOM-range events, job-level info) and
+// starts the ranks the map places on its node.
+type SpawnRequest struct {
+	// Version is the launcher's; an agent of another version refuses.
+	Version string `json:"version"`
+	Nspace  string `json:"nspace"`
+	Session string `json:"session,omitempty"`
+	// Launcher names who launched the job (host:pid), for status.
+	Launcher string      `json:"launcher"`
+	Map      []Placement `json:"map"`
+	App      App         `json:"app"`
+	// Info is job-level info (msgpack, pmix.MarshalInfos) the job's
+	// clients get at attach and by Get.
+	Info []byte `json:"info,omitempty"`
+	// Continuous keeps the job running when a process ends abnormally.
+	Continuous bool `json:"continuous,omitempty"`
+	// NotifyTermination raises PMIX_EVENT_PROC_TERMINATED for normal
+	// exits too.
+	NotifyTermination bool `json:"notify_termination,omitempty"`
+	// LauncherGraceMS is how long the agents wait, once the launcher's
+	// key expired, before they end the job's processes.
+	LauncherGraceMS int64 `json:"launcher_grace_ms,omitempty"`
+}
+
+// SpawnReply answers a SpawnRequest.
+type SpawnReply struct {
+	Node string `json:"node"`
+	// Pids of the ranks started, by rank.
+	Pids map[pmix.Rank]int `json:"pids,omitempty"`
+	Error
+}
+
+// KillRequest asks an agent to end processes of a job.
+type KillRequest struct {
+	Nspace string      `json:"nspace"`
+	Ranks  []pmix.Rank `json:"ranks,omitempty"` // none: all of the job's on the node
+	// Force sends SIGKILL at once; otherwise SIGTERM, then SIGKILL after
+	// the agent's kill grace.
+	Force bool `json:"force,omitempty"`
+	// Silent ends them as part of ending the job (an abort, a cancel):
+	// no per-process event is raised.
+	Silent bool   `json:"silent,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reply answers a request that returns nothing else.
+type Reply struct {
+	Error
+}
+
+// Error is a failed request's status, as a reply carries it.
+type Error struct {
+	Status  pmix.Status `json:"status,omitempty"`
+	Code    string      `json:"code,omitempty"`
+	Message string      `json:"message,omitempty"`
+}
+
+// Err is the error the reply carries, or nil.
+func (e Error) Err() error {
+	if e.Status == pmix.Success && e.Message == "" {
+		return nil
+	}
+	st := e.Status
+	if st == pmix.Success {
+		st = pmix.ErrGeneral
+	}
+	return pmix.NewCodedError(st, e.Code, e.Message)
+}
+
+// errorOf is the reply form of err.
+func errorOf(err error) Error {
+	if err == nil {
+		return Error{}
+	}
+	return Error{Status: pmix.StatusOf(err), Code: pmix.CodeOf(err), Message: pmix.MessageOf(err)}
+}
+
+// ProcEnd reports how one process of a job ended.
+type ProcEnd struct {
+	Nspace string    `json:"nspace"`
+	Rank   pmix.Rank `json:"rank"`
+	Node   string    `json:"node"`
+	Pid    int       `json:"pid,omitempty"`
+	// State classifies the end (Classify): pmix.Success for a normal
+	// exit, else the code of the event raised for it.
+	State pmix.Status `json:"state"`
+	// ExitCode is the process's exit code, 128+signal when a signal
+	// ended it.
+	ExitCode int    `json:"exit_code"`
+	Signal   int    `json:"signal,omitempty"`
+	Text     string `json:"text,omitempty"`
+}
+
+// Abnormal reports whether the end counts against the job (its policy
+// aborts it): a process killed on request does not.
+func (e ProcEnd) Abnormal() bool {
+	return e.State != pmix.Success && e.State != pmix.EventProcTerminated && e.State != pmix.ErrProcKilledByCmd
+}
+
+// JobsReply lists an agent's jobs, for status.
+type JobsReply struct {
+	Node string     `json:"node"`
+	Jobs []JobState `json:"jobs"`
+}
+
+// JobState is one job as an agent sees it.
+type JobState struct {
+	Nspace   string      `json:"nspace"`
+	Launcher string      `json:"launcher,omitempty"`
+	Ranks    []RankState `json:"ranks"`
+}
+
+// RankState is one local rank of a job.
+type RankState struct {
+	Rank  pmix.Rank `json:"rank"`
+	Pid   int       `json:"pid"`
+	State string    `json:"state"` // "running", "ended: …"
+}
+
+// decode parses a request or reply body, refusing one over MaxRequest.
+func decode(b []byte, v any) error {
+	if len(b) > MaxRequest {
+		return pmix.Errorf(pmix.ErrBadParam, "launch message of %d bytes: at most %d", len(b), MaxRequest)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return pmix.Errorf(pmix.ErrBadParam, "launch message: %v", err)
+	}
+	return nil
+}
+
+// check validates a spawn request from NATS: every name a subject token
+// can carry, a map of valid ranks 0..n-1 each placed once, a program.
+func (r *SpawnRequest) check() error {
+	if r.Nspace == "" || len(r.Nspace) > pmix.MaxNspaceLen {
+		return pmix.Errorf(pmix.ErrBadParam, "nspace %s: %d bytes, want 1 to %d", pmix.Quote(r.Nspace), len(r.Nspace), pmix.MaxNspaceLen)
+	}
+	if err := subjects.CheckName("session", r.Session); err != nil {
+		return err
+	}
+	if len(r.Map) == 0 {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: an empty job map", r.Nspace)
+	}
+	seen := make([]bool, len(r.Map))
+	for _, p := range r.Map {
+		if !p.Rank.Valid() || int64(p.Rank) >= int64(len(r.Map)) {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v outside 0..%d", r.Nspace, p.Rank, len(r.Map)-1)
+		}
+		if seen[p.Rank] {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v placed twice", r.Nspace, p.Rank)
+		}
+		seen[p.Rank] = true
+		if p.Node == "" || len(p.Node) > subjects.MaxNameLen {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v on node %s", r.Nspace, p.Rank, pmix.Quote(p.Node))
+		}
+	}
+	if r.App.Path == "" {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: no program", r.Nspace)
+	}
+	for k := range r.App.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: environment variable name %s", r.Nspace, pmix.Quote(k))
+		}
+	}
+	if r.App.Dir != "" && !filepath.IsAbs(r.App.Dir) {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: working directory %s is not absolute", r.Nspace, pmix.Quote(r.App.Dir))
+	}
+	return nil
+}
+
+// ranksOn returns the ranks the map places on node, ascending.
+func ranksOn(m []Placement, node string) []pmix.Rank {
+	var out []pmix.Rank
+	for _, p := range m {
+		if p.Node == node {
+			out = append(out, p.Rank)
+		}
+	}
+	sortRanks(out)
+	return out
+}
+
+// describeRanks names ranks for messages: "0-3,7".
+func describeRanks(rs []pmix.Rank) string {
+	var b strings.Builder
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", rs[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}

@@ -1,0 +1,367 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+// testProg builds internal/testprog once per run of the package: the
+// program the launch tests start as a job's ranks.
+var testProg = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "pmixbus-testprog")
+	if err != nil {
+		return "", err
+	}
+	testProgDir = dir
+	path := filepath.Join(dir, "testprog")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/pmixbus/pmixbus/internal/testprog").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building testprog: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
+var testProgDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testProgDir != "" {
+		os.RemoveAll(testProgDir)
+	}
+	os.Exit(code)
+}
+
+func prog(t *testing.T) string {
+	t.Helper()
+	p, err := testProg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// launchSpec: two clusters of two agents, two slots each, that launch.
+var launchSpec = agenttest.Spec{
+	Clusters: []agenttest.Cluster{
+		{ID: "A", Nodes: []string{"a1", "a2"}},
+		{ID: "B", Nodes: []string{"b1", "b2"}},
+	},
+	Agent: func(c *agent.Config) {
+		c.HandlerTimeout = 10 * time.Second
+		c.Slots = 2
+		c.KillGrace = time.Second
+		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+	},
+}
+
+// launcherConn connects to cluster id's server as the launcher.
+func launcherConn(t *testing.T, w *agenttest.World, id cluster.ID) *nats.Conn {
+	t.Helper()
+	return clustertest.Connect(t, w.URL(id), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
+}
+
+// syncBuffer is an io.Writer tests can read while the launcher writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !strings.Contains(s.String(), want) {
+			return fmt.Errorf("no %q in output:\n%s", want, s.String())
+		}
+		return nil
+	})
+}
+
+// runJob launches cfg and waits for its end.
+func runJob(t *testing.T, cfg launch.Config) (launch.Result, *syncBuffer) {
+	t.Helper()
+	out := &syncBuffer{}
+	cfg.Stdout, cfg.Stderr = out, out
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := launch.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	res, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatalf("wait: %v\noutput:\n%s", err, out)
+	}
+	return res, out
+}
+
+// checkNoOrphans fails t if a process started from prog still runs.
+func checkNoOrphans(t *testing.T, prog string) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		out, _ := exec.Command("pgrep", "-f", prog).Output()
+		if s := strings.TrimSpace(string(out)); s != "" {
+			return fmt.Errorf("processes of %s still run: %s", prog, s)
+		}
+		return nil
+	})
+}
+
+func TestLaunchAcrossAgents(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-say", "hello"}}}}})
+	if res.ExitCode != 0 || res.First != nil {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	for r := range 4 {
+		if !strings.Contains(out.String(), fmt.Sprintf("%d: hello\n", r)) {
+			t.Errorf("no output of rank %d:\n%s", r, out)
+		}
+	}
+	j := res.Jobs[0]
+	if j.Cluster != "A" || len(j.Ends) != 4 || j.Status != pmix.Success {
+		t.Fatalf("job result %+v", j)
+	}
+	nodes := map[string]int{}
+	for _, e := range j.Ends {
+		nodes[e.Node]++
+	}
+	if nodes["a1"] != 2 || nodes["a2"] != 2 {
+		t.Errorf("placement by slot over a1, a2 (2 slots each): %v", nodes)
+	}
+	checkNoOrphans(t, p)
+}
+
+func TestLaunchExitCodes(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	for _, tt := range []struct {
+		fail  string
+		state pmix.Status
+		code  int
+	}{
+		{"exit:3", pmix.ErrExitNonzeroTerm, 3},
+		{"signal", pmix.ErrProcAbortedBySig, 128 + int(syscall.SIGKILL)},
+		{"nofinalize", pmix.ErrProcTermWOSync, 1},
+	} {
+		t.Run(tt.fail, func(t *testing.T) {
+			res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p,
+				Args: []string{"-sleep", "30s", "-fail-rank", "1", "-fail", tt.fail}}}}})
+			if res.First == nil || res.First.Rank != 1 || res.First.State != tt.state || res.ExitCode != tt.code {
+				t.Fatalf("result %+v first %+v\n%s", res, res.First, out)
+			}
+		})
+	}
+	checkNoOrphans(t, p)
+}
+
+// TestTerminationReachesOtherRanks: each class of abnormal end reaches
+// the handlers of the job's other ranks on the other agent, with the
+// right code and PMIX_EVENT_AFFECTED_PROC of type PROC; --continuous
+// keeps them running.
+func TestTerminationReachesOtherRanks(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	for _, tt := range []struct {
+		fail string
+		code pmix.Status
+	}{
+		{"exit:3", pmix.ErrExitNonzeroTerm},
+		{"signal", pmix.ErrProcAbortedBySig},
+		{"nofinalize", pmix.ErrProcTermWOSync},
+	} {
+		t.Run(tt.fail, func(t *testing.T) {
+			out := &syncBuffer{}
+			// Rank 3 (on a2) fails once every rank watches; a1's ranks
+			// must hear of it.
+			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out,
+				Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "4s", "-fail-rank", "3", "-fail", tt.fail}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns := r.Nspaces()[0][len("A:"):]
+			want := fmt.Sprintf("0: event %d affected=%s.3", tt.code, ns)
+			out.waitFor(t, want)
+			out.waitFor(t, fmt.Sprintf("1: event %d affected=%s.3", tt.code, ns))
+			res, err := r.Wait(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.First == nil || res.First.Rank != 3 || res.First.State != tt.code {
+				t.Fatalf("first %+v", res.First)
+			}
+			for _, e := range res.Jobs[0].Ends {
+				if e.Rank != 3 && e.State != pmix.Success {
+					t.Errorf("--continuous: rank %d ended %v (%s), want a normal end", e.Rank, e.State, e.Text)
+				}
+			}
+		})
+	}
+}
+
+// TestAbortPolicy: by default the first abnormal end ends the others.
+func TestAbortPolicy(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	start := time.Now()
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+		Args: []string{"-sleep", "60s", "-fail-rank", "2", "-fail", "exit:7"}}}}})
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("the abort took %v: the other ranks were not ended", time.Since(start))
+	}
+	if res.ExitCode != 7 || res.First == nil || res.First.Rank != 2 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	if res.Jobs[0].Status != pmix.ErrJobNonZeroTerm {
+		t.Errorf("job status %v", res.Jobs[0].Status)
+	}
+	for _, e := range res.Jobs[0].Ends {
+		if e.Rank != 2 && e.State != pmix.ErrProcKilledByCmd {
+			t.Errorf("rank %d ended %v (%s), want killed by the abort", e.Rank, e.State, e.Text)
+		}
+	}
+	checkNoOrphans(t, p)
+}
+
+// TestLaunchMPMD: one job per app context, in its own cluster.
+func TestLaunchMPMD(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east"}}},
+		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west"}}},
+	}})
+	if res.ExitCode != 0 || len(res.Jobs) != 2 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	if res.Jobs[1].Cluster != "B" || len(res.Jobs[1].Ends) != 3 || res.Jobs[0].Nspace == res.Jobs[1].Nspace {
+		t.Fatalf("jobs %+v", res.Jobs)
+	}
+	if got := []string{res.Jobs[1].Ends[0].Node, res.Jobs[1].Ends[1].Node, res.Jobs[1].Ends[2].Node}; got[0] != "b1" || got[1] != "b2" || got[2] != "b1" {
+		t.Errorf("map-by node on B: %v", got)
+	}
+	if strings.Count(out.String(), "east\n") != 4 || strings.Count(out.String(), "west\n") != 6 {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestLaunchBadInput: each is a clear error, and nothing is left behind.
+func TestLaunchBadInput(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	notExec := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(notExec, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		spec launch.JobSpec
+		cfg  func(*launch.Config)
+		want error
+		text string
+	}{
+		{"unknown host", launch.JobSpec{N: 1, Hosts: []launch.Node{{Name: "zz", Slots: 1}}, App: launch.App{Path: p}}, nil, launch.ErrPlacement, "unknown host"},
+		{"too many ranks", launch.JobSpec{N: 5, App: launch.App{Path: p}}, nil, launch.ErrPlacement, "4 free slots"},
+		{"no such program", launch.JobSpec{N: 4, App: launch.App{Path: "/no/such/prog"}}, nil, launch.ErrNoProgram, "node a1"},
+		{"not executable", launch.JobSpec{N: 2, App: launch.App{Path: notExec}}, nil, launch.ErrNoProgram, "not executable"},
+		{"version", launch.JobSpec{N: 2, App: launch.App{Path: p}}, func(c *launch.Config) { c.Version = "v0.0.1-other" }, launch.ErrVersion, "v0.0.1-other"},
+		{"unknown cluster", launch.JobSpec{N: 1, Cluster: "Z", App: launch.App{Path: p}}, nil, pmix.ErrUnreach, "Z"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{tt.spec}}
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			_, err := launch.Launch(ctx, cfg)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("err = %v, want %v mentioning %q", err, tt.want, tt.text)
+			}
+		})
+	}
+	// Every agent failed the missing program: all are named.
+	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/no/such/prog"}}}})
+	var merr *multierror.Error
+	if !errors.As(err, &merr) || len(merr.Errors) != 2 || !strings.Contains(err.Error(), "a1") || !strings.Contains(err.Error(), "a2") {
+		t.Fatalf("err = %v, want both agents' failures", err)
+	}
+	// A duplicate nspace.
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
+	if !errors.Is(err, launch.ErrNspaceTaken) {
+		t.Fatalf("second launch as dup: %v", err)
+	}
+	r.Terminate(false)
+	res, err := r.Wait(t.Context())
+	if err != nil || !res.Canceled || res.Jobs[0].Status != pmix.ErrJobCanceled {
+		t.Fatalf("terminated run: %+v, %v", res, err)
+	}
+	// No agent still holds a job.
+	for _, n := range w.Nodes() {
+		var reply launch.JobsReply
+		if err := launch.Control(t.Context(), nc, clusterOfNode(n), n, launch.OpJobs, nil, &reply); err != nil || len(reply.Jobs) != 0 {
+			t.Errorf("node %s after the failures: %+v, %v", n, reply, err)
+		}
+	}
+	checkNoOrphans(t, p)
+}
+
+func clusterOfNode(n string) cluster.ID { return cluster.ID(strings.ToUpper(n[:1])) }
+
+// TestLaunchRefusedWithoutLauncherKey: the rm and watch keys cannot
+// launch.
+func TestLaunchRefusedWithoutLauncherKey(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	for _, role := range []security.Role{security.RoleRM, security.RoleWatch} {
+		nc := clustertest.Connect(t, w.URL("A"), w.Keys().Option(role), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		err := launch.Control(ctx, nc, "A", "a1", launch.OpSpawn, launch.SpawnRequest{}, nil)
+		cancel()
+		if !errors.Is(err, pmix.ErrNoPermissions) {
+			t.Errorf("%s: spawn request: %v, want PMIX_ERR_NO_PERMISSIONS", role, err)
+		}
+	}
+}
