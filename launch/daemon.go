@@ -650,4 +650,3 @@ func resolveProgram(app App) (string, error) {
 	}
 	return abs, nil
 }
-

@@ -27,8 +27,8 @@ const JobsBucket = "PMIXBUS_JOBS"
 
 // Defaults of the launcher's key.
 const (
-	DefaultJobTTL       = 3 * time.Second
-	DefaultJobBeat      = time.Second
+	DefaultJobTTL        = 3 * time.Second
+	DefaultJobBeat       = time.Second
 	DefaultLauncherGrace = 10 * time.Second
 )
 

@@ -91,7 +91,7 @@ func main() {
 		case "signal":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case "abort":
-			_ = n // TODO(h1 merge): c.Abort(ctx, pmix.Status(n), "testprog aborts", nil)
+			_ = n                   // TODO(h1 merge): c.Abort(ctx, pmix.Status(n), "testprog aborts", nil)
 			time.Sleep(time.Minute) // the launcher ends it
 		case "nofinalize":
 			os.Exit(0)
