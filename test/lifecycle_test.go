@@ -93,13 +93,37 @@ func (lw *lifeWorld) waitDetached() {
 
 // fence sends an event from a1 to the job and waits for the observer to
 // see it: a1's events published before it have reached the observer.
-func (lw *lifeWorld) fence() {
+func (lw *lifeWorld) fence() { lw.fenceFrom(lw.a1) }
+
+// fenceFrom is fence from agent a.
+func (lw *lifeWorld) fenceFrom(a *agent.Agent) {
 	lw.t.Helper()
-	if _, err := lw.a1.Notify(lw.t.Context(), fenceCode, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("tj"))}); err != nil {
+	if _, err := a.Notify(lw.t.Context(), fenceCode, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("tj"))}); err != nil {
 		lw.t.Fatal(err)
 	}
 	lw.fences++
 	lw.obs.waitCount(lw.t, fenceCode, lw.fences)
+}
+
+// attach registers tj.0 with a1 and attaches it, as a process would.
+func (lw *lifeWorld) attach(opts ...agent.ClientOption) *client.Client {
+	lw.t.Helper()
+	c, err := client.Init(lw.t.Context(), client.WithEnv(lw.register(opts...)))
+	if err != nil {
+		lw.t.Fatal(err)
+	}
+	lw.t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	return c
+}
+
+// noEnds fences, then checks that the observer saw no end of tj.0: after
+// what, for the error.
+func (lw *lifeWorld) noEnds(after string) {
+	lw.t.Helper()
+	lw.fence()
+	if ends := lw.ends(); len(ends) != 0 {
+		lw.t.Errorf("after %s: the observer saw %v", after, ends)
+	}
 }
 
 // ends returns what the observer has seen of tj.0's ends.
@@ -158,10 +182,7 @@ func TestClientStateThroughInitFinalize(t *testing.T) {
 	if s := lw.state(); s != (agent.ClientState{}) {
 		t.Fatalf("registered again: %+v, want a fresh state", s)
 	}
-	lw.fence()
-	if ends := lw.ends(); len(ends) != 0 {
-		t.Errorf("a client that finalized raised %v", ends)
-	}
+	lw.noEnds("a client that finalized")
 }
 
 // TestSocketLostWithoutFinalize: a client of a host RM whose socket
@@ -240,9 +261,26 @@ func TestStalledClientCutOffRaisesNothing(t *testing.T) {
 		return errors.New("the stalled client is still attached")
 	})
 	conn.Close()
-	lw.fence()
+	lw.noEnds("a client cut off by the agent")
+}
+
+// TestShutdownRaisesNothing: the agent's Shutdown closes its clients'
+// connections, and raises nothing for them.
+func TestShutdownRaisesNothing(t *testing.T) {
+	lw := newLifeWorld(t, nil)
+	r := dialRaw(t, lw.a1)
+	r.hello(lw.register())
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := lw.a1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.closedByAgent()
+	// a1 closed its NATS connection, flushed, before Shutdown returned:
+	// its events are ahead of the one a2 sends now, on the one server.
+	lw.fenceFrom(lw.w.Agent("a2"))
 	if ends := lw.ends(); len(ends) != 0 {
-		t.Errorf("a client cut off by the agent raised %v", ends)
+		t.Errorf("after a1's Shutdown: the observer saw %v", ends)
 	}
 }
 
@@ -253,11 +291,7 @@ func TestStalledClientCutOffRaisesNothing(t *testing.T) {
 // changes nothing.
 func TestAbortWithoutHostRaisesRequestedAbort(t *testing.T) {
 	lw := newLifeWorld(t, nil)
-	c, err := client.Init(t.Context(), client.WithEnv(lw.register()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	c := lw.attach()
 	if err := c.Abort(t.Context(), 7, "giving up", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -306,11 +340,7 @@ func TestAbortWithHostCallback(t *testing.T) {
 		defer mu.Unlock()
 		got = append(got, r)
 	})
-	c, err := client.Init(t.Context(), client.WithEnv(lw.register(agent.WithExitWatched())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	c := lw.attach(agent.WithExitWatched())
 	procs := []pmix.Proc{{Nspace: "tj", Rank: 1}, {Nspace: "B:other", Rank: pmix.RankWildcard}}
 	if err := c.Abort(t.Context(), 2, "rank 1 is wrong", procs); err != nil {
 		t.Fatal(err)
@@ -332,10 +362,7 @@ func TestAbortWithHostCallback(t *testing.T) {
 	if s := lw.state(); !s.Aborted || s.AbortStatus != 2 {
 		t.Errorf("after Abort: %+v", s)
 	}
-	lw.fence()
-	if ends := lw.ends(); len(ends) != 0 {
-		t.Errorf("the agent raised %v for an abort its host took", ends)
-	}
+	lw.noEnds("an abort its host took")
 }
 
 // TestAbortBadInput: an abort with a message too long, too many procs or
@@ -343,11 +370,7 @@ func TestAbortWithHostCallback(t *testing.T) {
 // on.
 func TestAbortBadInput(t *testing.T) {
 	lw := newLifeWorld(t, nil)
-	c, err := client.Init(t.Context(), client.WithEnv(lw.register()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	c := lw.attach()
 	many := make([]pmix.Proc, agent.MaxAbortProcs+1)
 	for i := range many {
 		many[i] = pmix.Proc{Nspace: "tj", Rank: pmix.Rank(i)}
