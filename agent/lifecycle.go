@@ -39,13 +39,6 @@ import (
 // with an incarnation drawn for each registration so that two
 // registrations of one proc make two events.
 
-// Bounds of an abort request; beyond them it is refused with
-// PMIX_ERR_BAD_PARAM.
-const (
-	MaxAbortMessage = 4 << 10 // bytes of its message
-	MaxAbortProcs   = 1 << 16 // procs it names
-)
-
 // ClientState is what the agent knows of a registered client's life.
 type ClientState struct {
 	Attached     bool // it said hello (PMIx_Init) at least once
@@ -110,14 +103,14 @@ func (cc *clientConn) abort(e *clientEntry, f *proto.Frame) error {
 	return cc.a.aborted(e, AbortRequest{Proc: e.proc, Status: f.Status, Message: f.Message, Procs: slices.Clone(f.Procs)})
 }
 
-// checkAbort bounds an abort frame: its message, the number of procs, and
-// each proc's rank, cluster and nspace.
+// checkAbort bounds an abort frame (proto.MaxAbortMessage,
+// proto.MaxAbortProcs) and checks each proc's rank, cluster and nspace.
 func checkAbort(f *proto.Frame) error {
-	if len(f.Message) > MaxAbortMessage {
-		return pmix.Errorf(pmix.ErrBadParam, "abort message of %d bytes, at most %d", len(f.Message), MaxAbortMessage)
+	if len(f.Message) > proto.MaxAbortMessage {
+		return pmix.Errorf(pmix.ErrBadParam, "abort message of %d bytes, at most %d", len(f.Message), proto.MaxAbortMessage)
 	}
-	if len(f.Procs) > MaxAbortProcs {
-		return pmix.Errorf(pmix.ErrBadParam, "abort of %d procs, at most %d", len(f.Procs), MaxAbortProcs)
+	if len(f.Procs) > proto.MaxAbortProcs {
+		return pmix.Errorf(pmix.ErrBadParam, "abort of %d procs, at most %d", len(f.Procs), proto.MaxAbortProcs)
 	}
 	for _, p := range f.Procs {
 		if !p.Rank.Valid() && p.Rank != pmix.RankWildcard {

@@ -12,7 +12,7 @@ import (
 
 // Abort asks for this process's job, or procs, to be aborted, as
 // PMIx_Abort does: status is the exit status asked for, msg says why
-// (at most agent.MaxAbortMessage bytes), and procs names the procs to
+// (at most proto.MaxAbortMessage bytes), and procs names the procs to
 // abort (nil: every process of the job; "cluster:nspace" for another
 // cluster's). It returns once the agent has recorded the request and
 // handed it to its host: a process the launch service started is then
@@ -21,9 +21,10 @@ import (
 // process should exit after Abort returns, without Finalize. Only the
 // first Abort of a process counts; later ones return nil.
 //
-// Errors: pmix.ErrBadParam for a message too long, too many procs, or a
-// proc with an invalid rank or nspace; ErrLostConnection; pmix.ErrTimeout
-// if ctx ends before the agent answers; agent.ErrClosed if the agent is
+// Errors: pmix.ErrBadParam for a message too long, more than
+// proto.MaxAbortProcs procs, or a proc with an invalid rank or nspace;
+// ErrLostConnection; pmix.ErrTimeout if ctx ends before the agent
+// answers; pmix.ErrInvalidOperation (agent.ErrClosed) if the agent is
 // shutting down; pmix.ErrUnreach if it could not publish the event.
 func (c *Client) Abort(ctx context.Context, status pmix.Status, msg string, procs []pmix.Proc) error {
 	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeAbort, Status: status, Message: msg, Procs: procs})

@@ -26,6 +26,13 @@ const DefaultMaxFrame = 4 << 20
 // longest nspace (pmix.MaxNspaceLen) needs.
 const MaxHelloFrame = 4 << 10
 
+// Bounds of an abort frame; beyond them the agent refuses it with
+// PMIX_ERR_BAD_PARAM.
+const (
+	MaxAbortMessage = 4 << 10 // bytes of its message
+	MaxAbortProcs   = 1 << 16 // procs it names
+)
+
 // Type is a frame's type.
 type Type uint8
 

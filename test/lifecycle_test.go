@@ -371,7 +371,7 @@ func TestAbortWithHostCallback(t *testing.T) {
 func TestAbortBadInput(t *testing.T) {
 	lw := newLifeWorld(t, nil)
 	c := lw.attach()
-	many := make([]pmix.Proc, agent.MaxAbortProcs+1)
+	many := make([]pmix.Proc, proto.MaxAbortProcs+1)
 	for i := range many {
 		many[i] = pmix.Proc{Nspace: "tj", Rank: pmix.Rank(i)}
 	}
@@ -380,7 +380,7 @@ func TestAbortBadInput(t *testing.T) {
 		msg   string
 		procs []pmix.Proc
 	}{
-		{"long message", strings.Repeat("m", agent.MaxAbortMessage+1), nil},
+		{"long message", strings.Repeat("m", proto.MaxAbortMessage+1), nil},
 		{"too many procs", "", many},
 		{"undefined rank", "", []pmix.Proc{{Nspace: "tj", Rank: pmix.RankUndef}}},
 		{"empty nspace", "", []pmix.Proc{{Rank: 0}}},
@@ -395,7 +395,7 @@ func TestAbortBadInput(t *testing.T) {
 	if s := lw.state(); s.Aborted {
 		t.Errorf("a refused abort was recorded: %+v", s)
 	}
-	if err := c.Abort(t.Context(), 1, strings.Repeat("m", agent.MaxAbortMessage), nil); err != nil {
+	if err := c.Abort(t.Context(), 1, strings.Repeat("m", proto.MaxAbortMessage), nil); err != nil {
 		t.Errorf("an abort within bounds after the refused ones: %v", err)
 	}
 	lw.obs.waitCount(t, pmix.ErrProcRequestedAbort, 1)
