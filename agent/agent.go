@@ -53,6 +53,8 @@ type Agent struct {
 	launcher  atomic.Pointer[launch.Daemon]             // the launch service (launch.go)
 	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
 	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write
+	// abortFuncs: the host's OnAbort functions, copy-on-write (lifecycle.go).
+	abortFuncs atomic.Pointer[[]func(AbortRequest)]
 
 	hellos helloGate // connections yet to say hello (conn.go)
 
@@ -103,6 +105,12 @@ type clientEntry struct {
 	credential string
 	uid        int // -1: any
 	conn       *clientConn
+
+	// Its life (lifecycle.go), guarded by Agent.mu.
+	state        ClientState
+	exitWatched  bool   // WithExitWatched: the host reports its end
+	lostReported bool   // PMIX_ERR_PROC_TERM_WO_SYNC raised for it
+	incarnation  string // tells its termination events from another registration's
 }
 
 // New validates cfg and returns an agent that is not yet running.

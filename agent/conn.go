@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,9 @@ type clientConn struct {
 	closed  bool
 	once    sync.Once
 
+	// dropped: the agent ended the connection (a protocol error, a client
+	// not reading), not the client; its process may well be alive.
+	dropped  atomic.Bool
 	released sync.Once // the entry's detach, see release
 	admitted bool      // counted in Agent.hellos; false: one too many waiting to say hello
 }
@@ -97,6 +101,9 @@ func (cc *clientConn) write(f *proto.Frame) error { return cc.w.send(f) }
 func (cc *clientConn) cutOff(why error) {
 	if why == nil || cc.isClosing() {
 		return
+	}
+	if pmix.StatusOf(why) == pmix.ErrOutOfResource || errors.Is(why, os.ErrDeadlineExceeded) {
+		cc.dropped.Store(true) // stalled, not gone
 	}
 	if pmix.StatusOf(why) == pmix.ErrOutOfResource {
 		cc.logger().Warn("dropping a client that does not read what it is sent", "err", why)
@@ -165,6 +172,7 @@ func (cc *clientConn) serve() {
 
 // fail tells the client why it is being dropped, if the socket still works.
 func (cc *clientConn) fail(err error) {
+	cc.dropped.Store(true)
 	f := &proto.Frame{Type: proto.TypeError}
 	f.SetErr(err)
 	if f.Status == pmix.ErrGeneral {
@@ -243,7 +251,10 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
 		cc.collective(f) // collective.go
+	case proto.TypeAbort:
+		cc.reply(f, cc.abort(cc.entry, f), nil) // lifecycle.go
 	case proto.TypeFinalize:
+		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)
 		cc.reply(f, nil, nil)
 		return false

@@ -34,6 +34,15 @@
 // and PMIX_EVENT_NODE_DOWN for the nodes whose keys expire (OnNodeDown,
 // Agents; docs/liveness.md).
 //
+// What the agent knows of each client's life (attached, finalized,
+// aborted) is lifecycle.go's: ClientState, OnAbort, WithExitWatched, and
+// the rule for the ends it reports itself — PMIX_ERR_PROC_TERM_WO_SYNC for
+// a client whose socket is lost without Finalize, unless its host watches
+// its process or the agent closed the connection (deregistration,
+// Shutdown, a protocol error, a client cut off for not reading: a stalled
+// process is still alive), and PMIX_ERR_PROC_REQUESTED_ABORT for an Abort
+// when no OnAbort function takes it.
+//
 // Events reach an agent only through subscriptions its clients'
 // registrations need; all subscriptions feed one dispatch goroutine, so
 // events are handled in the order the agent received them. A source

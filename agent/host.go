@@ -146,11 +146,12 @@ func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...Clie
 	if !proc.Rank.Valid() {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "client rank %v: must be a real rank", proc.Rank)
 	}
-	var raw [24]byte
+	// 24 bytes of credential, 8 of incarnation (lifecycle.go).
+	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, pmix.Errorf(pmix.ErrOutOfResource, "credential: %w", err)
 	}
-	e, err := a.addClient(proc, hex.EncodeToString(raw[:]), opts)
+	e, err := a.addClient(proc, hex.EncodeToString(raw[:24]), hex.EncodeToString(raw[24:]), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...Clie
 }
 
 // addClient records a registered client.
-func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption) (*clientEntry, error) {
+func (a *Agent) addClient(proc pmix.Proc, credential, incarnation string, opts []ClientOption) (*clientEntry, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -179,7 +180,7 @@ func (a *Agent) addClient(proc pmix.Proc, credential string, opts []ClientOption
 	if _, dup := a.expected[proc]; dup {
 		return nil, fmt.Errorf("%w: %v", ErrClientRegistered, proc)
 	}
-	e := &clientEntry{proc: proc, job: j, credential: credential, uid: os.Getuid()}
+	e := &clientEntry{proc: proc, job: j, credential: credential, incarnation: incarnation, uid: os.Getuid()}
 	for _, o := range opts {
 		o(e)
 	}
@@ -238,13 +239,21 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 		return nil, fmt.Errorf("%w: %v", ErrAlreadyAttached, proc)
 	}
 	e.conn = cc
+	e.state.Attached, e.state.Finalized = true, false // a process attaching after another finalized
 	a.attachedChangedLocked()
 	a.goFunc(func() { a.ensureRetention(a.ctx, proc.Nspace) })
 	return e, nil
 }
 
-// detach unbinds a connection from its entry.
+// detach unbinds a connection from its entry. A socket lost without
+// Finalize is reported first (lifecycle.go), so that the event is out by
+// the time the client no longer counts as attached.
 func (a *Agent) detach(e *clientEntry, cc *clientConn) {
+	if t, lost := a.lostWithoutFinalize(e, cc); lost {
+		if err := a.raise(event.TerminationEvent(t)); err != nil {
+			cc.logger().Warn("raising the termination of a client that left without finalizing", "err", err)
+		}
+	}
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil

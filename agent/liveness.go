@@ -133,9 +133,4 @@ func (h livenessHost) HostedJobs() []liveness.HostedJob {
 
 // Raise publishes an event of a node down through the router, as the
 // host RM's (no sending client).
-func (h livenessHost) Raise(m *event.Message) error {
-	if h.a.isClosed() || h.a.router == nil {
-		return ErrClosed
-	}
-	return h.a.router.publish(m, nil)
-}
+func (h livenessHost) Raise(m *event.Message) error { return h.a.raise(m) }

@@ -1,12 +1,35 @@
 package client
 
 import (
+	"context"
 	"slices"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 )
+
+// Abort asks for this process's job, or procs, to be aborted, as
+// PMIx_Abort does: status is the exit status asked for, msg says why
+// (at most proto.MaxAbortMessage bytes), and procs names the procs to
+// abort (nil: every process of the job; "cluster:nspace" for another
+// cluster's). It returns once the agent has recorded the request and
+// handed it to its host: a process the launch service started is then
+// killed by it; otherwise, if the host takes no abort requests, the agent
+// raises PMIX_ERR_PROC_REQUESTED_ABORT for this process to its job. The
+// process should exit after Abort returns, without Finalize. Only the
+// first Abort of a process counts; later ones return nil.
+//
+// Errors: pmix.ErrBadParam for a message too long, more than
+// proto.MaxAbortProcs procs, or a proc with an invalid rank or nspace;
+// ErrLostConnection; pmix.ErrTimeout if ctx ends before the agent
+// answers; pmix.ErrInvalidOperation (agent.ErrClosed) if the agent is
+// shutting down; pmix.ErrUnreach if it could not publish the event.
+func (c *Client) Abort(ctx context.Context, status pmix.Status, msg string, procs []pmix.Proc) error {
+	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeAbort, Status: status, Message: msg, Procs: procs})
+	return err
+}
 
 // The 2016-04-07 minutes let a handler ask for an abort by notifying
 // PMIX_ABORT (pmix.EventAbortRequested): "Once the current event callback

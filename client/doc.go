@@ -37,6 +37,8 @@
 // A handler that notifies pmix.EventAbortRequested before it completes asks
 // for the 2016-04-07 minutes' abort, which runs once its chain has ended
 // (see NotifyEvent).
+// Abort is PMIx_Abort: the agent records it and hands it to its host,
+// and the process exits after it returns.
 //
 // Handlers run one at a time, in the order the agent sent the events, on a
 // goroutine of the client's own (a PMIx progress thread), never on the

@@ -26,6 +26,13 @@ const DefaultMaxFrame = 4 << 20
 // longest nspace (pmix.MaxNspaceLen) needs.
 const MaxHelloFrame = 4 << 10
 
+// Bounds of an abort frame; beyond them the agent refuses it with
+// PMIX_ERR_BAD_PARAM.
+const (
+	MaxAbortMessage = 4 << 10 // bytes of its message
+	MaxAbortProcs   = 1 << 16 // procs it names
+)
+
 // Type is a frame's type.
 type Type uint8
 
@@ -57,6 +64,10 @@ const (
 	// Connect (RFC0003; docs/protocol.md).
 	TypeConnect    Type = 16 // c→a: Procs (the participants), Info (directives); reply: Nspace, Rank
 	TypeDisconnect Type = 17 // c→a: Nspace (a connect's new nspace), Info (directives)
+
+	// Abort (PMIx_Abort; docs/protocol.md): the agent replies once it has
+	// recorded the request and handed it to its host.
+	TypeAbort Type = 18 // c→a: Status, Message, Procs (none: the caller's whole job)
 )
 
 var typeNames = map[Type]string{
@@ -64,7 +75,7 @@ var typeNames = map[Type]string{
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
-	TypeDisconnect: "disconnect",
+	TypeDisconnect: "disconnect", TypeAbort: "abort",
 }
 
 func (t Type) String() string {
@@ -107,7 +118,7 @@ type Frame struct {
 	Keys []string // in lookup and unpublish: the keys
 	Data []PData  // in a lookup's reply: the values found
 
-	Procs []pmix.Proc // in fence: the participants
+	Procs []pmix.Proc // in fence and connect: the participants; in abort: the procs to abort
 	Puts  []Put       // in commit: the values put
 }
 

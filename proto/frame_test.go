@@ -44,6 +44,8 @@ func sampleFrames() map[string]*Frame {
 		"connect":                 {Type: TypeConnect, Seq: 26, Procs: []pmix.Proc{{Nspace: "B:viz", Rank: pmix.RankWildcard}}, Info: infos},
 		"connect reply":           {Type: TypeReply, Seq: 26, Nspace: "A:cnct.x.1", Rank: 3},
 		"disconnect":              {Type: TypeDisconnect, Seq: 27, Nspace: "A:cnct.x.1", Info: infos},
+		"abort":                   {Type: TypeAbort, Seq: 28, Status: 3, Message: "giving up", Procs: []pmix.Proc{{Nspace: "job", Rank: 2}}},
+		"abort whole job":         {Type: TypeAbort, Seq: 29},
 		"get":                     {Type: TypeGet, Seq: 25, Source: pmix.Proc{Nspace: "B:viz", Rank: 0}, Keys: []string{"a"}, Info: infos},
 	}
 }
