@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/launch"
@@ -29,11 +28,6 @@ func (a *Agent) startLaunch(ctx context.Context) error {
 		return err
 	}
 	a.launcher.Store(d)
-	a.OnAbort(func(r AbortRequest) {
-		if !d.Abort(r.Proc, r.Procs) {
-			a.raiseAbort(r)
-		}
-	})
 	return d.Start(ctx)
 }
 
@@ -77,24 +71,4 @@ func (h launchHost) ClientState(p pmix.Proc) (launch.ClientState, bool) {
 		AbortStatus: st.AbortStatus, AbortMessage: st.AbortMessage}, ok
 }
 
-func (h launchHost) Raise(m *event.Message) error { return livenessHost(h).Raise(m) }
-
-// raiseAbort raises PMIX_ERR_PROC_REQUESTED_ABORT for a client the launch
-// service did not start.
-func (a *Agent) raiseAbort(r AbortRequest) {
-	a.mu.Lock()
-	e := a.expected[r.Proc]
-	session := ""
-	if e != nil {
-		session = e.job.session
-	}
-	a.mu.Unlock()
-	m := event.TerminationEvent(event.Termination{
-		Proc: r.Proc, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Session: session,
-		Code: pmix.ErrProcRequestedAbort, ExitCode: int(r.Status), HasExitCode: true,
-		Incarnation: a.nextEventID(), Text: fmt.Sprintf("%v called abort with status %d: %s", r.Proc, r.Status, r.Message),
-	})
-	if err := (livenessHost{a}).Raise(m); err != nil {
-		a.log.Warn("raising an abort", "proc", r.Proc, "err", err)
-	}
-}
+func (h launchHost) Raise(m *event.Message) error { return h.a.raise(m) }

@@ -129,8 +129,9 @@ func checkAbort(f *proto.Frame) error {
 	return nil
 }
 
-// aborted records a client's abort and hands it on: to the OnAbort
-// functions, or, without any, as PMIX_ERR_PROC_REQUESTED_ABORT to its job.
+// aborted records a client's abort and hands it on: to the launch
+// service when it started the process, else to the OnAbort functions, or,
+// without any, as PMIX_ERR_PROC_REQUESTED_ABORT to its job.
 func (a *Agent) aborted(e *clientEntry, req AbortRequest) error {
 	a.mu.Lock()
 	switch {
@@ -148,6 +149,9 @@ func (a *Agent) aborted(e *clientEntry, req AbortRequest) error {
 	t := a.terminationLocked(e, pmix.ErrProcRequestedAbort, req.Message)
 	t.ExitCode, t.HasExitCode = int(req.Status), true
 	a.mu.Unlock()
+	if d := a.launcher.Load(); d != nil && d.Abort(req.Proc, req.Procs) {
+		return nil // a process the launch service started: it ends it, and its end says why
+	}
 	if fs := a.abortFuncs.Load(); fs != nil {
 		funcs := *fs
 		if !a.goFunc(func() {

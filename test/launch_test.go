@@ -178,6 +178,7 @@ func TestLaunchExitCodes(t *testing.T) {
 		{"exit:3", pmix.ErrExitNonzeroTerm, 3},
 		{"signal", pmix.ErrProcAbortedBySig, 128 + int(syscall.SIGKILL)},
 		{"nofinalize", pmix.ErrProcTermWOSync, 1},
+		{"abort:5", pmix.ErrProcRequestedAbort, 5},
 	} {
 		t.Run(tt.fail, func(t *testing.T) {
 			res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p,
