@@ -294,5 +294,5 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 		}
 		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
 	}
-	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, cc.a.getDirectives(proc, key, f.Info))
+	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))
 }

@@ -31,9 +31,10 @@ import (
 //     nspace, then rank. It counts across jobs, as PRRTE's does; unlike
 //     PRRTE's, fixed when a job is mapped, it follows the registrations
 //     of this agent: a job registered later whose nspace sorts first on a
-//     node moves the node ranks of the procs after it (a client keeps
-//     what it was told at attach), and an agent that was not given a job
-//     does not count it;
+//     node moves the node ranks of the procs after it, and an agent that
+//     was not given a job does not count it. So that a client never holds
+//     a node rank its agent no longer answers, it is not in the attach
+//     info: a client asks its agent for it;
 //   - hostname, pmix.hname (string): the proc's node in the map; for
 //     RankWildcard the agent's node;
 //   - pmix.clid (the agent's cluster), pmix.nspace, pmix.rank (Rank).
@@ -153,8 +154,8 @@ func (v jobView) nodeRank(node string, proc pmix.Proc) int {
 
 // attachInfo is what a client gets at attach (its hello reply) beyond
 // the identity the agent stamps: the job-level values of its job on the
-// agent's node and its own proc-level values, computed where the host's
-// Job.Info does not give them, then the host's Job.Info. With them the
+// agent's node and its own proc-level values but the node rank, computed
+// where the host's Job.Info does not give them, then the host's Job.Info. With them the
 // client answers a Get of its own job's keys without asking the agent.
 func (v jobView) attachInfo(proc pmix.Proc) []pmix.Info {
 	j := v.jobs[proc.Nspace]
@@ -163,7 +164,7 @@ func (v jobView) attachInfo(proc pmix.Proc) []pmix.Info {
 	}
 	var out []pmix.Info
 	for _, k := range computedKeys {
-		if _, given := pmix.Lookup(j.info, k); given || identityKey(k) {
+		if _, given := pmix.Lookup(j.info, k); given || identityKey(k) || k == pmix.KeyNodeRank {
 			continue
 		}
 		if val, found, err := v.value(proc, k); found && err == nil {
@@ -204,24 +205,15 @@ func (a *Agent) jobValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
 	return a.jobViewLocked().value(pmix.Proc{Nspace: ns, Rank: proc.Rank}, key)
 }
 
-// getDirectives are the directives a Get of key for proc runs with once
-// the job map did not answer it: a PMIx key ("pmix.") of a proc of a job
-// this agent knows is information the host provides, not a value a
-// process commits later, so it is answered from what the agent holds,
-// never waited for nor fetched (PMIX_IMMEDIATE) — as OpenPMIx's client
-// asks for a reserved key of its own job it did not find.
-func (a *Agent) getDirectives(proc pmix.Proc, key string, info []pmix.Info) []pmix.Info {
+// getDirectives are the directives a Get of key runs with once the job
+// map did not answer it: a PMIx key ("pmix.") is information hosts and
+// agents provide, not a value a process commits later, so it is answered
+// from what the agent holds, never waited for nor fetched from another
+// agent (PMIX_IMMEDIATE): a key no agent computes is PMIX_ERR_NOT_FOUND
+// at once, whatever PMIX_TIMEOUT says. OpenPMIx's client likewise asks
+// its server for a reserved key it did not find with PMIX_IMMEDIATE.
+func getDirectives(key string, info []pmix.Info) []pmix.Info {
 	if !pmix.Reserved(key) || pmix.Flag(info, pmix.KeyImmediate) {
-		return info
-	}
-	ns, ok := a.cfg.Cluster.Local(proc.Nspace)
-	if !ok {
-		return info
-	}
-	a.mu.Lock()
-	_, known := a.jobs[ns]
-	a.mu.Unlock()
-	if !known {
 		return info
 	}
 	return append(slices.Clip(info), pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true)))
