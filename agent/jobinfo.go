@@ -213,10 +213,11 @@ func (a *Agent) jobValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
 // at once, whatever PMIX_TIMEOUT says. OpenPMIx's client likewise asks
 // its server for a reserved key it did not find with PMIX_IMMEDIATE.
 func getDirectives(key string, info []pmix.Info) []pmix.Info {
-	if !pmix.Reserved(key) || pmix.Flag(info, pmix.KeyImmediate) {
+	if !pmix.Reserved(key) {
 		return info
 	}
-	return append(slices.Clip(info), pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true)))
+	// First, so that a PMIX_IMMEDIATE false among info does not undo it.
+	return append([]pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))}, info...)
 }
 
 // attachInfo is the info of a client attaching (see jobView.attachInfo),

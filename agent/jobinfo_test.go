@@ -126,3 +126,25 @@ func TestJobViewAttachInfo(t *testing.T) {
 		t.Error("attach info of a job not registered")
 	}
 }
+
+// TestGetDirectives: a PMIx key is read with PMIX_IMMEDIATE, whatever the
+// caller said; an application's key as the caller said.
+func TestGetDirectives(t *testing.T) {
+	wait := pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(20))
+	notNow := pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(false))
+	for _, tc := range []struct {
+		key       string
+		info      []pmix.Info
+		immediate bool
+	}{
+		{"pmix.no.such", nil, true},
+		{"pmix.no.such", []pmix.Info{wait, notNow}, true},
+		{"user.key", []pmix.Info{wait}, false},
+		{"user.key", []pmix.Info{notNow}, false},
+		{"pmixbus.coll.id", nil, false}, // not "pmix."
+	} {
+		if got := pmix.Flag(getDirectives(tc.key, tc.info), pmix.KeyImmediate); got != tc.immediate {
+			t.Errorf("%s with %s: PMIX_IMMEDIATE %v, want %v", tc.key, pmix.FormatInfos(tc.info), got, tc.immediate)
+		}
+	}
+}

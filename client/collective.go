@@ -130,7 +130,7 @@ func (c *Client) Get(ctx context.Context, proc pmix.Proc, key string, info []pmi
 	}
 	// Its own proc-level info, and its job's: what a WILDCARD get of a
 	// key of one process would not find at the agent is not answered.
-	if own && (proc.Rank == c.proc.Rank || proc.Rank == pmix.RankWildcard && !pmix.ProcLevel(key)) {
+	if own && (proc.Rank == c.proc.Rank || (proc.Rank == pmix.RankWildcard && !pmix.ProcLevel(key))) {
 		if v, ok := pmix.LookupValue(c.info, key); ok {
 			return v, nil
 		}
