@@ -30,7 +30,7 @@ type collectives struct {
 
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
-		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.jobInfo,
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
 		Logger: a.log.With("component", "collective"),
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
 	return nil
 }
 
-// jobInfo is the job-level info a host registered, for connects.
+// jobInfo is the job-level info a host registered, for a WILDCARD get.
 func (a *Agent) jobInfo(nspace string) []pmix.Info {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -230,3 +230,26 @@ func (a *Agent) attachInfo(e *clientEntry) []pmix.Info {
 	}
 	return e.job.info
 }
+
+// connectInfo is a job's job-level info as a connect carries it to the
+// agents of the other members (collective.Config.JobInfo, RFC0003): the
+// host's Job.Info, then the computed values that hold on every node — job
+// size, universe size, app number — where the host gave none.
+func (a *Agent) connectInfo(nspace string) []pmix.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.jobs[nspace]
+	if j == nil {
+		return nil
+	}
+	info, v := slices.Clip(j.info), a.jobViewLocked()
+	for _, k := range []string{pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum} {
+		if _, given := pmix.Lookup(j.info, k); given {
+			continue
+		}
+		if val, found, err := v.value(pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard}, k); found && err == nil {
+			info = append(info, pmix.NewInfo(k, val))
+		}
+	}
+	return info
+}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -204,4 +205,39 @@ func TestOwnJobInfoIsLocal(t *testing.T) {
 			checkGet(t, c, pmix.Proc{Nspace: "sim", Rank: pmix.RankWildcard}, key, want)
 		}
 	}
+}
+
+// TestConnectCarriesJobSize: a connect brings the computed job-level info
+// of another cluster's job, whose host registered none (RFC0003).
+func TestConnectCarriesJobSize(t *testing.T) {
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}, {ID: "B"}},
+		Jobs: []agenttest.Job{
+			{Cluster: "A", Nspace: "ja", Nodes: []string{"a1", "a1"}},
+			{Cluster: "B", Nspace: "jb", Nodes: []string{"b1"}},
+		},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	jb := pmix.Proc{Nspace: "B:jb", Rank: pmix.RankWildcard}
+	a0 := w.Client("A:ja.0")
+	if _, err := a0.Get(ctx, jb, pmix.KeyJobSize, nil); !errors.Is(err, pmix.ErrNotFound) {
+		t.Fatalf("B:jb's job size before the connect: %v, want PMIX_ERR_NOT_FOUND", err)
+	}
+	procs := []pmix.Proc{{Nspace: "A:ja", Rank: pmix.RankWildcard}, jb}
+	errs := make(chan error, 3)
+	for _, n := range []string{"A:ja.0", "A:ja.1", "B:jb.0"} {
+		go func() {
+			_, _, err := w.Client(n).Connect(ctx, procs, nil)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+	}
+	checkGet(t, a0, jb, pmix.KeyJobSize, pmix.Uint32(1))
+	checkGet(t, a0, jb, pmix.KeyUnivSize, pmix.Uint32(1))
+	checkGet(t, w.Client("B:jb.0"), pmix.Proc{Nspace: "A:ja", Rank: pmix.RankWildcard}, pmix.KeyJobSize, pmix.Uint32(2))
 }
