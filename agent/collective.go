@@ -30,7 +30,7 @@ type collectives struct {
 
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
-		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.jobInfo,
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
 		Logger: a.log.With("component", "collective"),
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
 	return nil
 }
 
-// jobInfo is the job-level info a host registered, for connects.
+// jobInfo is the job-level info a host registered, for a WILDCARD get.
 func (a *Agent) jobInfo(nspace string) []pmix.Info {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -270,14 +270,18 @@ func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Fram
 	return res, nil
 }
 
-// get runs PMIx_Get for the client: a WILDCARD rank asks for the job-level
-// info its host registered (of a job of this agent); a real rank for what
-// that proc committed.
+// get runs PMIx_Get for the client: the job-level and proc-level info of
+// a job of this agent comes from its job map (jobinfo.go); otherwise a
+// WILDCARD rank asks for the job-level info its host registered, a real
+// rank for what that proc committed.
 func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (pmix.Value, error) {
 	if len(f.Keys) != 1 {
 		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of %d keys: want one", len(f.Keys))
 	}
 	key, proc := f.Keys[0], f.Source
+	if v, found, err := cc.a.jobValue(proc, key); found {
+		return v, err
+	}
 	if proc.Rank == pmix.RankWildcard {
 		info, known := cc.a.coll.svc.JobInfo(proc.Nspace) // another cluster's, from a connect
 		if ns, ok := cc.a.cfg.Cluster.Local(proc.Nspace); ok {
@@ -290,5 +294,5 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 		}
 		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
 	}
-	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, f.Info)
+	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,14 +219,15 @@ func (cc *clientConn) hello() error {
 	cc.mu.Lock()
 	cc.entry, cc.reg, cc.uid, cc.gid = e, reg, uid, gid
 	cc.mu.Unlock()
+	info := cc.a.attachInfo(e) // jobinfo.go
 	cc.reply(f, nil, func(r *proto.Frame) {
-		r.Info = append([]pmix.Info{
+		r.Info = slices.Concat([]pmix.Info{
 			pmix.NewInfo(pmix.KeyClusterID, pmix.String(string(cc.a.cfg.Cluster))),
 			pmix.NewInfo(pmix.KeyHostname, pmix.String(cc.a.cfg.Node)),
 			pmix.NewInfo(pmix.KeySessionID, pmix.String(e.job.session)),
 			pmix.NewInfo(pmix.KeyNspace, pmix.String(e.proc.Nspace)),
 			pmix.NewInfo(pmix.KeyRank, pmix.RankValue(e.proc.Rank)),
-		}, e.job.info...)
+		}, info)
 	})
 	return nil
 }

@@ -36,8 +36,12 @@ const (
 type Job struct {
 	Nspace  string
 	Session string
-	Info    []pmix.Info          // job-level info given to its clients at attach
-	Procs   map[pmix.Rank]string // rank → node
+	// Info is job-level info given to its clients at attach and answered
+	// by Get; a key the agent also computes from Procs (job size,
+	// universe size, app number, local peers …: jobinfo.go) takes the
+	// value given here, but for nspace, rank, cluster and hostname.
+	Info  []pmix.Info
+	Procs map[pmix.Rank]string // rank → node; the job size is its length
 }
 
 // RegisterJob registers or replaces a job. Before it returns, the job's

@@ -231,8 +231,10 @@ func (c *Client) Proc() pmix.Proc { return c.proc }
 // Cluster returns the cluster the client runs in (PMIX_CLUSTER_ID).
 func (c *Client) Cluster() string { return c.self.Cluster }
 
-// Info returns what the agent gave at attach: cluster, node, session and the
-// job-level info its host registered.
+// Info returns what the agent gave at attach: cluster, node, session,
+// nspace and rank, the job-level info of its job and its own proc-level
+// info the agent computed from the job map (job size, local rank …), and
+// the job-level info its host registered.
 func (c *Client) Info() []pmix.Info { return c.info }
 
 // Finalize detaches from the agent, as PMIx_Finalize does. Handlers still

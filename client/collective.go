@@ -103,13 +103,21 @@ func (c *Client) FenceCB(procs []pmix.Proc, info []pmix.Info, cb func(error)) {
 // Get returns the value of key for proc, as PMIx_Get does: this process's
 // own values at once; for RankWildcard, the job-level info of proc's
 // nspace; otherwise what proc committed, if its scope lets this process
-// see it. Directives: PMIX_OPTIONAL (look only in this process: its own
-// values and the job-level info it got at attach), PMIX_IMMEDIATE (the
-// agent answers from what it holds), PMIX_TIMEOUT (seconds to wait for a
-// value not committed, or not collected, yet).
+// see it. The job-level and proc-level info of a job of the agent (job
+// size, local rank, node rank, local peers, hostname …: docs/protocol.md,
+// "Job-level info") comes with the exact PMIx types, for any rank of the
+// job. This process's own job's info and its own proc-level info came at
+// attach: a Get of them is answered here, without asking the agent, as
+// OpenPMIx's client answers from its cache. Directives: PMIX_OPTIONAL
+// (look only in this process: its own values and the info it got at
+// attach), PMIX_IMMEDIATE (the agent answers from what it holds),
+// PMIX_TIMEOUT (seconds to wait for a value not committed, or not
+// collected, yet). A PMIx key ("pmix.") the agent does not have is never
+// waited for.
 //
-// Errors: PMIX_ERR_NOT_FOUND; PMIX_ERR_TIMEOUT when PMIX_TIMEOUT passed
-// first; PMIX_ERR_BAD_PARAM; ErrLostConnection.
+// Errors: PMIX_ERR_NOT_FOUND, naming the key and the proc (an unknown
+// key, nspace or rank); PMIX_ERR_TIMEOUT when PMIX_TIMEOUT passed first;
+// PMIX_ERR_BAD_PARAM; ErrLostConnection.
 func (c *Client) Get(ctx context.Context, proc pmix.Proc, key string, info []pmix.Info) (pmix.Value, error) {
 	own := proc.Nspace == c.proc.Nspace || proc.Nspace == c.self.Cluster+":"+c.proc.Nspace
 	if own && proc.Rank == c.proc.Rank {
@@ -120,7 +128,9 @@ func (c *Client) Get(ctx context.Context, proc pmix.Proc, key string, info []pmi
 			return p.Value, nil
 		}
 	}
-	if own && proc.Rank == pmix.RankWildcard {
+	// Its own proc-level info, and its job's: what a WILDCARD get of a
+	// key of one process would not find at the agent is not answered.
+	if own && (proc.Rank == c.proc.Rank || (proc.Rank == pmix.RankWildcard && !pmix.ProcLevel(key))) {
 		if v, ok := pmix.LookupValue(c.info, key); ok {
 			return v, nil
 		}

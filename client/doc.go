@@ -34,6 +34,13 @@
 //	v, err := c.Get(ctx, pmix.Proc{Nspace: "B:viz", Rank: 3}, "my.port", nil)
 //	nspace, rank, err := c.Connect(ctx, procs, []pmix.Info{pmix.NewInfo(pmix.KeyConnectID, pmix.String("c1"))})
 //
+// Get also reads a job's PMIx information, with OpenPMIx's types: its own
+// job's is answered from what the agent gave at attach (docs/protocol.md,
+// "Job-level info"):
+//
+//	size, err := c.Get(ctx, pmix.Proc{Nspace: c.Proc().Nspace, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil) // uint32
+//	lrank, err := c.Get(ctx, c.Proc(), pmix.KeyLocalRank, nil)                                                  // uint16
+//
 // A handler that notifies pmix.EventAbortRequested before it completes asks
 // for the 2016-04-07 minutes' abort, which runs once its chain has ended
 // (see NotifyEvent).

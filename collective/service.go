@@ -276,7 +276,7 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 			if errors.Is(err, ErrNotFound) && timeout > 0 {
 				return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
 			}
-			return pmix.Value{}, err
+			return pmix.Value{}, fmt.Errorf("%s of %v: %w", pmix.Quote(key), proc, err)
 		}
 		v, found, visible, _ = s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
 		switch {

@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// The job-level and proc-level info a PMIx program reads with PMIx_Get,
+// computed from the job map the host registered (Job.Procs), so that a
+// host that gives only the map — "pmixbus run" among them — need give
+// nothing else. docs/protocol.md ("Job-level info") states the same
+// rules for clients:
+//
+//   - job size, pmix.job.size (uint32): the number of procs in the map;
+//   - universe size, pmix.univ.size (uint32): the job size;
+//   - app number, pmix.appnum (uint32): 0 (one application per job: a
+//     multi-app run is one job per app context);
+//   - local size, pmix.local.size (uint32), and local peers, pmix.lpeers
+//     (string: the ranks, ascending, comma-separated): the job's ranks on
+//     a node — the asked proc's for a real rank, the agent's (the asking
+//     client's) for RankWildcard. A node the job has no proc on has
+//     neither (PMIX_ERR_NOT_FOUND);
+//   - local rank, pmix.lrank (uint16): the rank's index among the job's
+//     ranks on its node, ascending;
+//   - node rank, pmix.nrank (uint16): the proc's index among every proc
+//     of every job this agent has registered on its node, ordered by
+//     nspace, then rank. It counts across jobs, as PRRTE's does; unlike
+//     PRRTE's, fixed when a job is mapped, it follows the registrations
+//     of this agent: a job registered later whose nspace sorts first on a
+//     node moves the node ranks of the procs after it, and an agent that
+//     was not given a job does not count it. So that a client never holds
+//     a node rank its agent no longer answers, it is not in the attach
+//     info: a client asks its agent for it;
+//   - hostname, pmix.hname (string): the proc's node in the map; for
+//     RankWildcard the agent's node;
+//   - pmix.clid (the agent's cluster), pmix.nspace, pmix.rank (Rank).
+//
+// A value the host registered in Job.Info under the same key wins over
+// the computed one, except for the identity keys (nspace, rank, cluster,
+// hostname): they name where the agent runs the proc, and its events are
+// routed by them.
+//
+// The keys of one process only (pmix.ProcLevel: rank, local rank, node
+// rank) exist for a real rank. Every other key answers for RankWildcard
+// and for every rank of the job, not only the agent's own clients: the
+// hostname of a remote rank is its node, as in PMIx.
+
+// computedKeys are the keys jobView answers, in the order a client's
+// attach info lists them.
+var computedKeys = []string{
+	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
+	pmix.KeyLocalRank, pmix.KeyNodeRank, pmix.KeyHostname, pmix.KeyClusterID, pmix.KeyNspace, pmix.KeyRank,
+}
+
+// identityKey reports whether key names the proc itself, which no job
+// info of the host overrides.
+func identityKey(key string) bool {
+	switch key {
+	case pmix.KeyNspace, pmix.KeyRank, pmix.KeyClusterID, pmix.KeyHostname:
+		return true
+	}
+	return false
+}
+
+// jobView is the job table as the computed info reads it: every job the
+// agent has registered, by nspace, and the agent's cluster and node. Its
+// methods only read, so they are safe while the agent's lock is held.
+type jobView struct {
+	cluster string
+	node    string
+	jobs    map[string]*job
+}
+
+// value returns the value of key for proc (its nspace unqualified) by the
+// rules above. found is false when the job map does not answer key for
+// proc: a job the agent does not know, a key it does not compute, or a
+// key of one process asked with RankWildcard. A computed key without a
+// value is found, with PMIX_ERR_NOT_FOUND saying why (a rank not in the
+// map, a node without the job's procs).
+func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, err error) {
+	j := v.jobs[proc.Nspace]
+	if j == nil || !slices.Contains(computedKeys, key) || (proc.Rank == pmix.RankWildcard && pmix.ProcLevel(key)) {
+		return pmix.Value{}, false, nil
+	}
+	if given, ok := pmix.LookupValue(j.info, key); ok && !identityKey(key) {
+		return given, true, nil
+	}
+	node := v.node
+	if proc.Rank != pmix.RankWildcard {
+		n, ok := j.procs[proc.Rank]
+		if !ok {
+			return pmix.Value{}, true, pmix.Errorf(pmix.ErrNotFound, "%s of %v: job %s has no rank %v (%d procs)", pmix.Quote(key), proc, proc.Nspace, proc.Rank, len(j.procs))
+		}
+		node = n
+	}
+	switch key {
+	case pmix.KeyJobSize, pmix.KeyUnivSize:
+		return pmix.Uint32(uint32(len(j.procs))), true, nil
+	case pmix.KeyAppNum:
+		return pmix.Uint32(0), true, nil
+	case pmix.KeyHostname:
+		return pmix.String(node), true, nil
+	case pmix.KeyClusterID:
+		return pmix.String(v.cluster), true, nil
+	case pmix.KeyNspace:
+		return pmix.String(j.nspace), true, nil
+	case pmix.KeyRank:
+		return pmix.RankValue(proc.Rank), true, nil
+	case pmix.KeyNodeRank:
+		return rank16(key, proc, v.nodeRank(node, proc))
+	}
+	peers := j.ranksOn(node)
+	if len(peers) == 0 {
+		return pmix.Value{}, true, pmix.Errorf(pmix.ErrNotFound, "%s of %v: job %s has no proc on node %s", pmix.Quote(key), proc, proc.Nspace, pmix.Quote(node))
+	}
+	switch key {
+	case pmix.KeyLocalSize:
+		return pmix.Uint32(uint32(len(peers))), true, nil
+	case pmix.KeyLocalPeers:
+		s := make([]string, len(peers))
+		for i, r := range peers {
+			s[i] = strconv.FormatUint(uint64(r), 10)
+		}
+		return pmix.String(strings.Join(s, ",")), true, nil
+	}
+	i, _ := slices.BinarySearch(peers, proc.Rank) // pmix.KeyLocalRank
+	return rank16(key, proc, i)
+}
+
+// rank16 is a local or node rank as PMIx types it.
+func rank16(key string, proc pmix.Proc, i int) (pmix.Value, bool, error) {
+	if i > math.MaxUint16 {
+		return pmix.Value{}, true, pmix.Errorf(pmix.ErrNotFound, "%s of %v: %d does not fit PMIx's uint16", pmix.Quote(key), proc, i)
+	}
+	return pmix.Uint16(uint16(i)), true, nil
+}
+
+// nodeRank is proc's index among the procs of every job on node, ordered
+// by nspace, then rank.
+func (v jobView) nodeRank(node string, proc pmix.Proc) int {
+	n := 0
+	for ns, j := range v.jobs {
+		if ns < proc.Nspace {
+			n += len(j.ranksOn(node))
+		}
+	}
+	i, _ := slices.BinarySearch(v.jobs[proc.Nspace].ranksOn(node), proc.Rank)
+	return n + i
+}
+
+// attachInfo is what a client gets at attach (its hello reply) beyond
+// the identity the agent stamps: the job-level values of its job on the
+// agent's node and its own proc-level values but the node rank, computed
+// where the host's Job.Info does not give them, then the host's Job.Info. With them the
+// client answers a Get of its own job's keys without asking the agent.
+func (v jobView) attachInfo(proc pmix.Proc) []pmix.Info {
+	j := v.jobs[proc.Nspace]
+	if j == nil {
+		return nil
+	}
+	var out []pmix.Info
+	for _, k := range computedKeys {
+		if _, given := pmix.Lookup(j.info, k); given || identityKey(k) || k == pmix.KeyNodeRank {
+			continue
+		}
+		if val, found, err := v.value(proc, k); found && err == nil {
+			out = append(out, pmix.NewInfo(k, val))
+		}
+	}
+	return append(out, j.info...)
+}
+
+// ranksOn returns the job's ranks on node, ascending.
+func (j *job) ranksOn(node string) []pmix.Rank {
+	var out []pmix.Rank
+	for r, n := range j.procs {
+		if n == node {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// jobViewLocked returns the agent's job table. The caller holds a.mu
+// while it reads it.
+func (a *Agent) jobViewLocked() jobView {
+	return jobView{cluster: string(a.cfg.Cluster), node: a.cfg.Node, jobs: a.jobs}
+}
+
+// jobValue answers a Get of key for proc from the job map, by the rules
+// above: found is false when the map does not answer it, and the Get goes
+// on as before (the job info the host registered, committed values).
+func (a *Agent) jobValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
+	ns, ok := a.cfg.Cluster.Local(proc.Nspace)
+	if !ok {
+		return pmix.Value{}, false, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.jobViewLocked().value(pmix.Proc{Nspace: ns, Rank: proc.Rank}, key)
+}
+
+// getDirectives are the directives a Get of key runs with once the job
+// map did not answer it: a PMIx key ("pmix.") is information hosts and
+// agents provide, not a value a process commits later, so it is answered
+// from what the agent holds, never waited for nor fetched from another
+// agent (PMIX_IMMEDIATE): a key no agent computes is PMIX_ERR_NOT_FOUND
+// at once, whatever PMIX_TIMEOUT says. OpenPMIx's client likewise asks
+// its server for a reserved key it did not find with PMIX_IMMEDIATE.
+func getDirectives(key string, info []pmix.Info) []pmix.Info {
+	if !pmix.Reserved(key) {
+		return info
+	}
+	// First, so that a PMIX_IMMEDIATE false among info does not undo it.
+	return append([]pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))}, info...)
+}
+
+// attachInfo is the info of a client attaching (see jobView.attachInfo),
+// from the job as registered now.
+func (a *Agent) attachInfo(e *clientEntry) []pmix.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if info := a.jobViewLocked().attachInfo(e.proc); info != nil {
+		return info
+	}
+	return e.job.info
+}
+
+// connectInfo is a job's job-level info as a connect carries it to the
+// agents of the other members (collective.Config.JobInfo, RFC0003): the
+// host's Job.Info, then the computed values that hold on every node — job
+// size, universe size, app number — where the host gave none.
+func (a *Agent) connectInfo(nspace string) []pmix.Info {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.jobs[nspace]
+	if j == nil {
+		return nil
+	}
+	info, v := slices.Clip(j.info), a.jobViewLocked()
+	for _, k := range []string{pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum} {
+		if _, given := pmix.Lookup(j.info, k); given {
+			continue
+		}
+		if val, found, err := v.value(pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard}, k); found && err == nil {
+			info = append(info, pmix.NewInfo(k, val))
+		}
+	}
+	return info
+}

@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// testJobs is the job table of an agent on n1 of cluster A:
+//
+//	sim  ranks 0 1 2 on n1, 3 4 on n2, univ size 64 from the host
+//	aaa  ranks 0 1 on n2 (sorts before sim: counted first in node ranks)
+//	zzz  rank 0 on n1, rank 1 on n2 (sorts after sim), appnum 3 and a
+//	     hostname the host tried to give
+func testJobs() jobView {
+	mk := func(ns string, info []pmix.Info, nodes ...string) *job {
+		j := &job{nspace: ns, info: info, procs: map[pmix.Rank]string{}}
+		for r, n := range nodes {
+			j.procs[pmix.Rank(r)] = n
+		}
+		return j
+	}
+	return jobView{cluster: "A", node: "n1", jobs: map[string]*job{
+		"sim": mk("sim", []pmix.Info{pmix.NewInfo(pmix.KeyUnivSize, pmix.Uint32(64))}, "n1", "n1", "n1", "n2", "n2"),
+		"aaa": mk("aaa", nil, "n2", "n2"),
+		"zzz": mk("zzz", []pmix.Info{
+			pmix.NewInfo(pmix.KeyAppNum, pmix.Uint32(3)),
+			pmix.NewInfo(pmix.KeyHostname, pmix.String("elsewhere")),
+		}, "n1", "n2"),
+	}}
+}
+
+func TestJobViewValue(t *testing.T) {
+	v := testJobs()
+	wild := pmix.RankWildcard
+	for _, tc := range []struct {
+		ns   string
+		rank pmix.Rank
+		key  string
+		want pmix.Value // the zero Value: not found by the map (the Get goes on)
+		err  bool       // found, PMIX_ERR_NOT_FOUND
+	}{
+		{"sim", wild, pmix.KeyJobSize, pmix.Uint32(5), false},
+		{"sim", 4, pmix.KeyJobSize, pmix.Uint32(5), false},
+		{"sim", wild, pmix.KeyUnivSize, pmix.Uint32(64), false}, // the host's
+		{"aaa", wild, pmix.KeyUnivSize, pmix.Uint32(2), false},
+		{"sim", 1, pmix.KeyAppNum, pmix.Uint32(0), false},
+		{"zzz", wild, pmix.KeyAppNum, pmix.Uint32(3), false},
+		{"sim", wild, pmix.KeyLocalSize, pmix.Uint32(3), false}, // on n1, the agent's node
+		{"sim", wild, pmix.KeyLocalPeers, pmix.String("0,1,2"), false},
+		{"sim", 3, pmix.KeyLocalSize, pmix.Uint32(2), false}, // rank 3's node, n2
+		{"sim", 4, pmix.KeyLocalPeers, pmix.String("3,4"), false},
+		{"aaa", wild, pmix.KeyLocalSize, pmix.Value{}, true}, // none on n1
+		{"aaa", wild, pmix.KeyLocalPeers, pmix.Value{}, true},
+		{"sim", 0, pmix.KeyLocalRank, pmix.Uint16(0), false},
+		{"sim", 2, pmix.KeyLocalRank, pmix.Uint16(2), false},
+		{"sim", 4, pmix.KeyLocalRank, pmix.Uint16(1), false},
+		{"sim", wild, pmix.KeyLocalRank, pmix.Value{}, false}, // one process's
+		// n1: sim.0 sim.1 sim.2 zzz.0; n2: aaa.0 aaa.1 sim.3 sim.4 zzz.1
+		{"sim", 0, pmix.KeyNodeRank, pmix.Uint16(0), false},
+		{"zzz", 0, pmix.KeyNodeRank, pmix.Uint16(3), false},
+		{"aaa", 1, pmix.KeyNodeRank, pmix.Uint16(1), false},
+		{"sim", 3, pmix.KeyNodeRank, pmix.Uint16(2), false},
+		{"zzz", 1, pmix.KeyNodeRank, pmix.Uint16(4), false},
+		{"sim", 3, pmix.KeyHostname, pmix.String("n2"), false}, // a remote rank: its node
+		{"sim", wild, pmix.KeyHostname, pmix.String("n1"), false},
+		{"zzz", 1, pmix.KeyHostname, pmix.String("n2"), false}, // identity: not the host's
+		{"sim", 2, pmix.KeyRank, pmix.RankValue(2), false},
+		{"sim", wild, pmix.KeyRank, pmix.Value{}, false},
+		{"sim", 2, pmix.KeyNspace, pmix.String("sim"), false},
+		{"sim", wild, pmix.KeyClusterID, pmix.String("A"), false},
+		{"sim", 9, pmix.KeyJobSize, pmix.Value{}, true}, // no such rank
+		{"sim", 9, pmix.KeyHostname, pmix.Value{}, true},
+		{"sim", 1, "user.key", pmix.Value{}, false},
+		{"sim", wild, "pmix.no.such", pmix.Value{}, false},
+		{"nojob", wild, pmix.KeyJobSize, pmix.Value{}, false},
+	} {
+		proc := pmix.Proc{Nspace: tc.ns, Rank: tc.rank}
+		got, found, err := v.value(proc, tc.key)
+		switch {
+		case tc.err:
+			if !found || !errors.Is(err, pmix.ErrNotFound) {
+				t.Errorf("%v %s: %v, found %v, %v; want PMIX_ERR_NOT_FOUND", proc, tc.key, got, found, err)
+			}
+		case tc.want.IsUndef():
+			if found {
+				t.Errorf("%v %s: %v, %v; want it left to the rest of Get", proc, tc.key, got, err)
+			}
+		case !found || err != nil || !got.Equal(tc.want) || got.Type() != tc.want.Type():
+			t.Errorf("%v %s: %v (%v), found %v, %v; want %v (%v)", proc, tc.key, got, got.Type(), found, err, tc.want, tc.want.Type())
+		}
+	}
+}
+
+// TestJobViewAttachInfo: a client's attach info holds its job's values on
+// its node and its own, the host's where it gave them, each key once.
+func TestJobViewAttachInfo(t *testing.T) {
+	v := testJobs()
+	info := v.attachInfo(pmix.Proc{Nspace: "sim", Rank: 1})
+	seen := map[string]bool{}
+	for _, in := range info {
+		if seen[in.Key] {
+			t.Errorf("%s twice in %s", in.Key, pmix.FormatInfos(info))
+		}
+		seen[in.Key] = true
+	}
+	for key, want := range map[string]pmix.Value{
+		pmix.KeyJobSize:    pmix.Uint32(5),
+		pmix.KeyUnivSize:   pmix.Uint32(64),
+		pmix.KeyAppNum:     pmix.Uint32(0),
+		pmix.KeyLocalSize:  pmix.Uint32(3),
+		pmix.KeyLocalPeers: pmix.String("0,1,2"),
+		pmix.KeyLocalRank:  pmix.Uint16(1),
+	} {
+		if got, ok := pmix.LookupValue(info, key); !ok || !got.Equal(want) {
+			t.Errorf("%s: %v, %v; want %v", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{pmix.KeyHostname, pmix.KeyRank, pmix.KeyNspace, pmix.KeyClusterID, pmix.KeyNodeRank} {
+		if _, ok := pmix.LookupValue(info, key); ok {
+			t.Errorf("%s in the attach info: the agent stamps the identity, and a node rank may move", key)
+		}
+	}
+	if v.attachInfo(pmix.Proc{Nspace: "nojob", Rank: 0}) != nil {
+		t.Error("attach info of a job not registered")
+	}
+}
+
+// TestGetDirectives: a PMIx key is read with PMIX_IMMEDIATE, whatever the
+// caller said; an application's key as the caller said.
+func TestGetDirectives(t *testing.T) {
+	wait := pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(20))
+	notNow := pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(false))
+	for _, tc := range []struct {
+		key       string
+		info      []pmix.Info
+		immediate bool
+	}{
+		{"pmix.no.such", nil, true},
+		{"pmix.no.such", []pmix.Info{wait, notNow}, true},
+		{"user.key", []pmix.Info{wait}, false},
+		{"user.key", []pmix.Info{notNow}, false},
+		{"pmixbus.coll.id", nil, false}, // not "pmix."
+	} {
+		if got := pmix.Flag(getDirectives(tc.key, tc.info), pmix.KeyImmediate); got != tc.immediate {
+			t.Errorf("%s with %s: PMIX_IMMEDIATE %v, want %v", tc.key, pmix.FormatInfos(tc.info), got, tc.immediate)
+		}
+	}
+}
