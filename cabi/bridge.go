@@ -44,6 +44,8 @@ var state struct {
 	nextRef   uint64
 	refs      map[uint64]bus.ID // reference → the client's id (pending until known)
 	singleton bool
+	stored    map[storedKey]pmix.Value // PMIx_Store_internal's, and a singleton's puts
+	connects  map[string][]string      // the new nspaces of the connects made, by their procs (connectKey)
 }
 
 // attached returns the client, or the status a call needing the agent
@@ -85,6 +87,8 @@ func goPMIx_Init(proc *C.pmix_proc_t) C.pmix_status_t {
 			return C.pmix_status_t(s)
 		}
 		state.refs = make(map[uint64]bus.ID)
+		state.stored = make(map[storedKey]pmix.Value)
+		state.connects = make(map[string][]string)
 	} else if state.singleton {
 		rc = C.PMIX_ERR_UNREACH
 	}
@@ -126,6 +130,7 @@ func goPMIx_Finalize(inHandler bool) C.pmix_status_t {
 	}
 	c := state.c
 	state.c, state.refs, state.singleton = nil, nil, false
+	state.stored, state.connects = nil, nil
 	state.mu.Unlock()
 	if c == nil {
 		return C.PMIX_SUCCESS

@@ -111,7 +111,7 @@ func compile(t testing.TB, src string, h header, link bool) string {
 		t.Fatal(err)
 	}
 	// Read what gcc will, so that go test's cache sees a change to it.
-	for _, f := range []string{filepath.Join("testdata", src), "testdata/datacheck.h", "include/pmix.h", "include/pmix_common.h"} {
+	for _, f := range []string{filepath.Join("testdata", src), "testdata/check.h", "testdata/datacheck.h", "testdata/waitcb.h", "include/pmix.h", "include/pmix_common.h"} {
 		if _, err := os.ReadFile(f); err != nil {
 			t.Fatal(err)
 		}

@@ -3,42 +3,12 @@
  * the server's data with a blocking PMIX_WAIT lookup, reads a second key
  * with PMIx_Lookup_nb, publishes its answer and a scratch key without
  * blocking, and unpublishes the scratch key. Each prints what it found. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <pmix.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int done;
-static pmix_status_t result;
-
-static void signal_done(pmix_status_t status)
-{
-    pthread_mutex_lock(&mu);
-    result = status;
-    done = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&mu);
-}
-
-static pmix_status_t wait_done(void)
-{
-    pthread_mutex_lock(&mu);
-    while (!done) {
-        pthread_cond_wait(&cond, &mu);
-    }
-    done = 0;
-    pthread_mutex_unlock(&mu);
-    return result;
-}
-
-static void opcb(pmix_status_t status, void *cbdata)
-{
-    (void)cbdata;
-    signal_done(status);
-}
+#include "waitcb.h"
 
 static void lookupcb(pmix_status_t status, pmix_pdata_t data[], size_t ndata, void *cbdata)
 {
