@@ -103,11 +103,6 @@ func answer(rc C.pmix_status_t, cbfunc C.pmix_op_cbfunc_t, cbdata unsafe.Pointer
 	return C.PMIX_SUCCESS
 }
 
-// opCallback adapts an application's op callback to the client's.
-func opCallback(cbfunc C.pmix_op_cbfunc_t, cbdata unsafe.Pointer) func(error) {
-	return func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) }
-}
-
 //export goPMIx_Put
 func goPMIx_Put(scope C.pmix_scope_t, key *C.char, val *C.pmix_value_t) C.pmix_status_t {
 	v, ok := goValue(val)

@@ -20,18 +20,13 @@ import (
 // value stored with PMIx_Store_internal is read back; calls with bad
 // arguments return PMIX_ERR_BAD_PARAM (-27); PMIx_Fence_nb completes.
 func TestKeyValueExchange(t *testing.T) {
-	for _, h := range headers(t) {
-		for _, mode := range []string{"collect", "direct"} {
-			if h.name != "pmixbus" && mode == "direct" {
-				continue // one mode is enough to check OpenPMIx's header
-			}
-			t.Run(h.name+"/"+mode, func(t *testing.T) {
-				bin := compile(t, "kvs.c", h, true)
-				w := agenttest.Start(t, agenttest.Spec{
-					Clusters: []agenttest.Cluster{{ID: "A"}},
-					Jobs: []agenttest.Job{{Cluster: "A", Nspace: "kvs", Nodes: []string{"n1", "n1", "n2"}, Detached: true,
-						Info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(3))}}},
-				})
+	for _, mode := range []string{"collect", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			forEachHeader(t, "kvs.c", agenttest.Spec{
+				Clusters: []agenttest.Cluster{{ID: "A"}},
+				Jobs: []agenttest.Job{{Cluster: "A", Nspace: "kvs", Nodes: []string{"n1", "n1", "n2"}, Detached: true,
+					Info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(3))}}},
+			}, func(t *testing.T, bin string, w *agenttest.World) {
 				ctx := testContext(t)
 				var ranks []*started
 				for r := range 3 {
@@ -39,7 +34,7 @@ func TestKeyValueExchange(t *testing.T) {
 				}
 				for r, s := range ranks {
 					out := s.wait(t)
-					want := []string{"fence 0", "get_nb-unknown 0 -46", "fence_nb 0", "finalize 0"}
+					want := []string{"fence 0", "get_nb-unknown -46", "fence_nb 0", "finalize 0"}
 					for p := range 3 {
 						if p != r {
 							want = append(want, fmt.Sprintf("peer %d ok", p))
@@ -60,7 +55,7 @@ func TestKeyValueExchange(t *testing.T) {
 					}
 				}
 			})
-		}
+		})
 	}
 }
 
@@ -70,37 +65,33 @@ func TestKeyValueExchange(t *testing.T) {
 // disconnect naming the procs in the other order, and a second
 // disconnect fails with PMIX_ERR_INVALID_NAMESPACE (-44).
 func TestConnect(t *testing.T) {
-	for _, h := range headers(t) {
-		t.Run(h.name, func(t *testing.T) {
-			bin := compile(t, "connect.c", h, true)
-			w := agenttest.Start(t, agenttest.Spec{
-				Clusters: []agenttest.Cluster{{ID: "A"}},
-				Jobs: []agenttest.Job{
-					{Cluster: "A", Nspace: "ja", Nodes: []string{"n1", "n2"}, Detached: true},
-					{Cluster: "A", Nspace: "jb", Nodes: []string{"n1"}, Detached: true},
-				},
-			})
-			ctx := testContext(t)
-			procs := []*started{
-				start(t, ctx, bin, w.Env("A:ja.0"), "ready", "ja", "jb"),
-				start(t, ctx, bin, w.Env("A:ja.1"), "ready", "ja", "jb"),
-				start(t, ctx, bin, w.Env("A:jb.0"), "ready", "ja", "jb", "nb"),
+	forEachHeader(t, "connect.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs: []agenttest.Job{
+			{Cluster: "A", Nspace: "ja", Nodes: []string{"n1", "n2"}, Detached: true},
+			{Cluster: "A", Nspace: "jb", Nodes: []string{"n1"}, Detached: true},
+		},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		procs := []*started{
+			start(t, ctx, bin, w.Env("A:ja.0"), "ready", "ja", "jb"),
+			start(t, ctx, bin, w.Env("A:ja.1"), "ready", "ja", "jb"),
+			start(t, ctx, bin, w.Env("A:jb.0"), "ready", "ja", "jb", "nb"),
+		}
+		nspaces, ranks := map[string]bool{}, map[string]bool{}
+		for i, p := range procs {
+			out := p.wait(t)
+			got := lines(out)
+			if got["connect"] != "0" || got["disconnect"] != "0" || got["disconnect-again"] != "-44" ||
+				got["finalize"] != "0" || strings.Contains(out, "FAIL") {
+				t.Errorf("proc %d:\n%s", i, out)
 			}
-			nspaces, ranks := map[string]bool{}, map[string]bool{}
-			for i, p := range procs {
-				out := p.wait(t)
-				got := lines(out)
-				if got["connect"] != "0" || got["disconnect"] != "0" || got["disconnect-again"] != "-44" ||
-					got["finalize"] != "0" || strings.Contains(out, "FAIL") {
-					t.Errorf("proc %d:\n%s", i, out)
-				}
-				ns, rank, _ := strings.Cut(got["connected"], " ")
-				nspaces[ns], ranks[rank] = true, true
-			}
-			if len(nspaces) != 1 || len(ranks) != 3 || nspaces[""] {
-				t.Errorf("new nspaces %v, ranks %v: want one nspace, three ranks", nspaces, ranks)
-			}
-			t.Logf("new nspace %v, ranks %v", nspaces, ranks)
-		})
-	}
+			ns, rank, _ := strings.Cut(got["connected"], " ")
+			nspaces[ns], ranks[rank] = true, true
+		}
+		if len(nspaces) != 1 || len(ranks) != 3 || nspaces[""] {
+			t.Errorf("new nspaces %v, ranks %v: want one nspace, three ranks", nspaces, ranks)
+		}
+		t.Logf("new nspace %v, ranks %v", nspaces, ranks)
+	})
 }

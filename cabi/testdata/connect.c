@@ -39,14 +39,7 @@ int main(int argc, char **argv)
 
     printf("ready\n");
     fflush(stdout);
-    if (nb) {
-        rc = PMIx_Connect_nb(procs, 2, NULL, 0, opcb, NULL);
-        if (PMIX_SUCCESS == rc) {
-            rc = wait_done();
-        }
-    } else {
-        rc = PMIx_Connect(procs, 2, NULL, 0);
-    }
+    rc = nb ? completed(PMIx_Connect_nb(procs, 2, NULL, 0, opcb, NULL)) : PMIx_Connect(procs, 2, NULL, 0);
     printf("connect %d\n", rc);
     if (PMIX_SUCCESS != rc) {
         return 1;
@@ -65,14 +58,8 @@ int main(int argc, char **argv)
     PMIX_VALUE_RELEASE(ns);
     PMIX_VALUE_RELEASE(rank);
 
-    if (nb) {
-        rc = PMIx_Disconnect_nb(reversed, 2, NULL, 0, opcb, NULL);
-        if (PMIX_SUCCESS == rc) {
-            rc = wait_done();
-        }
-    } else {
-        rc = PMIx_Disconnect(reversed, 2, NULL, 0);
-    }
+    rc = nb ? completed(PMIx_Disconnect_nb(reversed, 2, NULL, 0, opcb, NULL))
+            : PMIx_Disconnect(reversed, 2, NULL, 0);
     printf("disconnect %d\n", rc);
     printf("disconnect-again %d\n", PMIx_Disconnect(procs, 2, NULL, 0));
     rc = PMIx_Finalize(NULL, 0);

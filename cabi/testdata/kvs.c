@@ -205,8 +205,8 @@ int main(int argc, char **argv)
         g.peer = &peer;
         g.key = "kvs.str";
         g.want = PMIX_SUCCESS;
-        rc = PMIx_Get_nb(&peer, g.key, NULL, 0, valuecb, &g);
-        CHECK(PMIX_SUCCESS == rc && PMIX_SUCCESS == wait_done(), "get_nb: %s", PMIx_Error_string(rc));
+        rc = completed(PMIx_Get_nb(&peer, g.key, NULL, 0, valuecb, &g));
+        CHECK(PMIX_SUCCESS == rc, "get_nb: %s", PMIx_Error_string(rc));
         printf("peer %u ok\n", r);
     }
 
@@ -225,16 +225,11 @@ int main(int argc, char **argv)
     g.peer = &peer;
     g.key = "kvs.unknown";
     g.want = PMIX_ERR_NOT_FOUND;
-    rc = PMIx_Get_nb(&peer, g.key, NULL, 0, valuecb, &g);
-    printf("get_nb-unknown %d %d\n", rc, PMIX_SUCCESS == rc ? wait_done() : rc);
+    printf("get_nb-unknown %d\n", completed(PMIx_Get_nb(&peer, g.key, NULL, 0, valuecb, &g)));
 
     bad_arguments(&peer);
 
-    rc = PMIx_Fence_nb(NULL, 0, NULL, 0, opcb, NULL);
-    if (PMIX_SUCCESS == rc) {
-        rc = wait_done();
-    }
-    printf("fence_nb %d\n", rc);
+    printf("fence_nb %d\n", completed(PMIx_Fence_nb(NULL, 0, NULL, 0, opcb, NULL)));
     rc = PMIx_Finalize(NULL, 0);
     printf("finalize %d\n", rc);
     return failed;

@@ -90,7 +90,7 @@ static int client(void)
     PMIX_INFO_LOAD(&wait, PMIX_WAIT, &all, PMIX_INT);
     rc = PMIx_Lookup_nb(keys, &wait, 1, lookupcb, NULL);
     PMIX_INFO_DESTRUCT(&wait);
-    if (PMIX_SUCCESS != rc || PMIX_SUCCESS != wait_done()) {
+    if (PMIX_SUCCESS != (rc = completed(rc))) {
         printf("FAIL lookup_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
@@ -100,16 +100,13 @@ static int client(void)
     PMIX_INFO_LOAD(&answer[1], "client.scratch", "x", PMIX_STRING);
     rc = PMIx_Publish_nb(answer, 2, opcb, NULL);
     PMIX_INFO_FREE(answer, 2);
-    if (PMIX_SUCCESS != rc || PMIX_SUCCESS != (rc = wait_done())) {
+    if (PMIX_SUCCESS != (rc = completed(rc))) {
         printf("FAIL publish_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
     /* the server may still be waiting for client.answer: drop the other */
     keys[0] = "client.scratch";
-    rc = PMIx_Unpublish_nb(keys, NULL, 0, opcb, NULL);
-    if (PMIX_SUCCESS == rc) {
-        rc = wait_done();
-    }
+    rc = completed(PMIx_Unpublish_nb(keys, NULL, 0, opcb, NULL));
     printf("unpublish_nb %d\n", rc);
     /* gone now: a lookup that does not wait finds nothing */
     PMIX_PDATA_CONSTRUCT(&pd);

@@ -32,6 +32,13 @@ static pmix_status_t wait_done(void)
     return result;
 }
 
+/* completed returns the status of a non-blocking call: rc when the call
+ * failed at once, else the status its callback gives. */
+static pmix_status_t completed(pmix_status_t rc)
+{
+    return PMIX_SUCCESS == rc ? wait_done() : rc;
+}
+
 static void opcb(pmix_status_t status, void *cbdata)
 {
     (void)cbdata;
