@@ -92,11 +92,13 @@ func goProcs(procs *C.pmix_proc_t, n C.size_t, self pmix.Proc) []pmix.Proc {
 	return out
 }
 
-// answer gives a call's status to the application: returned by a blocking
-// call, or to cbfunc from another goroutine (never from inside the _nb
-// call itself, as OpenPMIx never does either).
+// answer gives the status of a call settled without the agent to the
+// application: returned by a blocking call, or by an _nb call that failed
+// (whose callback is then never called, as in OpenPMIx); a success of an
+// _nb call goes to cbfunc from another goroutine, never from inside the
+// call itself.
 func answer(rc C.pmix_status_t, cbfunc C.pmix_op_cbfunc_t, cbdata unsafe.Pointer) C.pmix_status_t {
-	if cbfunc == nil {
+	if cbfunc == nil || rc != C.PMIX_SUCCESS {
 		return rc
 	}
 	go C.cabi_call_opcb(cbfunc, rc, cbdata)
