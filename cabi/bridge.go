@@ -44,6 +44,8 @@ var state struct {
 	nextRef   uint64
 	refs      map[uint64]bus.ID // reference → the client's id (pending until known)
 	singleton bool
+	stored    map[storedKey]pmix.Value // PMIx_Store_internal's, and a singleton's puts
+	connects  map[string][]string      // the new nspaces of the connects made, by their procs (connectKey)
 }
 
 // attached returns the client, or the status a call needing the agent
@@ -61,6 +63,11 @@ func attached() (*client.Client, C.pmix_status_t) {
 }
 
 func status(err error) C.pmix_status_t { return C.pmix_status_t(pmix.StatusOf(err)) }
+
+// opCallback adapts an application's op callback to the client's.
+func opCallback(cbfunc C.pmix_op_cbfunc_t, cbdata unsafe.Pointer) func(error) {
+	return func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) }
+}
 
 //export goPMIx_Init
 func goPMIx_Init(proc *C.pmix_proc_t) C.pmix_status_t {
@@ -85,6 +92,8 @@ func goPMIx_Init(proc *C.pmix_proc_t) C.pmix_status_t {
 			return C.pmix_status_t(s)
 		}
 		state.refs = make(map[uint64]bus.ID)
+		state.stored = make(map[storedKey]pmix.Value)
+		state.connects = make(map[string][]string)
 	} else if state.singleton {
 		rc = C.PMIX_ERR_UNREACH
 	}
@@ -126,6 +135,7 @@ func goPMIx_Finalize(inHandler bool) C.pmix_status_t {
 	}
 	c := state.c
 	state.c, state.refs, state.singleton = nil, nil, false
+	state.stored, state.connects = nil, nil
 	state.mu.Unlock()
 	if c == nil {
 		return C.PMIX_SUCCESS
@@ -274,7 +284,7 @@ func goPMIx_Deregister_event_handler(ref C.size_t, cbfunc C.pmix_op_cbfunc_t, cb
 	if cbfunc == nil {
 		return status(c.DeregisterEventHandler(context.Background(), id))
 	}
-	c.DeregisterEventHandlerCB(id, func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) })
+	c.DeregisterEventHandlerCB(id, opCallback(cbfunc, cbdata))
 	return C.PMIX_SUCCESS
 }
 
@@ -289,7 +299,7 @@ func goPMIx_Notify_event(code C.pmix_status_t, rng C.pmix_data_range_t, info *C.
 	if cbfunc == nil {
 		return status(c.NotifyEvent(context.Background(), pmix.Status(code), pmix.Range(rng), gi))
 	}
-	c.NotifyEventCB(pmix.Status(code), pmix.Range(rng), gi, func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) })
+	c.NotifyEventCB(pmix.Status(code), pmix.Range(rng), gi, opCallback(cbfunc, cbdata))
 	return C.PMIX_SUCCESS
 }
 
@@ -303,7 +313,7 @@ func goPMIx_Publish(info *C.pmix_info_t, ninfo C.size_t, cbfunc C.pmix_op_cbfunc
 	if cbfunc == nil {
 		return status(c.Publish(context.Background(), gi))
 	}
-	c.PublishCB(gi, func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) })
+	c.PublishCB(gi, opCallback(cbfunc, cbdata))
 	return C.PMIX_SUCCESS
 }
 
@@ -382,6 +392,6 @@ func goPMIx_Unpublish(keys **C.char, info *C.pmix_info_t, ninfo C.size_t, cbfunc
 	if cbfunc == nil {
 		return status(c.Unpublish(context.Background(), ks, gi))
 	}
-	c.UnpublishCB(ks, gi, func(err error) { C.cabi_call_opcb(cbfunc, status(err), cbdata) })
+	c.UnpublishCB(ks, gi, opCallback(cbfunc, cbdata))
 	return C.PMIX_SUCCESS
 }

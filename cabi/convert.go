@@ -163,7 +163,7 @@ func newCInfos(infos []pmix.Info) (*C.pmix_info_t, C.size_t) {
 func putInfo(c *C.pmix_info_t, in pmix.Info) {
 	putString(&c.key[0], len(c.key), in.Key)
 	c.flags = C.pmix_info_directives_t(in.Flags)
-	putValue(&c.value, in.Value)
+	putKeyValue(&c.value, in.Key, in.Value)
 }
 
 // putValue stores g in v, which must hold nothing that needs freeing.

@@ -78,6 +78,18 @@ func (s *started) wait(t testing.TB) string {
 	return s.rest.String()
 }
 
+// forEachHeader runs body once for each header set (headers): with src
+// compiled against it and linked against the library, in a new world of
+// spec.
+func forEachHeader(t *testing.T, src string, spec agenttest.Spec, body func(t *testing.T, bin string, w *agenttest.World)) {
+	for _, h := range headers(t) {
+		t.Run(h.name, func(t *testing.T) {
+			bin := compile(t, src, h, true)
+			body(t, bin, agenttest.Start(t, spec))
+		})
+	}
+}
+
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 	t.Cleanup(cancel)
@@ -92,27 +104,23 @@ func testContext(t *testing.T) context.Context {
 // chain, and a blocking call made inside a handler returns
 // PMIX_ERR_WOULD_BLOCK instead of deadlocking.
 func TestEvents(t *testing.T) {
-	for _, h := range headers(t) {
-		t.Run(h.name, func(t *testing.T) {
-			bin := compile(t, "events.c", h, true)
-			w := agenttest.Start(t, agenttest.Spec{
-				Clusters: []agenttest.Cluster{{ID: "A"}},
-				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "capp", Nodes: []string{"n1", "n2"}, Detached: true}},
-			})
-			ctx := testContext(t)
-			listener := start(t, ctx, bin, w.Env("A:capp.0"), "ready", "listen")
-			if out := run(t, ctx, bin, w.Env("A:capp.1"), "notify"); !strings.Contains(out, "notified") {
-				t.Fatalf("notifier: %s", out)
+	forEachHeader(t, "events.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "capp", Nodes: []string{"n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		listener := start(t, ctx, bin, w.Env("A:capp.0"), "ready", "listen")
+		if out := run(t, ctx, bin, w.Env("A:capp.1"), "notify"); !strings.Contains(out, "notified") {
+			t.Fatalf("notifier: %s", out)
+		}
+		out := listener.wait(t)
+		checkChains(t, out, "capp.1", true)
+		for _, want := range []string{"publish-in-handler -15", "get-in-handler -15", "fence-in-handler -15", "init-in-handler 0", "finalize-in-handler 0"} {
+			if n := strings.Count(out, want+"\n"); n != 3 {
+				t.Errorf("%q %d times, want 3 (a blocking call inside a handler returns PMIX_ERR_WOULD_BLOCK; a nested Init/Finalize only counts):\n%s", want, n, out)
 			}
-			out := listener.wait(t)
-			checkChains(t, out, "capp.1", true)
-			for _, want := range []string{"publish-in-handler -15", "init-in-handler 0", "finalize-in-handler 0"} {
-				if n := strings.Count(out, want+"\n"); n != 3 {
-					t.Errorf("%q %d times, want 3 (a blocking call inside a handler returns PMIX_ERR_WOULD_BLOCK; a nested Init/Finalize only counts):\n%s", want, n, out)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestRendezvous has two C processes on different nodes meet through
@@ -122,37 +130,33 @@ func TestEvents(t *testing.T) {
 // unpublish (the client a scratch key only: the server may still be
 // waiting for its answer).
 func TestRendezvous(t *testing.T) {
-	for _, h := range headers(t) {
-		t.Run(h.name, func(t *testing.T) {
-			bin := compile(t, "rendezvous.c", h, true)
-			w := agenttest.Start(t, agenttest.Spec{
-				Clusters: []agenttest.Cluster{{ID: "A"}},
-				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "rdv", Nodes: []string{"n1", "n2"}, Detached: true}},
-			})
-			ctx := testContext(t)
-			client := start(t, ctx, bin, w.Env("A:rdv.1"), "waiting", "client")
-			server := start(t, ctx, bin, w.Env("A:rdv.0"), "published", "server")
-			cout, sout := client.wait(t), server.wait(t)
-			for _, want := range []string{
-				"lookup svc.uri=tcp://svc:4711 from rdv.0",
-				"lookup_nb svc.port=4711 from rdv.0",
-				"unpublish_nb 0",
-				"lookup-after-unpublish -46",
-			} {
-				if !strings.Contains(cout, want+"\n") {
-					t.Errorf("client output lacks %q:\n%s", want, cout)
-				}
+	forEachHeader(t, "rendezvous.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "rdv", Nodes: []string{"n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		client := start(t, ctx, bin, w.Env("A:rdv.1"), "waiting", "client")
+		server := start(t, ctx, bin, w.Env("A:rdv.0"), "published", "server")
+		cout, sout := client.wait(t), server.wait(t)
+		for _, want := range []string{
+			"lookup svc.uri=tcp://svc:4711 from rdv.0",
+			"lookup_nb svc.port=4711 from rdv.0",
+			"unpublish_nb 0",
+			"lookup-after-unpublish -46",
+		} {
+			if !strings.Contains(cout, want+"\n") {
+				t.Errorf("client output lacks %q:\n%s", want, cout)
 			}
-			for _, want := range []string{"answer hello from rdv.1", "unpublish 0"} {
-				if !strings.Contains(sout, want+"\n") {
-					t.Errorf("server output lacks %q:\n%s", want, sout)
-				}
+		}
+		for _, want := range []string{"answer hello from rdv.1", "unpublish 0"} {
+			if !strings.Contains(sout, want+"\n") {
+				t.Errorf("server output lacks %q:\n%s", want, sout)
 			}
-			if strings.Contains(cout+sout, "FAIL") {
-				t.Errorf("client:\n%s\nserver:\n%s", cout, sout)
-			}
-		})
-	}
+		}
+		if strings.Contains(cout+sout, "FAIL") {
+			t.Errorf("client:\n%s\nserver:\n%s", cout, sout)
+		}
+	})
 }
 
 // TestAbort: PMIx_Abort with no procs tells the caller's namespace

@@ -10,6 +10,7 @@
  * programs are written for a library that cannot answer them from there.
  */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "_cgo_export.h"
@@ -42,6 +43,11 @@ void cabi_call_regcb(pmix_hdlr_reg_cbfunc_t fn, pmix_status_t status, size_t ref
 }
 
 void cabi_call_opcb(pmix_op_cbfunc_t fn, pmix_status_t status, void *cbdata) { fn(status, cbdata); }
+
+void cabi_call_valuecb(pmix_value_cbfunc_t fn, pmix_status_t status, pmix_value_t *kv, void *cbdata)
+{
+    fn(status, kv, cbdata);
+}
 
 void cabi_call_lookupcb(pmix_lookup_cbfunc_t fn, pmix_status_t status, pmix_pdata_t *data,
                         size_t ndata, void *cbdata)
@@ -164,4 +170,118 @@ PMIX_EXPORT pmix_status_t PMIx_Unpublish_nb(char **keys, const pmix_info_t info[
         return PMIX_ERR_BAD_PARAM;
     }
     return goPMIx_Unpublish(keys, (pmix_info_t *)info, ninfo, cbfunc, cbdata);
+}
+
+/* ---- the key-value exchange and the collectives ---- */
+
+/* A key must be given and fit a pmix_key_t; it is read no further than
+ * that, so an unterminated one is caught too. */
+static int bad_key(const char key[])
+{
+    return NULL == key || '\0' == key[0] || strnlen(key, PMIX_MAX_KEYLEN + 1) > PMIX_MAX_KEYLEN;
+}
+
+#define BAD_PROCS(procs, nprocs) (NULL == (procs) && 0 < (nprocs))
+
+PMIX_EXPORT pmix_status_t PMIx_Put(pmix_scope_t scope, const char key[], pmix_value_t *val)
+{
+    if (bad_key(key) || NULL == val) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Put(scope, (char *)key, val);
+}
+
+/* Commit waits only for the agent to take the values, not for other
+ * processes: it is allowed in a handler. */
+PMIX_EXPORT pmix_status_t PMIx_Commit(void) { return goPMIx_Commit(); }
+
+PMIX_EXPORT pmix_status_t PMIx_Store_internal(const pmix_proc_t *proc, const char key[],
+                                              pmix_value_t *val)
+{
+    if (NULL == proc || bad_key(key) || NULL == val) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Store_internal((pmix_proc_t *)proc, (char *)key, val);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Get(const pmix_proc_t *proc, const char key[],
+                                   const pmix_info_t info[], size_t ninfo, pmix_value_t **val)
+{
+    if (bad_key(key) || NULL == val) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    *val = NULL;
+    WOULD_BLOCK_IN_HANDLER();
+    return goPMIx_Get((pmix_proc_t *)proc, (char *)key, (pmix_info_t *)info, ninfo, val, NULL, NULL);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Get_nb(const pmix_proc_t *proc, const char key[],
+                                      const pmix_info_t info[], size_t ninfo,
+                                      pmix_value_cbfunc_t cbfunc, void *cbdata)
+{
+    if (bad_key(key) || NULL == cbfunc) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Get((pmix_proc_t *)proc, (char *)key, (pmix_info_t *)info, ninfo, NULL, cbfunc, cbdata);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Fence(const pmix_proc_t procs[], size_t nprocs,
+                                     const pmix_info_t info[], size_t ninfo)
+{
+    if (BAD_PROCS(procs, nprocs)) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    WOULD_BLOCK_IN_HANDLER();
+    return goPMIx_Fence((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, NULL, NULL);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Fence_nb(const pmix_proc_t procs[], size_t nprocs,
+                                        const pmix_info_t info[], size_t ninfo,
+                                        pmix_op_cbfunc_t cbfunc, void *cbdata)
+{
+    if (BAD_PROCS(procs, nprocs) || NULL == cbfunc) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Fence((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cbfunc, cbdata);
+}
+
+/* Connect and Disconnect name their procs: none is an error. */
+PMIX_EXPORT pmix_status_t PMIx_Connect(const pmix_proc_t procs[], size_t nprocs,
+                                       const pmix_info_t info[], size_t ninfo)
+{
+    if (NULL == procs || 0 == nprocs) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    WOULD_BLOCK_IN_HANDLER();
+    return goPMIx_Connect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, NULL, NULL);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Connect_nb(const pmix_proc_t procs[], size_t nprocs,
+                                          const pmix_info_t info[], size_t ninfo,
+                                          pmix_op_cbfunc_t cbfunc, void *cbdata)
+{
+    if (NULL == procs || 0 == nprocs || NULL == cbfunc) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Connect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cbfunc, cbdata);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Disconnect(const pmix_proc_t procs[], size_t nprocs,
+                                          const pmix_info_t info[], size_t ninfo)
+{
+    if (NULL == procs || 0 == nprocs) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    WOULD_BLOCK_IN_HANDLER();
+    return goPMIx_Disconnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, NULL, NULL);
+}
+
+PMIX_EXPORT pmix_status_t PMIx_Disconnect_nb(const pmix_proc_t procs[], size_t nprocs,
+                                             const pmix_info_t info[], size_t ninfo,
+                                             pmix_op_cbfunc_t cbfunc, void *cbdata)
+{
+    if (NULL == procs || 0 == nprocs || NULL == cbfunc) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    return goPMIx_Disconnect((pmix_proc_t *)procs, nprocs, (pmix_info_t *)info, ninfo, cbfunc, cbdata);
 }

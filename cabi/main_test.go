@@ -105,19 +105,25 @@ func headers(t testing.TB) []header {
 // -lpmix against the library when link is set, and returns the binary.
 func compile(t testing.TB, src string, h header, link bool) string {
 	t.Helper()
+	return compileWith(t, src, h, link)
+}
+
+// compileWith is compile with extra compiler flags.
+func compileWith(t testing.TB, src string, h header, link bool, flags ...string) string {
+	t.Helper()
 	cc := needCC(t)
 	abs, err := filepath.Abs(h.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Read what gcc will, so that go test's cache sees a change to it.
-	for _, f := range []string{filepath.Join("testdata", src), "testdata/datacheck.h", "include/pmix.h", "include/pmix_common.h"} {
+	for _, f := range []string{filepath.Join("testdata", src), "testdata/check.h", "testdata/datacheck.h", "testdata/waitcb.h", "include/pmix.h", "include/pmix_common.h"} {
 		if _, err := os.ReadFile(f); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+"-"+h.name)
-	args := []string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}
+	args := append([]string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}, flags...)
 	if link {
 		args = append(args, "-L", libDir(t), "-lpmix")
 	}

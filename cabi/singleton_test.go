@@ -9,7 +9,8 @@ import (
 
 // TestSingleton runs a program with no agent in its environment: PMIx_Init
 // returns PMIX_ERR_UNREACH and initialises a singleton, as OpenPMIx does
-// and as MPI libraries expect; calls needing the agent return UNREACH; a
+// and as MPI libraries expect; calls needing the agent return UNREACH; Get answers a
+// singleton's job-level keys and what it put, and its Fence succeeds; a
 // stubbed function returns PMIX_ERR_NOT_SUPPORTED rather than crashing;
 // the C data helpers behave as 4.2.2's macros expect.
 func TestSingleton(t *testing.T) {
@@ -19,7 +20,8 @@ func TestSingleton(t *testing.T) {
 			got := lines(run(t, t.Context(), bin, nil))
 			want := map[string]string{
 				"init": "-25", "rank": "0", "publish": "-25", "register": "0", "deregister": "0",
-				"get": "-47", "finalize": "0", "pmixbus": "1",
+				"get": "0", "job_size": "PMIX_UINT32 1", "fence": "0", "get_unknown": "-46", "connect": "-25",
+				"stub": "-47", "finalize": "0", "pmixbus": "1",
 				"error_string": "UNREACHABLE", "range_string": "AVAIL TO PROCESSES IN SAME ALLOCATION ONLY",
 			}
 			for k, v := range want {
@@ -52,7 +54,7 @@ func TestUnmodifiedBinary(t *testing.T) {
 		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
 	}
 	got := lines(run(t, t.Context(), bin, nil))
-	if got["pmixbus"] != "1" || got["init"] != "-25" || got["get"] != "-47" {
+	if got["pmixbus"] != "1" || got["init"] != "-25" || got["stub"] != "-47" {
 		t.Errorf("the binary did not run on pmixbus's library: %v", got)
 	}
 }

@@ -45,7 +45,12 @@ PMIX_EXPORT pmix_status_t PMIx_Unpublish(char **keys, const pmix_info_t info[], 
 PMIX_EXPORT pmix_status_t PMIx_Unpublish_nb(char **keys, const pmix_info_t info[], size_t ninfo,
                                             pmix_op_cbfunc_t cbfunc, void *cbdata);
 
-/* ---- key-value exchange and collectives (PMIX_ERR_NOT_SUPPORTED for now) ---- */
+/* ---- key-value exchange and collectives ---- */
+/* pmixbus: PMIx_Connect returns a status only, as OpenPMIx 4.2.2's does;
+ * PMIx_Get of these keys on the caller itself then reads the new nspace
+ * of its latest connect (PMIX_STRING) and its rank there (PMIX_PROC_RANK). */
+#define PMIXBUS_CONNECT_NSPACE "pmixbus.cnct.nspace"
+#define PMIXBUS_CONNECT_RANK "pmixbus.cnct.rank"
 PMIX_EXPORT pmix_status_t PMIx_Get(const pmix_proc_t *proc, const char key[],
                                    const pmix_info_t info[], size_t ninfo, pmix_value_t **val);
 PMIX_EXPORT pmix_status_t PMIx_Get_nb(const pmix_proc_t *proc, const char key[],
@@ -70,6 +75,7 @@ PMIX_EXPORT pmix_status_t PMIx_Disconnect(const pmix_proc_t procs[], size_t npro
 PMIX_EXPORT pmix_status_t PMIx_Disconnect_nb(const pmix_proc_t ranges[], size_t nprocs,
                                              const pmix_info_t info[], size_t ninfo,
                                              pmix_op_cbfunc_t cbfunc, void *cbdata);
+/* ---- PMIX_ERR_NOT_SUPPORTED for now ---- */
 PMIX_EXPORT pmix_status_t PMIx_Spawn(const pmix_info_t job_info[], size_t ninfo,
                                      const pmix_app_t apps[], size_t napps, pmix_nspace_t nspace);
 PMIX_EXPORT pmix_status_t PMIx_Spawn_nb(const pmix_info_t job_info[], size_t ninfo,

@@ -9,17 +9,7 @@
 
 #include <pmix.h>
 
-static int failed;
-
-#define CHECK(cond, ...)                          \
-    do {                                          \
-        if (!(cond)) {                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                  \
-            printf("\n");                         \
-            failed = 1;                           \
-        }                                         \
-    } while (0)
+#include "check.h"
 
 static void datacheck(void)
 {

@@ -26,15 +26,20 @@ static void first(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_in
                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
     pmix_info_t pub;
-    pmix_status_t rc;
+    pmix_status_t rc, grc, frc;
+    pmix_value_t *v = NULL;
     (void)id; (void)info; (void)ninfo; (void)results; (void)nresults;
     say("event %s %d %s.%u\n", "first", code, src);
     /* a blocking call from a handler must not deadlock */
     PMIX_INFO_LOAD(&pub, "from-handler", "x", PMIX_STRING);
     rc = PMIx_Publish(&pub, 1);
     PMIX_INFO_DESTRUCT(&pub);
+    grc = PMIx_Get(src, "any.key", NULL, 0, &v);
+    frc = PMIx_Fence(NULL, 0, NULL, 0);
     pthread_mutex_lock(&mu);
     printf("publish-in-handler %d\n", rc);
+    printf("get-in-handler %d\n", grc);
+    printf("fence-in-handler %d\n", frc);
     pthread_mutex_unlock(&mu);
     /* nested Init/Finalize only count, so they are fine here */
     rc = PMIx_Init(NULL, NULL, 0);

@@ -3,42 +3,12 @@
  * the server's data with a blocking PMIX_WAIT lookup, reads a second key
  * with PMIx_Lookup_nb, publishes its answer and a scratch key without
  * blocking, and unpublishes the scratch key. Each prints what it found. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <pmix.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int done;
-static pmix_status_t result;
-
-static void signal_done(pmix_status_t status)
-{
-    pthread_mutex_lock(&mu);
-    result = status;
-    done = 1;
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&mu);
-}
-
-static pmix_status_t wait_done(void)
-{
-    pthread_mutex_lock(&mu);
-    while (!done) {
-        pthread_cond_wait(&cond, &mu);
-    }
-    done = 0;
-    pthread_mutex_unlock(&mu);
-    return result;
-}
-
-static void opcb(pmix_status_t status, void *cbdata)
-{
-    (void)cbdata;
-    signal_done(status);
-}
+#include "waitcb.h"
 
 static void lookupcb(pmix_status_t status, pmix_pdata_t data[], size_t ndata, void *cbdata)
 {
@@ -120,7 +90,7 @@ static int client(void)
     PMIX_INFO_LOAD(&wait, PMIX_WAIT, &all, PMIX_INT);
     rc = PMIx_Lookup_nb(keys, &wait, 1, lookupcb, NULL);
     PMIX_INFO_DESTRUCT(&wait);
-    if (PMIX_SUCCESS != rc || PMIX_SUCCESS != wait_done()) {
+    if (PMIX_SUCCESS != (rc = completed(rc))) {
         printf("FAIL lookup_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
@@ -130,16 +100,13 @@ static int client(void)
     PMIX_INFO_LOAD(&answer[1], "client.scratch", "x", PMIX_STRING);
     rc = PMIx_Publish_nb(answer, 2, opcb, NULL);
     PMIX_INFO_FREE(answer, 2);
-    if (PMIX_SUCCESS != rc || PMIX_SUCCESS != (rc = wait_done())) {
+    if (PMIX_SUCCESS != (rc = completed(rc))) {
         printf("FAIL publish_nb: %s\n", PMIx_Error_string(rc));
         return 1;
     }
     /* the server may still be waiting for client.answer: drop the other */
     keys[0] = "client.scratch";
-    rc = PMIx_Unpublish_nb(keys, NULL, 0, opcb, NULL);
-    if (PMIX_SUCCESS == rc) {
-        rc = wait_done();
-    }
+    rc = completed(PMIx_Unpublish_nb(keys, NULL, 0, opcb, NULL));
     printf("unpublish_nb %d\n", rc);
     /* gone now: a lookup that does not wait finds nothing */
     PMIX_PDATA_CONSTRUCT(&pd);

@@ -1,6 +1,7 @@
 /* singleton.c runs without an agent: PMIx_Init must return
  * PMIX_ERR_UNREACH and still initialise as a singleton. It also exercises
- * the C data helpers, and a stubbed function. It prints "name value"
+ * the C data helpers, the key-value exchange of a singleton, and a
+ * stubbed function. It prints "name value"
  * lines and exits 0, or prints "FAIL ..." and exits 1. */
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,9 @@ int main(void)
     pmix_proc_t me;
     pmix_status_t rc;
     pmix_info_t info;
-    pmix_value_t *val = NULL;
+    pmix_value_t *val = NULL, kv;
+    pmix_proc_t *peers = NULL;
+    size_t npeers = 0;
 
     CHECK(0 == PMIx_Initialized(), "initialized before init");
     datacheck();
@@ -40,7 +43,27 @@ int main(void)
     rc = PMIx_Register_event_handler(NULL, 0, NULL, 0, evhdlr, NULL, NULL);
     printf("register %d\n", rc);
     printf("deregister %d\n", PMIx_Deregister_event_handler((size_t)rc, NULL, NULL));
-    printf("get %d\n", PMIx_Get(&me, PMIX_JOB_SIZE, NULL, 0, &val));
+    rc = PMIx_Get(&me, PMIX_JOB_SIZE, NULL, 0, &val);
+    printf("get %d\n", rc);
+    if (PMIX_SUCCESS == rc) {
+        printf("job_size %s %u\n", PMIx_Data_type_string(val->type), val->data.uint32);
+        PMIX_VALUE_RELEASE(val);
+    }
+    /* a singleton reads back what it put; its fence is with itself */
+    PMIX_VALUE_LOAD(&kv, "mine", PMIX_STRING);
+    rc = PMIx_Put(PMIX_GLOBAL, "own.key", &kv);
+    PMIX_VALUE_DESTRUCT(&kv);
+    CHECK(PMIX_SUCCESS == rc && PMIX_SUCCESS == PMIx_Commit(), "put: %s", PMIx_Error_string(rc));
+    printf("fence %d\n", PMIx_Fence(NULL, 0, NULL, 0));
+    rc = PMIx_Get(&me, "own.key", NULL, 0, &val);
+    CHECK(PMIX_SUCCESS == rc && PMIX_STRING == val->type && 0 == strcmp("mine", val->data.string),
+          "get of an own value: %s", PMIx_Error_string(rc));
+    if (PMIX_SUCCESS == rc) {
+        PMIX_VALUE_RELEASE(val);
+    }
+    printf("get_unknown %d\n", PMIx_Get(&me, "no.such.key", NULL, 0, &val));
+    printf("connect %d\n", PMIx_Connect(&me, 1, NULL, 0));
+    printf("stub %d\n", PMIx_Resolve_peers(NULL, me.nspace, &peers, &npeers));
     printf("finalize %d\n", PMIx_Finalize(NULL, 0));
     printf("pmixbus %d\n", NULL != strstr(PMIx_Get_version(), "pmixbus"));
     CHECK(0 == PMIx_Initialized(), "initialized after finalize");
