@@ -467,10 +467,6 @@ func TestConnectAcrossClusters(t *testing.T) {
 	if err := w.Client("A:jobA.0").Fence(ctx, []pmix.Proc{{Nspace: nspace, Rank: pmix.RankWildcard}}, nil); !errors.Is(err, pmix.ErrBadParam) {
 		t.Errorf("fence on a disconnected nspace: %v, want PMIX_ERR_BAD_PARAM", err)
 	}
-	req := pmix.Required(pmix.NewInfo(pmix.KeyConnectNotifyEach, pmix.Bool(true)))
-	if _, _, err := w.Client(namesA[0]).Connect(ctx, []pmix.Proc{jobA}, []pmix.Info{req}); !errors.Is(err, pmix.ErrNotSupported) {
-		t.Errorf("required PMIX_CONNECT_NOTIFY_EACH: %v, want PMIX_ERR_NOT_SUPPORTED", err)
-	}
 }
 
 // TestFenceWithoutCoordinator: when the coordinator's agent is down, a
