@@ -154,7 +154,7 @@ func (s *Service) contributed(m *nats.Msg) {
 			co.jobs[j.nspace] = j.info
 		}
 	}
-	for p := range s.dead { // terminated before this operation was heard of here
+	for _, p := range s.deadListLocked() { // terminated before this operation was heard of here
 		if s.coord[key] == co {
 			s.coordGoneLocked(co, p, "terminated")
 		}

@@ -215,6 +215,36 @@ func (s *Service) procGone(g goneNotice, hosting bool) {
 	}
 }
 
+// deadLocked reports whether this agent heard that p terminated: lately
+// (ProcTerminated, or another agent's notice), or as a member of a group.
+func (s *Service) deadLocked(p pmix.Proc) bool {
+	if _, ok := s.dead[p]; ok {
+		return true
+	}
+	for _, gr := range s.groups {
+		if gr.gone[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// deadListLocked returns every process deadLocked reports.
+func (s *Service) deadListLocked() []pmix.Proc {
+	var out []pmix.Proc
+	for p := range s.dead {
+		out = append(out, p)
+	}
+	for _, gr := range s.groups {
+		for p := range gr.gone {
+			if _, ok := s.dead[p]; !ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // localGoneLocked applies a termination to this agent's part in l: a
 // participant that had not arrived fails it, or, for an optional connect,
 // is left out.

@@ -379,41 +379,47 @@ func (s *Service) member(p pmix.Proc) (pmix.Proc, error) {
 
 // expandGroups replaces the procs of connects' new nspaces by the members
 // they stand for (a WILDCARD: all of them), so that an operation on a new
-// nspace is one on its members, and canonical again.
-func (s *Service) expandGroups(procs []pmix.Proc) ([]pmix.Proc, error) {
+// nspace is one on its members, and canonical again. Members that
+// terminated stay among them, so that every agent names the operation
+// alike whenever it heard of the termination; excuse reports whether one
+// of the groups lets its terminated members be left out
+// (PMIX_CONNECT_EARLY_TERM_ALLOWED).
+func (s *Service) expandGroups(procs []pmix.Proc) (_ []pmix.Proc, excuse bool, _ error) {
 	s.mu.Lock()
 	n := len(s.groups)
 	s.mu.Unlock()
 	if n == 0 {
-		return procs, nil
+		return procs, false, nil
 	}
 	var out []pmix.Proc
 	expanded := false
 	for _, p := range procs {
 		s.mu.Lock()
 		gr := s.groups[p.Nspace]
-		var alive []pmix.Proc
+		var members []pmix.Proc
 		if gr != nil {
-			alive = gr.alive()
+			members = gr.members
+			excuse = excuse || gr.flags&FlagEarlyTermAllowed != 0
 		}
 		s.mu.Unlock()
 		switch {
 		case gr == nil:
 			out = append(out, p)
 		case p.Rank == pmix.RankWildcard:
-			out, expanded = append(out, alive...), true
+			out, expanded = append(out, members...), true
 		default:
 			m, err := s.member(p)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			out, expanded = append(out, m), true
 		}
 	}
 	if !expanded {
-		return procs, nil
+		return procs, false, nil
 	}
-	return canonical(s.cfg.Cluster, out)
+	out, err := canonical(s.cfg.Cluster, out)
+	return out, excuse, err
 }
 
 // hosts reports whether the job table places proc on this node.
@@ -438,8 +444,14 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if procs, err = s.expandGroups(procs); err != nil {
+	procs, excuse, err := s.expandGroups(procs)
+	if err != nil {
 		return Result{}, err
+	}
+	if excuse || req.Kind == KindDisconnect {
+		// A member that terminated is left out (the survivors must be
+		// able to disconnect), as of an optional connect.
+		req.Flags |= FlagOptional
 	}
 	self, err := qualify(s.cfg.Cluster, req.Self)
 	if err != nil {
@@ -548,7 +560,7 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
 	}
 	for p := range l.expect {
-		if _, dead := s.dead[p]; dead && !l.arrived[p] {
+		if s.deadLocked(p) && !l.arrived[p] {
 			s.localGoneLocked(l, p, "terminated")
 		}
 	}
