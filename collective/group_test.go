@@ -71,26 +71,6 @@ func (r *raises) waitCount(t *testing.T, code pmix.Status, n int) []raised {
 
 func jp(r pmix.Rank) pmix.Proc { return pmix.Proc{Nspace: "A:job", Rank: r} }
 
-// connect runs one connect Join per rank, concurrently, and returns each
-// one's result and error.
-func (w *world) connect(ranks []pmix.Rank, req Request) (map[pmix.Rank]Result, map[pmix.Rank]error) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	res, errs := map[pmix.Rank]Result{}, map[pmix.Rank]error{}
-	for _, r := range ranks {
-		wg.Go(func() {
-			rq := req
-			rq.Self = pmix.Proc{Nspace: "job", Rank: r}
-			got, err := w.svc(r).Join(w.t.Context(), rq)
-			mu.Lock()
-			res[r], errs[r] = got, err
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return res, errs
-}
-
 // waitCoordinating waits until the coordinator (rank 0's agent) heard of
 // an operation, and NATS knows its subscriptions.
 func (w *world) waitCoordinating() {
@@ -132,7 +112,7 @@ func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
 			var errs map[pmix.Rank]error
 			go func() {
 				defer close(done)
-				res, errs = w.connect([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: tc.flags})
+				res, errs = w.join([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: tc.flags})
 			}()
 			w.waitCoordinating()
 			if err := w.svc(2).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 2}, true); err != nil {
@@ -177,7 +157,7 @@ func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec raises
 			w := newWorld(t, []string{"n1", "n2", "n3"}, rec.config)
-			res, errs := w.connect([]pmix.Rank{0, 1, 2}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: tc.flags})
+			res, errs := w.join([]pmix.Rank{0, 1, 2}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: tc.flags})
 			for r, err := range errs {
 				if err != nil {
 					t.Fatalf("connect, rank %d: %v", r, err)
@@ -240,7 +220,7 @@ func TestConnectNotifications(t *testing.T) {
 	if req[0].node != "n1" || !slices.Equal(req[0].targets, []pmix.Proc{jp(pmix.RankWildcard)}) || req[0].about != jp(0) {
 		t.Errorf("PMIX_CONNECT_REQUESTED: %+v", req[0])
 	}
-	res, errs := w.connect([]pmix.Rank{1, 2}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: FlagNotifyEach | FlagNotifyReq})
+	res, errs := w.join([]pmix.Rank{1, 2}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: FlagNotifyEach | FlagNotifyReq})
 	if err := <-done; err != nil || errs[1] != nil || errs[2] != nil {
 		t.Fatalf("connect: %v, %v", err, errs)
 	}
@@ -275,7 +255,7 @@ func TestMembershipSurvivesRestart(t *testing.T) {
 		c.Memberships = store
 		rec.config(c)
 	})
-	res, errs := w.connect([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second})
+	res, errs := w.join([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second})
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("connect: %v", errs)
 	}

@@ -24,9 +24,9 @@ type connected struct {
 	err    error
 }
 
-// connectAll calls Connect from each named client at once, each naming
-// both jobs as its cluster does, and returns what each got.
-func connectAll(t *testing.T, w *agenttest.World, names []string, info ...pmix.Info) map[string]connected {
+// connectAll calls Connect from each named client at once, each with the
+// procs procsOf gives it, and returns what each got.
+func connectAll(t *testing.T, w *agenttest.World, names []string, procsOf func(string) []pmix.Proc, info ...pmix.Info) map[string]connected {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
 	defer cancel()
@@ -35,7 +35,7 @@ func connectAll(t *testing.T, w *agenttest.World, names []string, info ...pmix.I
 	out := map[string]connected{}
 	for _, n := range names {
 		wg.Go(func() {
-			ns, r, err := w.Client(n).Connect(ctx, bothJobs(n), info)
+			ns, r, err := w.Client(n).Connect(ctx, procsOf(n), info)
 			mu.Lock()
 			out[n] = connected{ns, r, err}
 			mu.Unlock()
@@ -49,7 +49,7 @@ func connectAll(t *testing.T, w *agenttest.World, names []string, info ...pmix.I
 // returns the new nspace.
 func mustConnectAll(t *testing.T, w *agenttest.World, info ...pmix.Info) string {
 	t.Helper()
-	res := connectAll(t, w, namesBoth, info...)
+	res := connectAll(t, w, namesBoth, bothJobs, info...)
 	for n, c := range res {
 		if c.err != nil {
 			t.Fatalf("%s: connect: %v", n, c.err)
@@ -121,7 +121,7 @@ func TestConnectNotifications(t *testing.T) {
 	if d := late.rec.of(pmix.ConnectRequested)[0]; affectedProc(d) != (pmix.Proc{Nspace: "A:jobA", Rank: 0}) {
 		t.Errorf("PMIX_CONNECT_REQUESTED about %v, want A:jobA.0", affectedProc(d))
 	}
-	res := connectAll(t, aw, namesBoth[1:], each)
+	res := connectAll(t, aw, namesBoth[1:], bothJobs, each)
 	res["A:jobA.0"] = <-first
 	for n, c := range res {
 		if c.err != nil {
@@ -175,7 +175,7 @@ func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
 				info = append(info, pmix.NewInfo(pmix.KeyConnectOptional, pmix.Bool(true)))
 			}
 			done := make(chan map[string]connected, 1)
-			go func() { done <- connectAll(t, aw, namesBoth[:6], info...) }()
+			go func() { done <- connectAll(t, aw, namesBoth[:6], bothJobs, info...) }()
 			clustertest.WaitFor(t, waitTime, func() error {
 				if n := contributions.Load(); n < 3 {
 					return fmt.Errorf("%d contributions of a1, a2, b1", n)
