@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -79,6 +80,11 @@ func (s *Service) contributed(m *nats.Msg) {
 				}
 			}
 			s.respond(m, ack{})
+			return
+		}
+		if errors.Is(f.err, ErrParticipantTerminated) {
+			// Not late: a participant's end ended it, for all alike.
+			s.respond(m, ack{outcomeOf(f.err)})
 			return
 		}
 		s.respond(m, ack{outcomeOf(fmt.Errorf("%w: %s of %s ended before these participants arrived: %s (it ended with: %v)",

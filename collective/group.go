@@ -121,8 +121,12 @@ func unmarshalGoneNotice(b []byte) (goneNotice, error) {
 //     later collectives on the group (a fence, the disconnect) leave it
 //     out.
 //
-// Errors: pmix.ErrBadParam for an invalid proc; ErrClosed.
+// Errors: pmix.ErrBadParam for an invalid proc; ErrClosed; ctx.Err() if
+// ctx ended before the call.
 func (s *Service) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q, err := qualify(s.cfg.Cluster, p)
 	if err != nil {
 		return err
@@ -144,7 +148,6 @@ func (s *Service) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool
 	if err != nil {
 		s.log.Warn("collective: the other agents will not hear that a process terminated", "proc", q.String(), "err", err)
 	}
-	_ = ctx
 	return nil
 }
 

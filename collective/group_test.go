@@ -316,3 +316,37 @@ func TestMembershipSurvivesRestart(t *testing.T) {
 		return nil
 	})
 }
+
+// TestConcurrentConnectsAndLatecomer: connects of the same participants
+// at once, told apart by PMIX_CONNECT_ID, each complete with a new nspace
+// of their own; a participant that calls a connect that failed without it
+// gets ErrFinished, not a hang.
+func TestConcurrentConnectsAndLatecomer(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2"}, nil)
+	var mu sync.Mutex
+	nspaces := map[string]string{}
+	var wg sync.WaitGroup
+	for _, id := range []string{"x", "y"} {
+		wg.Go(func() {
+			res, errs := w.join([]pmix.Rank{0, 1}, Request{Kind: KindConnect, ID: id, Procs: all, Timeout: 20 * time.Second})
+			if errs[0] != nil || errs[1] != nil || res[0].Nspace != res[1].Nspace {
+				t.Errorf("connect %s: %+v, %v", id, res, errs)
+			}
+			mu.Lock()
+			nspaces[id] = res[0].Nspace
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if nspaces["x"] == nspaces["y"] {
+		t.Errorf("both connects named %q", nspaces["x"])
+	}
+	_, errs := w.join([]pmix.Rank{0}, Request{Kind: KindConnect, ID: "late", Procs: all, Timeout: time.Second})
+	if !errors.Is(errs[0], ErrTimeout) {
+		t.Fatalf("connect without rank 1: %v, want ErrTimeout", errs[0])
+	}
+	_, errs = w.join([]pmix.Rank{1}, Request{Kind: KindConnect, ID: "late", Procs: all, Timeout: time.Second})
+	if !errors.Is(errs[1], ErrFinished) {
+		t.Fatalf("latecomer: %v, want ErrFinished", errs[1])
+	}
+}
