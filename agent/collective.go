@@ -31,10 +31,20 @@ type collectives struct {
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
 		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
-		Logger: a.log.With("component", "collective"),
+		Raise: func(ctx context.Context, code pmix.Status, info []pmix.Info) error {
+			_, err := a.Notify(ctx, code, pmix.RangeCustom, false, info)
+			return err
+		},
+		Memberships: collective.NewNATSMemberships(a.nc, a.cfg.Cluster.Domain(), collective.DefaultGroupsBucket, a.cfg.PublishReplicas),
+		Logger:      a.log.With("component", "collective"),
 	})
 	if err != nil {
 		return err
+	}
+	if err := svc.Restore(ctx); err != nil {
+		// The cluster's JetStream may be down: the agent works without
+		// the groups it held before a restart.
+		a.log.Warn("groups formed before this agent started are unknown to it", "err", err)
 	}
 	a.coll = &collectives{svc: svc, conns: map[*clientConn]context.CancelFunc{}, ctxs: map[*clientConn]context.Context{}}
 	a.mu.Lock()
@@ -59,14 +69,38 @@ func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
 	return nil
 }
 
-// jobInfo is the job-level info a host registered, for a WILDCARD get.
-func (a *Agent) jobInfo(nspace string) []pmix.Info {
+// registeredJobInfo is the job-level info a host registered.
+func (a *Agent) registeredJobInfo(nspace string) []pmix.Info {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if j := a.jobs[nspace]; j != nil {
 		return j.info
 	}
 	return nil
+}
+
+// jobInfo is the job-level info of a job of this cluster: the host's,
+// or for a connect's new nspace the group's
+// (collective.Service.GroupJobInfo).
+func (a *Agent) jobInfo(nspace string) []pmix.Info {
+	if info := a.registeredJobInfo(nspace); info != nil || a.coll == nil {
+		return info
+	}
+	info, _ := a.coll.svc.GroupJobInfo(nspace)
+	return info
+}
+
+// ProcTerminated tells the collectives that a process of this node
+// ended (collective.Service.ProcTerminated): the launch service calls it
+// from the goroutine that reaped the process, a host RM for the processes
+// it watches. Reporting a process twice does nothing more.
+//
+// Errors: pmix.ErrBadParam for an invalid proc; ErrClosed.
+func (a *Agent) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error {
+	if a.coll == nil {
+		return ErrClosed
+	}
+	return a.coll.svc.ProcTerminated(ctx, p, abnormal)
 }
 
 // ConnectReport tells the host that a local process connected (RFC0003's
@@ -176,7 +210,7 @@ func (cc *clientConn) collective(f *proto.Frame) {
 		case proto.TypeDisconnect:
 			timeout, err := collective.TimeoutOf(f.Info)
 			if err == nil {
-				err = cc.a.coll.svc.Disconnect(ctx, e.proc, f.Nspace, timeout)
+				err = cc.a.coll.svc.Disconnect(ctx, e.proc, f.Nspace, timeout, collective.FlagsOf(f.Info))
 			}
 			r.SetErr(err)
 			if err == nil {
@@ -235,19 +269,9 @@ func stringInfo(infos []pmix.Info, key string) (string, error) {
 // connect runs the collective part of RFC0003's PMIx_Connect: every
 // participant arrives, the coordinator names the new nspace (none with
 // PMIX_CONNECT_XCHG_ONLY) and each member's rank is its index in the
-// sorted membership. The RFC's notification and termination attributes
-// are not implemented yet: given as required, they are
-// PMIX_ERR_NOT_SUPPORTED; otherwise ignored.
+// sorted membership. RFC0003's attributes: collective.FlagsOf.
 func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Frame) (collective.Result, error) {
 	res := collective.Result{Rank: pmix.RankUndef}
-	for _, in := range f.Info {
-		switch in.Key {
-		case pmix.KeyConnectNotifyEach, pmix.KeyConnectNotifyReq, pmix.KeyConnectOptional, pmix.KeyConnectEarlyTermAllowed:
-			if in.IsRequired() {
-				return res, pmix.Errorf(pmix.ErrNotSupported, "%s is not supported yet", in.Key)
-			}
-		}
-	}
 	if len(f.Procs) == 0 {
 		return res, pmix.Errorf(pmix.ErrBadParam, "connect of no procs")
 	}
@@ -263,7 +287,7 @@ func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Fram
 	if pmix.Flag(f.Info, pmix.KeyConnectXchgOnly) {
 		kind = collective.KindConnectXchg
 	}
-	res, err = cc.a.coll.svc.Join(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout})
+	res, err = cc.a.coll.svc.Join(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout, Flags: collective.FlagsOf(f.Info)})
 	if err != nil {
 		return collective.Result{Rank: pmix.RankUndef}, err
 	}
@@ -295,4 +319,24 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
 	}
 	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))
+}
+
+// groupEvent turns a NAMESPACE event for a connect's new nspace (named by
+// pmix.KeyNspace) into a CUSTOM event to the group's members: the new
+// nspace is no job of any cluster's job table, so no agent subscribes to
+// its namespace subject, but every member's agent hears its members'.
+// Other events are returned as they are.
+func (a *Agent) groupEvent(rng pmix.Range, info []pmix.Info) (pmix.Range, []pmix.Info) {
+	if rng != pmix.RangeNamespace || a.coll == nil {
+		return rng, info
+	}
+	ns, err := stringInfo(info, pmix.KeyNspace)
+	if err != nil || ns == "" {
+		return rng, info
+	}
+	members, ok := a.coll.svc.Members(ns)
+	if !ok {
+		return rng, info
+	}
+	return pmix.RangeCustom, append(slices.Clone(info), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(members)))
 }

@@ -287,7 +287,12 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 // range, or a target name too long for a subject; pmix.ErrUnreach if NATS
 // refused the publish; ErrClosed before Start or after Shutdown; ctx.Err()
 // if ctx ended first.
+//
+// A NAMESPACE event whose pmix.KeyNspace is a connect's new nspace that
+// this agent knows goes to the group's members, on every cluster, as a
+// CUSTOM event (groupEvent).
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
+	rng, info = a.groupEvent(rng, info)
 	m := &event.Message{
 		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
 		Source: bus.Origin{Cluster: string(a.cfg.Cluster), Node: a.cfg.Node},

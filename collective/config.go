@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,14 @@ type Config struct {
 	// the agent's cluster: what a connect gives the members of other
 	// nspaces (RFC0003). Nil: none.
 	JobInfo func(nspace string) []pmix.Info
+	// Raise raises an event of the host RM, range CUSTOM (its targets
+	// in info's pmix.KeyEventCustomRange), through the agent's event path:
+	// RFC0003's connect notifications and PMIX_ERR_PROC_TERM_WO_SYNC. It
+	// is called on a goroutine of the service. Nil: no events.
+	Raise func(ctx context.Context, code pmix.Status, info []pmix.Info) error
+	// Memberships keeps the groups connects form where an agent that
+	// restarts finds them (Restore). Nil: in memory, lost with the agent.
+	Memberships Memberships
 	// Logger receives what the service cannot return: operations waiting
 	// long with no timeout, contributions that cannot be delivered. Nil
 	// discards.
@@ -98,6 +107,9 @@ func (c *Config) setDefaults() {
 	def(&c.WarnAfter, 30*time.Second)
 	def(&c.Remember, 2*time.Minute)
 	def(&c.Recheck, 10*time.Second)
+	if c.Memberships == nil {
+		c.Memberships = NewMemMemberships()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,7 +22,9 @@ type coordinated struct {
 	key     opKey
 	nodes   map[string]bool    // "cluster/node" of the agents that contributed
 	covered map[pmix.Proc]bool // real ranks, qualified
-	sizes   map[string]int     // WILDCARD nspace → ranks
+	excused map[pmix.Proc]bool // participants that terminated (FlagOptional)
+	flags   Flags
+	sizes   map[string]int // WILDCARD nspace → ranks
 	data    []procData
 	jobs    map[string][]pmix.Info
 	started time.Time
@@ -79,6 +82,11 @@ func (s *Service) contributed(m *nats.Msg) {
 			s.respond(m, ack{})
 			return
 		}
+		if errors.Is(f.err, ErrParticipantTerminated) {
+			// Not late: a participant's end ended it, for all alike.
+			s.respond(m, ack{outcomeOf(f.err)})
+			return
+		}
 		s.respond(m, ack{outcomeOf(fmt.Errorf("%w: %s of %s ended before these participants arrived: %s (it ended with: %v)",
 			ErrFinished, c.kind, describe(c.procs), describe(c.covers), f.err))})
 		return
@@ -90,9 +98,20 @@ func (s *Service) contributed(m *nats.Msg) {
 	}
 	co := s.coord[key]
 	if co == nil {
-		co = &coordinated{op: c.op, key: key, nodes: map[string]bool{}, covered: map[pmix.Proc]bool{}, sizes: map[string]int{}, started: time.Now()}
+		co = &coordinated{op: c.op, key: key, nodes: map[string]bool{}, covered: map[pmix.Proc]bool{}, excused: map[pmix.Proc]bool{}, sizes: map[string]int{}, started: time.Now()}
 		s.coord[key] = co
 		s.warnLater(co)
+		seen := map[string]bool{}
+		for _, p := range co.procs {
+			if !seen[p.Nspace] {
+				seen[p.Nspace] = true
+				s.watchGoneLocked(p.Nspace)
+			}
+		}
+	}
+	co.flags |= c.flags
+	for _, p := range c.gone {
+		co.excused[p] = true
 	}
 	if c.status != pmix.Success {
 		for _, p := range c.covers { // those that did arrive there
@@ -101,7 +120,11 @@ func (s *Service) contributed(m *nats.Msg) {
 		for _, sz := range c.sizes {
 			co.sizes[sz.nspace] = int(sz.size)
 		}
-		s.failLocked(co, c.status, fmt.Sprintf("%s timed out after %v", co.kind, c.timeout))
+		if c.status != pmix.ErrTimeout {
+			s.concludeLocked(co, pmix.NewCodedError(c.status, ErrParticipantTerminated.Code, c.message))
+		} else {
+			s.failLocked(co, c.status, fmt.Sprintf("%s timed out after %v", co.kind, c.timeout))
+		}
 		s.mu.Unlock()
 		s.respond(m, ack{})
 		return
@@ -137,7 +160,12 @@ func (s *Service) contributed(m *nats.Msg) {
 			co.jobs[j.nspace] = j.info
 		}
 	}
-	if co.complete() {
+	for _, p := range s.deadListLocked() { // terminated before this operation was heard of here
+		if s.coord[key] == co {
+			s.coordGoneLocked(co, p, "terminated")
+		}
+	}
+	if s.coord[key] == co && co.complete() {
 		s.concludeLocked(co, nil)
 	}
 	s.mu.Unlock()
@@ -162,9 +190,14 @@ func (co *coordinated) complete() bool {
 	for p := range co.covered {
 		per[p.Nspace]++
 	}
+	for p := range co.excused {
+		if !co.covered[p] {
+			per[p.Nspace]++
+		}
+	}
 	for _, p := range co.procs {
 		if p.Rank != pmix.RankWildcard {
-			if !co.covered[p] {
+			if !co.covered[p] && !co.excused[p] {
 				return false
 			}
 			continue
@@ -228,11 +261,12 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 			delete(s.finished, k)
 		}
 	}
-	r := &release{gen: co.key.gen, outcome: outcomeOf(err)}
+	r := &release{gen: co.key.gen, outcome: outcomeOf(err), flags: co.flags}
 	if err == nil {
 		r.data = co.data
 		if co.kind == KindConnect || co.kind == KindConnectXchg {
 			r.members = slices.SortedFunc(maps.Keys(co.covered), compareProcs)
+			r.members = slices.DeleteFunc(r.members, func(p pmix.Proc) bool { return co.excused[p] })
 		}
 		if co.kind == KindConnect {
 			r.nspace = s.newNspace(r.members)

@@ -1,7 +1,7 @@
 // Package collective runs PMIx collectives across nodes and clusters on
 // NATS: PMIx_Fence and the key-value exchange (PMIx_Put, PMIx_Commit,
-// PMIx_Get), and the collective part of RFC0003's PMIx_Connect (a new
-// nspace and ranks) on the same engine. An agent runs
+// PMIx_Get), and RFC0003's PMIx_Connect/Disconnect (a new nspace and
+// ranks, the attributes, terminations of members) on the same engine. An agent runs
 // one Service for its processes, hands it its NATS connection and its job
 // table, and turns its clients' frames into Join, Commit and Get calls.
 //
@@ -45,6 +45,17 @@
 // order; the members' agents remember them, so that an operation naming
 // the new nspace (WILDCARD, or its ranks) is one of the members, and Get
 // of a new rank reads that member's data.
+//
+// RFC0003's connect attributes (Flags) travel with the contributions
+// and the release: NOTIFY_EACH and NOTIFY_REQ make the agents raise
+// events through Config.Raise as their participants arrive; OPTIONAL and
+// EARLY_TERM_ALLOWED decide what a termination does. ProcTerminated,
+// which the launch service calls on the agent of a process that ended,
+// fails (or excuses) it in pending operations and raises
+// PMIX_ERR_PROC_TERM_WO_SYNC at the other members of its groups; the
+// agents learn of it on GoneSubject. Each cluster keeps its groups in
+// Config.Memberships (JetStream KV, NATSMemberships), which Restore reads
+// when an agent starts again.
 //
 // An agent whose contribution was acknowledged but which has no release
 // after Config.Recheck sends it again: a coordinator that restarted learns

@@ -21,6 +21,11 @@ var (
 	// completed or failed: a latecomer (PMIX_ERR_INVALID_OPERATION).
 	ErrFinished = pmix.NewCodedError(pmix.ErrInvalidOperation, "collective.finished", "collective already finished")
 
+	// ErrParticipantTerminated: a participant terminated before it
+	// arrived (PMIX_ERR_PROC_TERM_WO_SYNC); a connect with
+	// PMIX_CONNECT_OPTIONAL goes on without it instead.
+	ErrParticipantTerminated = pmix.NewCodedError(pmix.ErrProcTermWOSync, "collective.participant_terminated", "a participant terminated before it arrived")
+
 	// ErrNotFound: Get found no such key for that proc, or none its scope
 	// lets the caller read (PMIX_ERR_NOT_FOUND).
 	ErrNotFound = pmix.NewCodedError(pmix.ErrNotFound, "collective.not_found", "not found")

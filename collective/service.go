@@ -49,7 +49,15 @@ type Service struct {
 	direct map[pmix.Proc]*nats.Subscription
 	// groups: the members of the nspaces connects gave participants of
 	// this agent, by new nspace (qualified), in new rank order.
-	groups map[string][]pmix.Proc
+	groups map[string]*group
+	// dead: the processes this agent heard terminated, and when
+	// (ProcTerminated, group.go), so that a second report does nothing.
+	dead     map[pmix.Proc]time.Time
+	goneSubs map[string]*nats.Subscription // by qualified nspace
+	// writes: the memberships to store, in order, and whether a goroutine
+	// is storing them.
+	writes  []func(context.Context) error
+	writing bool
 	// jobInfo: the job-level info of other clusters' nspaces, which
 	// connects brought (RFC0003), by qualified nspace.
 	jobInfo map[string][]pmix.Info
@@ -82,6 +90,9 @@ type Request struct {
 	// Collect carries every participant's committed REMOTE and GLOBAL data
 	// to every participating agent (PMIX_COLLECT_DATA).
 	Collect bool
+	// Flags are RFC0003's connect attributes (FlagsOf); a disconnect
+	// reads FlagNotifyEach only.
+	Flags Flags
 }
 
 // New returns a service on cfg's connection. It does no I/O: the agent
@@ -98,7 +109,8 @@ func New(cfg Config) (*Service, error) {
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
-		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string][]pmix.Proc{}, jobInfo: map[string][]pmix.Info{},
+		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
+		dead: map[pmix.Proc]time.Time{}, goneSubs: map[string]*nats.Subscription{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -133,6 +145,10 @@ func (s *Service) Close(ctx context.Context) error {
 		for p, sub := range s.direct {
 			_ = sub.Unsubscribe()
 			delete(s.direct, p)
+		}
+		for ns, sub := range s.goneSubs {
+			_ = sub.Unsubscribe()
+			delete(s.goneSubs, ns)
 		}
 		for _, ls := range s.open {
 			for _, l := range ls {
@@ -302,11 +318,15 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 }
 
 // JobInfo returns the job-level info of an nspace of another cluster that
-// a connect brought, and whether one did.
+// a connect brought, or of a connect's new nspace (GroupJobInfo), and
+// whether there is any.
 func (s *Service) JobInfo(nspace string) ([]pmix.Info, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	info, ok := s.jobInfo[nspace]
+	s.mu.Unlock()
+	if !ok {
+		return s.GroupJobInfo(nspace)
+	}
 	return info, ok
 }
 
@@ -316,7 +336,10 @@ func (s *Service) JobInfo(nspace string) ([]pmix.Info, bool) {
 //
 // Errors: pmix.ErrInvalidNamespace when nspace is no connect's nspace
 // self is a member of; Join's.
-func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string, timeout time.Duration) error {
+//
+// With FlagNotifyEach, the other members get PMIX_PROC_HAS_DISCONNECTED
+// as self arrives.
+func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string, timeout time.Duration, flags Flags) error {
 	q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
 	if err != nil {
 		return err
@@ -326,12 +349,12 @@ func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string,
 		return err
 	}
 	s.mu.Lock()
-	members, ok := s.groups[q.Nspace]
+	gr := s.groups[q.Nspace]
 	s.mu.Unlock()
-	if !ok || !slices.Contains(members, me) {
+	if gr == nil || !slices.Contains(gr.members, me) {
 		return pmix.Errorf(pmix.ErrInvalidNamespace, "%v is not connected to %s", self, nspace)
 	}
-	_, err = s.Join(ctx, Request{Kind: KindDisconnect, ID: q.Nspace, Procs: []pmix.Proc{q}, Self: self, Timeout: timeout})
+	_, err = s.Join(ctx, Request{Kind: KindDisconnect, ID: q.Nspace, Procs: []pmix.Proc{q}, Self: self, Timeout: timeout, Flags: flags & FlagNotifyEach})
 	return err
 }
 
@@ -341,11 +364,13 @@ func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string,
 // Errors: pmix.ErrBadParam for a rank the new nspace does not have.
 func (s *Service) member(p pmix.Proc) (pmix.Proc, error) {
 	s.mu.Lock()
-	members, ok := s.groups[p.Nspace]
+	gr := s.groups[p.Nspace]
 	s.mu.Unlock()
-	switch {
-	case !ok:
+	if gr == nil {
 		return p, nil
+	}
+	members := gr.members
+	switch {
 	case int64(p.Rank) >= int64(len(members)):
 		return pmix.Proc{}, pmix.Errorf(pmix.ErrBadParam, "%v: %s has ranks 0 to %d", p, p.Nspace, len(members)-1)
 	}
@@ -354,37 +379,47 @@ func (s *Service) member(p pmix.Proc) (pmix.Proc, error) {
 
 // expandGroups replaces the procs of connects' new nspaces by the members
 // they stand for (a WILDCARD: all of them), so that an operation on a new
-// nspace is one on its members, and canonical again.
-func (s *Service) expandGroups(procs []pmix.Proc) ([]pmix.Proc, error) {
+// nspace is one on its members, and canonical again. Members that
+// terminated stay among them, so that every agent names the operation
+// alike whenever it heard of the termination; excuse reports whether one
+// of the groups lets its terminated members be left out
+// (PMIX_CONNECT_EARLY_TERM_ALLOWED).
+func (s *Service) expandGroups(procs []pmix.Proc) (_ []pmix.Proc, excuse bool, _ error) {
 	s.mu.Lock()
 	n := len(s.groups)
 	s.mu.Unlock()
 	if n == 0 {
-		return procs, nil
+		return procs, false, nil
 	}
 	var out []pmix.Proc
 	expanded := false
 	for _, p := range procs {
 		s.mu.Lock()
-		members, ok := s.groups[p.Nspace]
+		gr := s.groups[p.Nspace]
+		var members []pmix.Proc
+		if gr != nil {
+			members = gr.members
+			excuse = excuse || gr.flags&FlagEarlyTermAllowed != 0
+		}
 		s.mu.Unlock()
 		switch {
-		case !ok:
+		case gr == nil:
 			out = append(out, p)
 		case p.Rank == pmix.RankWildcard:
 			out, expanded = append(out, members...), true
 		default:
 			m, err := s.member(p)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			out, expanded = append(out, m), true
 		}
 	}
 	if !expanded {
-		return procs, nil
+		return procs, false, nil
 	}
-	return canonical(s.cfg.Cluster, out)
+	out, err := canonical(s.cfg.Cluster, out)
+	return out, excuse, err
 }
 
 // hosts reports whether the job table places proc on this node.
@@ -409,8 +444,14 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if procs, err = s.expandGroups(procs); err != nil {
+	procs, excuse, err := s.expandGroups(procs)
+	if err != nil {
 		return Result{}, err
+	}
+	if excuse || req.Kind == KindDisconnect {
+		// A member that terminated is left out (the survivors must be
+		// able to disconnect), as of an optional connect.
+		req.Flags |= FlagOptional
 	}
 	self, err := qualify(s.cfg.Cluster, req.Self)
 	if err != nil {
@@ -456,21 +497,27 @@ type Result struct {
 // local is one instance of an operation as this agent takes part in it.
 type local struct {
 	op
-	key      opKey
-	expect   map[pmix.Proc]bool // the participants this agent hosts
-	arrived  map[pmix.Proc]bool
-	sizes    []nsSize
-	collect  bool
-	timeout  time.Duration
-	started  time.Time
-	timer    *time.Timer // the timeout, then the grace
-	warn     *time.Timer // while no participant gave a timeout
-	sub      *nats.Subscription
-	finished bool
-	done     chan struct{}
-	err      error
-	nspace   string      // a connect's new nspace, from the release
-	members  []pmix.Proc // a connect's members, from the release
+	key     opKey
+	expect  map[pmix.Proc]bool // the participants this agent hosts
+	arrived map[pmix.Proc]bool
+	sizes   []nsSize
+	collect bool
+	flags   Flags
+	gone    []pmix.Proc // participants that terminated, left out (FlagOptional)
+	// requested: PMIX_CONNECT_REQUESTED was raised for this instance here.
+	requested bool
+	// contributed: this agent sent its contribution (or its giving up).
+	contributed bool
+	timeout     time.Duration
+	started     time.Time
+	timer       *time.Timer // the timeout, then the grace
+	warn        *time.Timer // while no participant gave a timeout
+	sub         *nats.Subscription
+	finished    bool
+	done        chan struct{}
+	err         error
+	nspace      string      // a connect's new nspace, from the release
+	members     []pmix.Proc // a connect's members, from the release
 }
 
 // arrive adds self to the oldest instance of the operation it has not
@@ -503,6 +550,8 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 	}
 	l.arrived[self] = true
 	l.collect = l.collect || req.Collect
+	l.flags |= req.Flags
+	s.notifyArrivalLocked(l, self, req.Flags)
 	if req.Timeout > l.timeout {
 		l.timeout = req.Timeout
 		if l.timer != nil {
@@ -510,7 +559,12 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
 	}
-	if len(l.arrived) == len(l.expect) {
+	for p := range l.expect {
+		if s.deadLocked(p) && !l.arrived[p] {
+			s.localGoneLocked(l, p, "terminated")
+		}
+	}
+	if len(l.arrived) == len(l.expect) && !l.contributed {
 		s.contributeLocked(l, pmix.Success, "")
 	}
 	return l, nil
@@ -591,9 +645,11 @@ func (l *local) missingLocked() string {
 // contributeLocked sends this agent's contribution, or (status not
 // success) its giving up, to the coordinator.
 func (s *Service) contributeLocked(l *local, status pmix.Status, message string) {
+	l.contributed = true
 	c := &contribution{
 		op: l.op, gen: l.key.gen, cluster: string(s.cfg.Cluster), node: s.cfg.Node,
 		sizes: l.sizes, timeout: l.timeout, collect: l.collect, status: status, message: message,
+		flags: l.flags, gone: l.gone,
 	}
 	for p := range l.arrived {
 		c.covers = append(c.covers, p)
@@ -680,9 +736,10 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	for _, d := range r.data {
 		s.kv.add(d)
 	}
+	flush := false
 	s.mu.Lock()
 	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
-		delete(s.groups, l.id) // every member here has left it
+		s.dropGroupLocked(l.id) // every member has left it
 	}
 	for _, j := range r.jobs {
 		if _, ours := s.cfg.Cluster.Local(j.nspace); !ours {
@@ -694,11 +751,16 @@ func (s *Service) released(l *local, m *nats.Msg) {
 		if r.nspace != "" && r.status == pmix.Success {
 			q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
 			if err == nil {
-				s.groups[q.Nspace] = r.members
+				flush = s.groupOfLocked(q.Nspace, &group{members: r.members, flags: r.flags})
 			}
 		}
 	}
 	s.mu.Unlock()
+	if flush {
+		if err := s.cfg.Conn.FlushTimeout(flushTimeout); err != nil {
+			s.log.Warn("collective: NATS may not know yet that this agent watches the new group's members", "err", err)
+		}
+	}
 	s.finish(l, r.err())
 }
 

@@ -68,21 +68,28 @@ func (w *world) svc(r pmix.Rank) *Service { return w.svcs[w.ranks[r]] }
 // fence runs one Join per rank in ranks, concurrently, and returns each
 // one's error.
 func (w *world) fence(ranks []pmix.Rank, req Request) map[pmix.Rank]error {
+	_, errs := w.join(ranks, req)
+	return errs
+}
+
+// join runs one Join per rank in ranks, concurrently, and returns each
+// one's result and error.
+func (w *world) join(ranks []pmix.Rank, req Request) (map[pmix.Rank]Result, map[pmix.Rank]error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := map[pmix.Rank]error{}
+	res, errs := map[pmix.Rank]Result{}, map[pmix.Rank]error{}
 	for _, r := range ranks {
 		wg.Go(func() {
 			rq := req
 			rq.Self = pmix.Proc{Nspace: "job", Rank: r}
-			_, err := w.svc(r).Join(w.t.Context(), rq)
+			got, err := w.svc(r).Join(w.t.Context(), rq)
 			mu.Lock()
-			out[r] = err
+			res[r], errs[r] = got, err
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return out
+	return res, errs
 }
 
 var all = []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}

@@ -21,7 +21,7 @@ const wireVersion = 1
 //	[1, kind: str, id: str, procs: [Proc], gen: uint, cluster: str, node: str,
 //	 covers: [Proc], sizes: [[nspace: str, size: uint]], timeout: uint (ms),
 //	 collect: bool, data: [ProcData], status: int, message: str,
-//	 jobs: [JobInfo]]
+//	 jobs: [JobInfo], flags: uint, gone: [Proc]]
 type contribution struct {
 	op
 	gen           uint64
@@ -34,6 +34,8 @@ type contribution struct {
 	status        pmix.Status // not success: the agent gives up (a timeout)
 	message       string
 	jobs          []jobInfo // a connect's: the job-level info of its participants' nspaces here
+	flags         Flags
+	gone          []pmix.Proc // participants here that terminated, left out (FlagOptional)
 }
 
 // jobInfo is a job's job-level info, as a connect carries it to the members
@@ -60,7 +62,7 @@ type procData struct {
 // release ends an operation at every participating agent:
 //
 //	[1, gen: uint, status: int, code: str, message: str, data: [ProcData],
-//	 nspace: str, members: [Proc], jobs: [JobInfo]]
+//	 nspace: str, members: [Proc], jobs: [JobInfo], flags: uint]
 //
 // The code is the pmix.Error code of a failure ("collective.timeout").
 type release struct {
@@ -70,6 +72,7 @@ type release struct {
 	nspace  string      // a connect's new nspace
 	members []pmix.Proc // a connect's members, in new rank order
 	jobs    []jobInfo   // a connect's: every participating nspace's job-level info
+	flags   Flags       // the union of the contributions'
 }
 
 // ack answers a contribution: [status: int, code: str, message: str].
@@ -291,7 +294,7 @@ func decode(b []byte, what string, f func(*dec)) error {
 
 func (c *contribution) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(15)
+	w.arr(17)
 	w.uint(wireVersion)
 	w.str(string(c.kind))
 	w.str(c.id)
@@ -312,13 +315,15 @@ func (c *contribution) marshal() ([]byte, error) {
 	w.int(int64(c.status))
 	w.str(c.message)
 	w.jobs(c.jobs)
+	w.uint(uint64(c.flags))
+	w.procs(c.gone)
 	return w.bytes()
 }
 
 func unmarshalContribution(b []byte) (*contribution, error) {
 	c := &contribution{}
 	err := decode(b, "contribution", func(r *dec) {
-		r.arr(15, "contribution")
+		r.arr(17, "contribution")
 		r.version()
 		c.kind = Kind(r.str("kind"))
 		c.id = r.str("id")
@@ -338,6 +343,8 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 		c.status = r.status("status")
 		c.message = r.str("message")
 		c.jobs = r.jobs()
+		c.flags = Flags(r.uint(math.MaxUint8, "flags"))
+		c.gone = r.procs("gone")
 	})
 	if err != nil {
 		return nil, err
@@ -350,7 +357,7 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 
 func (m *release) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(9)
+	w.arr(10)
 	w.uint(wireVersion)
 	w.uint(m.gen)
 	w.int(int64(m.status))
@@ -360,13 +367,14 @@ func (m *release) marshal() ([]byte, error) {
 	w.str(m.nspace)
 	w.procs(m.members)
 	w.jobs(m.jobs)
+	w.uint(uint64(m.flags))
 	return w.bytes()
 }
 
 func unmarshalRelease(b []byte) (*release, error) {
 	m := &release{}
 	err := decode(b, "release", func(r *dec) {
-		r.arr(9, "release")
+		r.arr(10, "release")
 		r.version()
 		m.gen = r.uint(math.MaxUint64, "gen")
 		m.status = r.status("status")
@@ -376,6 +384,7 @@ func unmarshalRelease(b []byte) (*release, error) {
 		m.nspace = r.str("nspace")
 		m.members = r.procs("members")
 		m.jobs = r.jobs()
+		m.flags = Flags(r.uint(math.MaxUint8, "flags"))
 	})
 	if err != nil {
 		return nil, err

@@ -111,9 +111,10 @@ const (
 	// ProcHasDisconnected is RFC0003's PMIX_PROC_HAS_DISCONNECTED: a
 	// member left a connected group (PMIX_CONNECT_NOTIFY_EACH).
 	ProcHasDisconnected Status = -2901
-	// ErrConnectEarlyTerm reports that a connected process terminated
-	// without disconnecting where PMIX_CONNECT_EARLY_TERM_ALLOWED was not
-	// given.
+	// ErrConnectEarlyTerm is reserved: a connected process that terminates
+	// without disconnecting raises ErrProcTermWOSync at the other members
+	// (RFC0003's "termination error"), and nothing where
+	// PMIX_CONNECT_EARLY_TERM_ALLOWED was given (docs/collective.md).
 	ErrConnectEarlyTerm Status = -2902
 	// EventCacheEvicted is raised to the host when the event cache
 	// discards events to stay within its limits.

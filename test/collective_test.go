@@ -361,33 +361,13 @@ func TestConnectAcrossClusters(t *testing.T) {
 	defer cancel()
 	reports := make(chan agent.ConnectReport, 100)
 	w.Agent("b2").OnConnect(func(r agent.ConnectReport) { reports <- r })
-	type got struct {
-		nspace string
-		rank   pmix.Rank
-		err    error
-	}
-	connectAll := func(names []string, procsOf func(string) []pmix.Proc, info ...pmix.Info) map[string]got {
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		out := map[string]got{}
-		for _, n := range names {
-			wg.Go(func() {
-				ns, r, err := w.Client(n).Connect(ctx, procsOf(n), info)
-				mu.Lock()
-				out[n] = got{ns, r, err}
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		return out
-	}
 	remoteSize := func() (pmix.Value, error) {
 		return w.Client("A:jobA.1").Get(ctx, pmix.Proc{Nspace: "B:jobB", Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
 	}
 	if _, err := remoteSize(); !errors.Is(err, pmix.ErrNotFound) {
 		t.Fatalf("B:jobB's job size before the connect: %v, want PMIX_ERR_NOT_FOUND", err)
 	}
-	res := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	res := connectAll(t, w, namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
 	// The host of b2 (B:jobB.2) saw its process connect.
 	if r := <-reports; r.Proc != (pmix.Proc{Nspace: "jobB", Rank: 2}) || r.Nspace != res["B:jobB.2"].nspace || r.Rank != 6 || len(r.Members) != 7 || r.Disconnect {
 		t.Errorf("b2's report: %+v", r)
@@ -426,15 +406,15 @@ func TestConnectAcrossClusters(t *testing.T) {
 		}
 	}
 	// The same procs and id again: another operation, another nspace.
-	again := connectAll(namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
+	again := connectAll(t, w, namesBoth, bothJobs, pmix.NewInfo(pmix.KeyConnectID, pmix.String("myconnect")))
 	if g := again[namesA[0]]; g.err != nil || g.nspace == nspace {
 		t.Errorf("second connect: %q, %v; want a new nspace", g.nspace, g.err)
 	}
-	one := connectAll(namesA, same(jobA))
+	one := connectAll(t, w, namesA, same(jobA))
 	if g := one[namesA[2]]; g.err != nil || !strings.HasPrefix(g.nspace, "cnct.") || g.rank != 2 {
 		t.Errorf("connect within A: %q rank %v, %v; want cnct.… rank 2", g.nspace, g.rank, g.err)
 	}
-	xchg := connectAll(namesA, same(jobA), pmix.NewInfo(pmix.KeyConnectXchgOnly, pmix.Bool(true)))
+	xchg := connectAll(t, w, namesA, same(jobA), pmix.NewInfo(pmix.KeyConnectXchgOnly, pmix.Bool(true)))
 	if g := xchg[namesA[1]]; g.err != nil || g.nspace != "" || g.rank != pmix.RankUndef {
 		t.Errorf("XCHG_ONLY: %q rank %v, %v; want no nspace", g.nspace, g.rank, g.err)
 	}
@@ -466,10 +446,6 @@ func TestConnectAcrossClusters(t *testing.T) {
 	}
 	if err := w.Client("A:jobA.0").Fence(ctx, []pmix.Proc{{Nspace: nspace, Rank: pmix.RankWildcard}}, nil); !errors.Is(err, pmix.ErrBadParam) {
 		t.Errorf("fence on a disconnected nspace: %v, want PMIX_ERR_BAD_PARAM", err)
-	}
-	req := pmix.Required(pmix.NewInfo(pmix.KeyConnectNotifyEach, pmix.Bool(true)))
-	if _, _, err := w.Client(namesA[0]).Connect(ctx, []pmix.Proc{jobA}, []pmix.Info{req}); !errors.Is(err, pmix.ErrNotSupported) {
-		t.Errorf("required PMIX_CONNECT_NOTIFY_EACH: %v, want PMIX_ERR_NOT_SUPPORTED", err)
 	}
 }
 

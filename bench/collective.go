@@ -1,0 +1,388 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+// CollectiveConfig sizes the collective benchmark.
+type CollectiveConfig struct {
+	Procs  int // processes connecting and fencing, half in each cluster (default 1024)
+	Agents int // agents, half in each cluster (default 8)
+	Rounds int // connects and fences measured, each against a raw barrier (default 5)
+	// DataProcs processes fence with PMIX_COLLECT_DATA, each having put
+	// DataSize bytes (defaults 64 and 1024).
+	DataProcs, DataSize int
+}
+
+func (c *CollectiveConfig) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Procs, 1024)
+	def(&c.Agents, 8)
+	def(&c.Rounds, 5)
+	def(&c.DataProcs, 64)
+	def(&c.DataSize, 1024)
+	c.Agents = max(c.Agents, 2)
+	c.Procs = max(c.Procs, 2, c.DataProcs)
+}
+
+// collSetup is two clusters, A and B, each with half the agents and one
+// job of half the processes (jobA, jobB), every process attached.
+type collSetup struct {
+	w       *agenttest.World
+	clients []*client.Client
+	names   []string // "A:jobA.0", … in the order of clients
+	agents  []*agent.Agent
+	nodes   []string // of agents
+}
+
+func newCollSetup(ctx context.Context, cfg CollectiveConfig) (*collSetup, error) {
+	spec := agenttest.Spec{Agent: func(c *agent.Config) { c.HandlerTimeout = time.Minute }}
+	for i, id := range []cluster.ID{"A", "B"} {
+		var nodes []string
+		for n := range cfg.Agents / 2 {
+			nodes = append(nodes, fmt.Sprintf("%s%d", strings.ToLower(string(id)), n))
+		}
+		if i == 1 && cfg.Agents%2 == 1 {
+			nodes = append(nodes, fmt.Sprintf("b%d", cfg.Agents/2))
+		}
+		size := cfg.Procs / 2
+		if i == 1 {
+			size = cfg.Procs - size
+		}
+		ranks := make([]string, size)
+		for r := range ranks {
+			ranks[r] = nodes[r%len(nodes)]
+		}
+		spec.Clusters = append(spec.Clusters, agenttest.Cluster{ID: id, Nodes: nodes})
+		spec.Jobs = append(spec.Jobs, agenttest.Job{Cluster: id, Nspace: "job" + string(id), Nodes: ranks,
+			Info: []pmix.Info{pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(uint32(size)))}})
+	}
+	w, err := agenttest.New(ctx, spec, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &collSetup{w: w}
+	for _, p := range w.Procs() {
+		s.clients = append(s.clients, w.Client(p.Name))
+		s.names = append(s.names, p.Name)
+	}
+	for _, n := range w.Nodes() {
+		s.agents = append(s.agents, w.Agent(n))
+		s.nodes = append(s.nodes, n)
+	}
+	return s, nil
+}
+
+func (s *collSetup) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.w.Close(ctx)
+}
+
+// waitInterest waits, 30 s at most, until cluster id routes subject to
+// the other cluster.
+func (s *collSetup) waitInterest(ctx context.Context, id cluster.ID, subject string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return s.w.WaitInterest(ctx, id, subject)
+}
+
+// both names the two jobs as a client of name's cluster does.
+func both(name string) []pmix.Proc {
+	if strings.HasPrefix(name, "A:") {
+		return []pmix.Proc{{Nspace: "jobA", Rank: pmix.RankWildcard}, {Nspace: "B:jobB", Rank: pmix.RankWildcard}}
+	}
+	return []pmix.Proc{{Nspace: "A:jobA", Rank: pmix.RankWildcard}, {Nspace: "jobB", Rank: pmix.RankWildcard}}
+}
+
+// all runs f for every client at once and returns the first error.
+func (s *collSetup) all(f func(i int, c *client.Client) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i, c := range s.clients {
+		wg.Go(func() {
+			if err := f(i, c); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("%s: %w", s.names[i], err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// tap counts the messages and bytes on the collective subjects, seen from
+// an agent's connection (which may subscribe to them where NATS is
+// secured).
+type tap struct {
+	msgs, bytes atomic.Int64
+	sub         *nats.Subscription
+}
+
+func (s *collSetup) tap(ctx context.Context) (*tap, error) {
+	t := &tap{}
+	nc := s.agents[0].NATS()
+	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
+		t.msgs.Add(1)
+		t.bytes.Add(int64(len(m.Data)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.sub = sub
+	if err := nc.Flush(); err != nil {
+		return nil, err
+	}
+	// B's agents see the tap before anything is counted.
+	if err := s.waitInterest(ctx, "B", collective.Prefix+".x"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// settle waits until the tap has seen nothing new for a moment: the
+// messages of the operation just ended are counted.
+func (t *tap) settle() (msgs, bytes int64) {
+	last := int64(-1)
+	for t.msgs.Load() != last {
+		last = t.msgs.Load()
+		time.Sleep(50 * time.Millisecond)
+	}
+	return t.msgs.Swap(0), t.bytes.Swap(0)
+}
+
+// rawBarrier is the baseline: one connection per agent, to that agent's
+// cluster; each publishes once, one collector releases all once it has
+// heard from every one.
+type rawBarrier struct {
+	conns    []*nats.Conn
+	released chan struct{}
+	round    atomic.Int64
+}
+
+const (
+	rawBarrierIn  = "pmix.bench.barrier.in" // pmix.>: the subjects that cross leaf links
+	rawBarrierRel = "pmix.bench.barrier.rel"
+)
+
+func (s *collSetup) rawBarrier(ctx context.Context) (*rawBarrier, error) {
+	rb := &rawBarrier{released: make(chan struct{}, len(s.agents))}
+	key := s.w.Keys().Option(security.RoleAgent)
+	for _, node := range s.nodes {
+		id := cluster.ID("A")
+		if strings.HasPrefix(node, "b") {
+			id = "B"
+		}
+		nc, err := nats.Connect(s.w.URL(id), nats.Name("pmixbus bench collective raw"), key)
+		if err != nil {
+			rb.close()
+			return nil, err
+		}
+		rb.conns = append(rb.conns, nc)
+		if _, err := nc.Subscribe(rawBarrierRel, func(*nats.Msg) { rb.released <- struct{}{} }); err != nil {
+			rb.close()
+			return nil, err
+		}
+	}
+	var got atomic.Int64
+	collector := rb.conns[0]
+	if _, err := collector.Subscribe(rawBarrierIn, func(*nats.Msg) {
+		if got.Add(1)%int64(len(rb.conns)) == 0 {
+			_ = collector.Publish(rawBarrierRel, nil)
+		}
+	}); err != nil {
+		rb.close()
+		return nil, err
+	}
+	for _, nc := range rb.conns {
+		if err := nc.Flush(); err != nil {
+			rb.close()
+			return nil, err
+		}
+	}
+	for _, w := range []struct {
+		id  cluster.ID
+		sub string
+	}{{"B", rawBarrierIn}, {"A", rawBarrierRel}} {
+		if err := s.waitInterest(ctx, w.id, w.sub); err != nil {
+			rb.close()
+			return nil, err
+		}
+	}
+	return rb, nil
+}
+
+// run is one barrier: every connection publishes once, and it ends when
+// every one has the release.
+func (rb *rawBarrier) run(ctx context.Context) error {
+	for _, nc := range rb.conns {
+		if err := nc.Publish(rawBarrierIn, nil); err != nil {
+			return err
+		}
+	}
+	for range rb.conns {
+		select {
+		case <-rb.released:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("raw barrier: no release in 10 s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (rb *rawBarrier) close() {
+	for _, nc := range rb.conns {
+		nc.Close()
+	}
+}
+
+// Collective runs the collective benchmark on two clusters: the messages
+// on the collective subjects per connect, against the goal of 2·A+2; a
+// connect and a fence of every process as ratios to a raw NATS barrier
+// over one connection per agent, interleaved round by round; and a fence
+// with PMIX_COLLECT_DATA of DataProcs processes of DataSize bytes each,
+// its time and its bytes on the collective subjects.
+func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
+	cfg.defaults()
+	s, err := newCollSetup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r := &Report{}
+	r.addf("collective: 2 clusters (A, B) linked by a leaf node, %d agents, %d processes (jobA, jobB) attached in-process", len(s.agents), len(s.clients))
+	t, err := s.tap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("counting messages: %w", err)
+	}
+	defer func() { _ = t.sub.Unsubscribe() }()
+	connect := func(int) error {
+		return s.all(func(i int, c *client.Client) error {
+			_, _, err := c.Connect(ctx, both(s.names[i]), []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+			return err
+		})
+	}
+	fence := func(int) error {
+		return s.all(func(i int, c *client.Client) error {
+			return c.Fence(ctx, both(s.names[i]), []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+		})
+	}
+	// One connect, counted (it also warms up).
+	t.settle()
+	if err := connect(0); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	msgs, _ := t.settle()
+	a := len(s.agents)
+	r.addf("messages on %s.> per connect of %d processes on %d agents: %d (goal <= 2*A+2 = %d; acknowledgements go to inboxes and the membership to one KV put per cluster, not counted)",
+		collective.Prefix, len(s.clients), a, msgs, 2*a+2)
+	r.Targets = append(r.Targets, Target{Name: "connect_messages_per_agent_bound", Measured: float64(msgs), Op: "<=", Goal: float64(2*a + 2)})
+
+	rb, err := s.rawBarrier(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("raw barrier: %w", err)
+	}
+	defer rb.close()
+	raw := whole(func(int) error { return rb.run(ctx) })
+	rawC, conn, err := paired(cfg.Rounds, raw, whole(connect))
+	if err != nil {
+		return nil, fmt.Errorf("connect against a raw barrier: %w", err)
+	}
+	rawF, fen, err := paired(cfg.Rounds, raw, whole(fence))
+	if err != nil {
+		return nil, fmt.Errorf("fence against a raw barrier: %w", err)
+	}
+	line := func(what string, ds []time.Duration) {
+		r.addf("%-44s p50 %9v  max %9v  (%d rounds)", what, percentile(ds, 50), percentile(ds, 100), len(ds))
+	}
+	line(fmt.Sprintf("raw NATS barrier, %d connections", len(rb.conns)), append(rawC, rawF...))
+	line(fmt.Sprintf("connect of %d processes", len(s.clients)), conn)
+	line(fmt.Sprintf("fence of %d processes", len(s.clients)), fen)
+
+	// Fence with PMIX_COLLECT_DATA: DataProcs processes, half of each job.
+	value := pmix.String(strings.Repeat("x", cfg.DataSize))
+	var data []int
+	for i, n := range s.names {
+		if (strings.HasPrefix(n, "A:") && countPrefix(s.names[:i], "A:") < cfg.DataProcs/2) ||
+			(strings.HasPrefix(n, "B:") && countPrefix(s.names[:i], "B:") < cfg.DataProcs-cfg.DataProcs/2) {
+			data = append(data, i)
+		}
+	}
+	var procs []pmix.Proc
+	for _, i := range data {
+		p := s.w.Procs()[i]
+		procs = append(procs, pmix.Proc{Nspace: cluster.Qualify(p.Cluster, p.Proc.Nspace), Rank: p.Proc.Rank})
+		if err := s.clients[i].Put(pmix.ScopeGlobal, "blob", value); err != nil {
+			return nil, err
+		}
+		if err := s.clients[i].Commit(ctx); err != nil {
+			return nil, err
+		}
+	}
+	t.settle()
+	var collected []time.Duration
+	var collectBytes int64
+	for range cfg.Rounds {
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(data))
+		for _, i := range data {
+			wg.Go(func() {
+				errs <- s.clients[i].Fence(ctx, procs, []pmix.Info{pmix.NewInfo(pmix.KeyCollectData, pmix.Bool(true)), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+			})
+		}
+		wg.Wait()
+		collected = append(collected, time.Since(start))
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return nil, fmt.Errorf("fence with data: %w", err)
+			}
+		}
+		_, b := t.settle()
+		collectBytes = b
+	}
+	line(fmt.Sprintf("fence, COLLECT_DATA, %d procs x %d B", len(data), cfg.DataSize), collected)
+	r.addf("bytes on %s.> per fence with COLLECT_DATA: %d (%.1f x the %d B put)", collective.Prefix, collectBytes,
+		float64(collectBytes)/float64(len(data)*cfg.DataSize), len(data)*cfg.DataSize)
+	r.Targets = append(r.Targets,
+		Target{Name: "connect_vs_raw_barrier", Measured: ratio(percentile(conn, 50), percentile(rawC, 50)), Op: "<=", Goal: 5},
+		Target{Name: "fence_vs_raw_barrier", Measured: ratio(percentile(fen, 50), percentile(rawF, 50)), Op: "<=", Goal: 5},
+	)
+	return r, nil
+}
+
+func countPrefix(names []string, prefix string) int {
+	n := 0
+	for _, s := range names {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}

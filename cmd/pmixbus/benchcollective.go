@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/pmixbus/pmixbus/bench"
+)
+
+func init() {
+	registerBench(&command{
+		name:    "collective",
+		summary: "connect and fence: messages per connect, time against a raw NATS barrier, fence with data",
+		run:     runBenchCollective,
+	})
+}
+
+func runBenchCollective(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench collective", "[flags]", `
+Measure the collective engine on two embedded clusters, A and B, linked by
+a leaf node, with --agents agents (half in each) and --procs in-process
+clients (jobA on A, jobB on B):
+
+  - messages on pmix.coll.> per connect of every process (goal: at most
+    2 per agent + 2, whatever the number of processes);
+  - a connect and a fence of every process, each against a raw NATS
+    barrier over one connection per agent (each publishes once, one
+    collector releases all), interleaved round by round;
+  - a fence with PMIX_COLLECT_DATA of --data-procs processes that each put
+    --data-size bytes: its time, and its bytes on pmix.coll.>.`+"\n"+benchDescription)
+	var cfg bench.CollectiveConfig
+	fs.IntVar(&cfg.Procs, "procs", 1024, "processes `n` that connect and fence")
+	fs.IntVar(&cfg.Agents, "agents", 8, "agents `n`, half in each cluster")
+	fs.IntVar(&cfg.Rounds, "rounds", 5, "connects and fences `n` measured; the median is reported")
+	fs.IntVar(&cfg.DataProcs, "data-procs", 64, "processes `n` in the fence with PMIX_COLLECT_DATA")
+	fs.IntVar(&cfg.DataSize, "data-size", 1024, "bytes `n` each of them puts")
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"procs", &cfg.Procs, 2}, {"agents", &cfg.Agents, 2}, {"rounds", &cfg.Rounds, 1}, {"data-procs", &cfg.DataProcs, 1}, {"data-size", &cfg.DataSize, 1}}, func() (*bench.Report, error) { return bench.Collective(ctx, cfg) })
+}

@@ -1,0 +1,260 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// connected is what one client's Connect returned.
+type connected struct {
+	nspace string
+	rank   pmix.Rank
+	err    error
+}
+
+// connectAll calls Connect from each named client at once, each with the
+// procs procsOf gives it, and returns what each got.
+func connectAll(t *testing.T, w *agenttest.World, names []string, procsOf func(string) []pmix.Proc, info ...pmix.Info) map[string]connected {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[string]connected{}
+	for _, n := range names {
+		wg.Go(func() {
+			ns, r, err := w.Client(n).Connect(ctx, procsOf(n), info)
+			mu.Lock()
+			out[n] = connected{ns, r, err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// mustConnectAll connects all seven procs of collSpec's two jobs and
+// returns the new nspace.
+func mustConnectAll(t *testing.T, w *agenttest.World, info ...pmix.Info) string {
+	t.Helper()
+	res := connectAll(t, w, namesBoth, bothJobs, info...)
+	for n, c := range res {
+		if c.err != nil {
+			t.Fatalf("%s: connect: %v", n, c.err)
+		}
+	}
+	return res[namesBoth[0]].nspace
+}
+
+// registerAll registers a recording handler for codes on each named
+// client.
+func registerAll(t *testing.T, w *world, names []string, codes ...pmix.Status) {
+	t.Helper()
+	for _, n := range names {
+		w.client(n).register(t, codes, nil, pmix.EventNoActionTaken)
+	}
+}
+
+func affectedProc(d delivery) pmix.Proc {
+	v, _ := pmix.LookupValue(d.Info, pmix.KeyEventAffectedProc)
+	ps, _ := v.Procs()
+	if len(ps) != 1 {
+		return pmix.Proc{}
+	}
+	return ps[0]
+}
+
+// TestConnectedGroupIsAJob: the new nspace of a connect across two
+// clusters is a job: a host's NAMESPACE event to it reaches every member
+// on both clusters, and its job size is the group's.
+func TestConnectedGroupIsAJob(t *testing.T) {
+	aw := agenttest.Start(t, collSpec())
+	w := worldOf(t, aw)
+	const code = pmix.ExternalErrBase - 7
+	registerAll(t, w, namesBoth, code)
+	group := mustConnectAll(t, aw)
+	for _, node := range []string{"a2", "b1"} { // from either cluster
+		if _, err := aw.Agent(node).Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(group))}); err != nil {
+			t.Fatalf("notify from %s: %v", node, err)
+		}
+	}
+	for _, n := range namesBoth {
+		w.client(n).rec.waitCount(t, code, 2)
+	}
+	for _, n := range []string{"A:jobA.1", "B:jobB.2"} {
+		v, err := aw.Client(n).Get(t.Context(), pmix.Proc{Nspace: group, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
+		if err != nil || !v.Equal(pmix.Uint32(7)) {
+			t.Errorf("%s: job size of %s: %v, %v; want 7", n, group, v, err)
+		}
+	}
+}
+
+// TestConnectNotifications: PMIX_CONNECT_NOTIFY_REQ tells a participant
+// that has not called yet, on another cluster, that it is asked to;
+// PMIX_CONNECT_NOTIFY_EACH tells every member as each connects, and as
+// each disconnects.
+func TestConnectNotifications(t *testing.T) {
+	aw := agenttest.Start(t, collSpec())
+	w := worldOf(t, aw)
+	registerAll(t, w, namesBoth, pmix.ProcHasConnected, pmix.ProcHasDisconnected, pmix.ConnectRequested)
+	each := pmix.NewInfo(pmix.KeyConnectNotifyEach, pmix.Bool(true))
+	req := pmix.NewInfo(pmix.KeyConnectNotifyReq, pmix.Bool(true))
+	first := make(chan connected, 1)
+	go func() {
+		ns, r, err := aw.Client("A:jobA.0").Connect(t.Context(), bothJobs("A:jobA.0"), []pmix.Info{each, req})
+		first <- connected{ns, r, err}
+	}()
+	late := w.client("B:jobB.2")
+	late.rec.waitCount(t, pmix.ConnectRequested, 1)
+	if d := late.rec.of(pmix.ConnectRequested)[0]; affectedProc(d) != (pmix.Proc{Nspace: "A:jobA", Rank: 0}) {
+		t.Errorf("PMIX_CONNECT_REQUESTED about %v, want A:jobA.0", affectedProc(d))
+	}
+	res := connectAll(t, aw, namesBoth[1:], bothJobs, each)
+	res["A:jobA.0"] = <-first
+	for n, c := range res {
+		if c.err != nil {
+			t.Fatalf("%s: connect: %v", n, c.err)
+		}
+	}
+	for _, n := range namesBoth {
+		w.client(n).rec.waitCount(t, pmix.ProcHasConnected, 6) // the others (and, through WILDCARD, itself)
+	}
+	group := res["A:jobA.0"].nspace
+	var wg sync.WaitGroup
+	for _, n := range namesBoth {
+		wg.Go(func() {
+			if err := aw.Client(n).Disconnect(t.Context(), group, []pmix.Info{each}); err != nil {
+				t.Errorf("%s: disconnect: %v", n, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range namesBoth {
+		w.client(n).rec.waitCount(t, pmix.ProcHasDisconnected, 6)
+	}
+}
+
+// countContributions counts the contributions to jobA's coordinator.
+func countContributions(t *testing.T, aw *agenttest.World) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	sub, err := aw.Agent("a2").NATS().Subscribe(collective.LeadSubject("A", "jobA"), func(*nats.Msg) { n.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := aw.Agent("a2").NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// TestParticipantTerminatedBeforeConnecting: B:jobB.2, alone on b2,
+// terminates while the others wait in a connect: all fail with
+// PMIX_ERR_PROC_TERM_WO_SYNC, or, with PMIX_CONNECT_OPTIONAL, connect
+// without it.
+func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
+	for _, optional := range []bool{false, true} {
+		t.Run(fmt.Sprint("optional=", optional), func(t *testing.T) {
+			aw := agenttest.Start(t, collSpec())
+			contributions := countContributions(t, aw)
+			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(15))}
+			if optional {
+				info = append(info, pmix.NewInfo(pmix.KeyConnectOptional, pmix.Bool(true)))
+			}
+			done := make(chan map[string]connected, 1)
+			go func() { done <- connectAll(t, aw, namesBoth[:6], bothJobs, info...) }()
+			clustertest.WaitFor(t, waitTime, func() error {
+				if n := contributions.Load(); n < 3 {
+					return fmt.Errorf("%d contributions of a1, a2, b1", n)
+				}
+				return nil
+			})
+			// The coordinator, on a1, watches B:jobB's terminations.
+			if err := aw.WaitInterest(t.Context(), "B", collective.GoneSubject("B:jobB")); err != nil {
+				t.Fatal(err)
+			}
+			if err := aw.Agent("b2").ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, true); err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			for i, n := range namesBoth[:6] {
+				c := res[n]
+				switch {
+				case optional && (c.err != nil || c.rank != pmix.Rank(i) || c.nspace != res[namesBoth[0]].nspace):
+					t.Errorf("%s: %q rank %v, %v; want rank %d of the others' group", n, c.nspace, c.rank, c.err, i)
+				case !optional && !errors.Is(c.err, pmix.ErrProcTermWOSync):
+					t.Errorf("%s: %v, want PMIX_ERR_PROC_TERM_WO_SYNC", n, c.err)
+				}
+			}
+		})
+	}
+}
+
+// TestMemberTerminatedWithoutDisconnecting: a connected member that
+// terminates raises PMIX_ERR_PROC_TERM_WO_SYNC at every other member, on
+// both clusters — also when its agent restarted since the connect (the
+// membership is in JetStream KV); with PMIX_CONNECT_EARLY_TERM_ALLOWED it
+// raises nothing, and the survivors fence on the group without it.
+func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		earlyTerm bool
+		restart   bool
+	}{{"default", false, false}, {"after its agent restarted", false, true}, {"early term allowed", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			aw := agenttest.Start(t, collSpec())
+			w := worldOf(t, aw)
+			others := namesBoth[:6]
+			registerAll(t, w, others, pmix.ErrProcTermWOSync)
+			var info []pmix.Info
+			if tc.earlyTerm {
+				info = append(info, pmix.NewInfo(pmix.KeyConnectEarlyTermAllowed, pmix.Bool(true)))
+			}
+			group := mustConnectAll(t, aw, info...)
+			b2 := aw.Agent("b2")
+			if tc.restart {
+				ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+				defer cancel()
+				if err := b2.Shutdown(ctx); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				if b2, err = aw.StartAgent(ctx, "b2"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b2.ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, false); err != nil {
+				t.Fatal(err)
+			}
+			if tc.earlyTerm {
+				mustFence(t, aw, others, same(pmix.Proc{Nspace: group, Rank: pmix.RankWildcard}))
+				for _, n := range others {
+					if got := w.client(n).rec.of(pmix.ErrProcTermWOSync); len(got) != 0 {
+						t.Errorf("%s: %d PMIX_ERR_PROC_TERM_WO_SYNC, want none", n, len(got))
+					}
+				}
+				return
+			}
+			for _, n := range others {
+				w.client(n).rec.waitCount(t, pmix.ErrProcTermWOSync, 1)
+				d := w.client(n).rec.of(pmix.ErrProcTermWOSync)[0]
+				if p := affectedProc(d); p.Rank != 2 || !slices.Contains([]string{"B:jobB", "jobB"}, p.Nspace) {
+					t.Errorf("%s: affected %v, want B:jobB.2", n, p)
+				}
+			}
+		})
+	}
+}
