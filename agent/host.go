@@ -257,6 +257,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		if err := a.raise(event.TerminationEvent(t)); err != nil {
 			cc.logger().Warn("raising the termination of a client that left without finalizing", "err", err)
 		}
+		_ = a.ProcTerminated(a.ctx, t.Proc, true) // its connected groups hear of it
 	}
 	a.mu.Lock()
 	if e.conn == cc {

@@ -71,4 +71,8 @@ func (h launchHost) ClientState(p pmix.Proc) (launch.ClientState, bool) {
 		AbortStatus: st.AbortStatus, AbortMessage: st.AbortMessage}, ok
 }
 
+func (h launchHost) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error {
+	return h.a.ProcTerminated(ctx, p, abnormal)
+}
+
 func (h launchHost) Raise(m *event.Message) error { return h.a.raise(m) }

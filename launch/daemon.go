@@ -48,6 +48,10 @@ type Host interface {
 	ClientState(p pmix.Proc) (ClientState, bool)
 	// Raise publishes an event as the cluster's host RM does.
 	Raise(m *event.Message) error
+	// ProcTerminated tells the agent's collectives that a local rank
+	// ended (abnormal: without Finalize, or killed), so its connected
+	// groups and pending connects hear of it. Reporting twice is harmless.
+	ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error
 }
 
 // DaemonConfig configures a Daemon.
@@ -363,6 +367,9 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 		if err := d.cfg.Host.Raise(m); err != nil {
 			d.log.Warn("could not raise a process's termination event", "proc", lp.proc, "code", state, "err", err)
 		}
+	}
+	if err := d.cfg.Host.ProcTerminated(d.ctx, lp.proc, end.State != pmix.Success); err != nil && !errors.Is(err, ErrClosed) {
+		d.log.Debug("reporting a process's end to the collectives", "proc", lp.proc, "err", err)
 	}
 	if b, err := json.Marshal(end); err == nil {
 		if err := d.cfg.Conn.Publish(StateSubject(d.cfg.Cluster, lp.proc.Nspace), b); err != nil {
