@@ -219,10 +219,10 @@ func (r *Run) plan(ctx context.Context) error {
 	used := map[cluster.ID]map[string]int{} // slots this run already placed
 	for i, spec := range r.cfg.Jobs {
 		if spec.N <= 0 {
-			return pmix.Errorf(pmix.ErrBadParam, "app context %d: -n must be at least 1, not %d", i, spec.N)
+			return pmix.Errorf(pmix.ErrBadParam, "app context %d: -n must be at least 1, not %d", i+1, spec.N)
 		}
 		if spec.App.Path == "" {
-			return pmix.Errorf(pmix.ErrBadParam, "app context %d: no program", i)
+			return pmix.Errorf(pmix.ErrBadParam, "app context %d: no program", i+1)
 		}
 		c := spec.Cluster
 		if c == "" {
@@ -266,7 +266,7 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		places, err := Place(spec.N, nodes, spec.MapBy, spec.Oversubscribe)
 		if err != nil {
-			return fmt.Errorf("app context %d on cluster %s: %w", i, c, err)
+			return fmt.Errorf("app context %d on cluster %s: %w", i+1, c, err)
 		}
 		nspace := spec.Nspace
 		if nspace == "" {

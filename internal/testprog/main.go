@@ -91,8 +91,10 @@ func main() {
 		case "signal":
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case "abort":
-			_ = n                   // TODO(h1 merge): c.Abort(ctx, pmix.Status(n), "testprog aborts", nil)
-			time.Sleep(time.Minute) // the launcher ends it
+			if err := c.Abort(ctx, pmix.Status(n), "testprog aborts", nil); err != nil {
+				fmt.Fprintln(os.Stderr, "abort:", err)
+			}
+			time.Sleep(time.Minute) // the launch service ends it
 		case "nofinalize":
 			os.Exit(0)
 		}

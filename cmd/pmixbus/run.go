@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "launch a job's processes through the agents (as prterun/srun)",
+		run:     runRun,
+	})
+}
+
+const runDescription = `
+Start -n copies of prog through the pmixbus agents of a cluster, forward
+their output, and exit with the job's status, as mpirun does: 0 when every
+rank exited 0, else the first failing rank's exit code (128+signal for a
+signal). By default the first abnormal end (a non-zero exit, a signal, an
+exit without PMIx_Finalize, PMIx_Abort) ends the other ranks; with
+--continuous they keep running and only the events are raised.
+
+Ranks are placed over the live agents of the cluster by their slots
+(--map-by slot fills a node before the next, node goes round them), or on
+the nodes --host names ("node:slots,…"). More ranks than free slots is an
+error unless --oversubscribe.
+
+Several app contexts separated by ':' start one job each (its own nspace),
+each in its cluster; the run ends when all have ended:
+
+    pmixbus run -n 2 --cluster east ./a : -n 2 --cluster west ./b
+
+--nats is any server linked to the clusters (PMIXBUS_NATS; by default the
+local one a 'pmixbus agent' or 'pmixbus server' started). On a secured
+deployment it signs in with the launcher key of the keys directory
+(docs/security.md). SIGINT or SIGTERM ends the job on every agent (SIGTERM,
+then SIGKILL after the agents' kill grace); a second SIGINT kills at once.`
+
+// runFlags are the flags of one app context.
+type runFlags struct {
+	fs            *flag.FlagSet
+	n             *int
+	hosts         *string
+	mapBy         *string
+	cluster       *string
+	nspace        *string
+	wdir          *string
+	oversubscribe *bool
+	export        stringList
+	env           stringList
+}
+
+func newRunFlags(name string) *runFlags {
+	f := &runFlags{fs: newFlagSet(name, "[flags] prog [args…] [: [flags] prog [args…]]…", runDescription)}
+	f.n = f.fs.Int("n", 1, "number of ranks")
+	f.hosts = f.fs.String("host", "", "place ranks on these nodes only: `node:slots,…`")
+	f.mapBy = f.fs.String("map-by", launch.MapBySlot, "placement `policy`: slot or node")
+	f.cluster = f.fs.String("cluster", "", "run on this `cluster` (default: the cluster of the server connected to)")
+	f.nspace = f.fs.String("nspace", "", "the job's `nspace` (default: a unique one)")
+	f.wdir = f.fs.String("wdir", "", "the ranks' working `dir` (default: the current one)")
+	f.oversubscribe = f.fs.Bool("oversubscribe", false, "place more ranks than free slots")
+	f.fs.Var(&f.export, "x", "forward environment `VAR` to the ranks (repeatable)")
+	f.fs.Var(&f.env, "env", "set `VAR=VAL` in the ranks' environment (repeatable)")
+	return f
+}
+
+// spec turns an app context's flags and program into a job spec.
+func (f *runFlags) spec() (launch.JobSpec, error) {
+	args := f.fs.Args()
+	if len(args) == 0 {
+		return launch.JobSpec{}, errors.New("no program given")
+	}
+	if *f.n < 1 {
+		return launch.JobSpec{}, fmt.Errorf("-n %d: want at least 1", *f.n)
+	}
+	s := launch.JobSpec{N: *f.n, MapBy: *f.mapBy, Oversubscribe: *f.oversubscribe, Nspace: *f.nspace,
+		App: launch.App{Path: args[0], Args: args[1:], Env: map[string]string{}}}
+	if *f.cluster != "" {
+		id, err := cluster.ParseID(*f.cluster)
+		if err != nil {
+			return s, fmt.Errorf("--cluster: %v", err)
+		}
+		s.Cluster = id
+	}
+	if *f.hosts != "" {
+		hosts, err := launch.ParseHosts(*f.hosts)
+		if err != nil {
+			return s, err
+		}
+		s.Hosts = hosts
+	}
+	dir := *f.wdir
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return s, fmt.Errorf("--wdir: %v", err)
+		}
+		s.App.Dir = abs
+	}
+	for _, v := range f.export {
+		val, ok := os.LookupEnv(v)
+		if !ok {
+			return s, fmt.Errorf("-x %s: not set here", v)
+		}
+		s.App.Env[v] = val
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return s, fmt.Errorf("--env %q: want VAR=VAL", kv)
+		}
+		s.App.Env[k] = v
+	}
+	return s, nil
+}
+
+// splitContexts splits the command line at ':' arguments.
+func splitContexts(args []string) [][]string {
+	var out [][]string
+	cur := []string{}
+	for _, a := range args {
+		if a == ":" {
+			out = append(out, cur)
+			cur = []string{}
+			continue
+		}
+		cur = append(cur, a)
+	}
+	return append(out, cur)
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	contexts := splitContexts(args)
+	first := newRunFlags("run")
+	var (
+		natsURL    = first.fs.String("nats", nats.DefaultURL, "NATS `URL` of any server linked to the clusters (PMIXBUS_NATS)")
+		nkey       = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
+		timeout    = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
+		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
+		noteTerm   = first.fs.Bool("notify-termination", false, "raise PMIX_EVENT_PROC_TERMINATED for normal exits too")
+	)
+	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
+		return code
+	}
+	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(first.fs); err != nil {
+		return usageError(first.fs, stderr, "%v", err)
+	}
+	var specs []launch.JobSpec
+	for i, argv := range contexts {
+		f := first
+		if i > 0 {
+			f = newRunFlags("run")
+			if code, done := parseFlags(f.fs, argv, stdout, stderr); done {
+				return code
+			}
+		}
+		s, err := f.spec()
+		if err != nil {
+			return usageError(first.fs, stderr, "app context %d: %v", i+1, err)
+		}
+		specs = append(specs, s)
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pmixbus run: "+format+"\n", a...)
+		return exitFail
+	}
+	key, identity, err := toolKey(*nkey, given(first.fs, "nkey"))
+	if err != nil {
+		return usageError(first.fs, stderr, "%v", err)
+	}
+	nc, err := connectTool(*natsURL, key, given(first.fs, "nkey"), stderr, "run",
+		nats.Name("pmixbus run"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
+		nats.CustomInboxPrefix(security.LauncherInboxPrefix), asyncErrors(stderr, "run"))
+	if err != nil {
+		return fail("connecting to %s: %v%s (give the URL of a pmixbus NATS server with --nats or PMIXBUS_NATS)", *natsURL, err, authHint(err, identity))
+	}
+	defer nc.Close()
+
+	// Signals are the run's own from here: the first ends the job
+	// gracefully, a second kills it.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
+		Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		if errors.Is(err, pmix.ErrNoPermissions) {
+			return fail("%v (signed in with %s)", err, identity)
+		}
+		return fail("%v", err)
+	}
+	var expire <-chan time.Time
+	if *timeout > 0 {
+		t := time.NewTimer(*timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	timedOut, signals := false, 0
+	for {
+		select {
+		case <-r.Done():
+			res, _ := r.Wait(context.Background())
+			return runResult(res, timedOut, *continuous, stderr)
+		case <-expire:
+			timedOut = true
+			fmt.Fprintf(stderr, "pmixbus run: the job ran out of time (--timeout %v); ending it\n", *timeout)
+			go r.Terminate(false)
+		case <-ctx.Done():
+			ctx = context.Background() // the command's context follows the signals too; count them here
+		case s := <-sigs:
+			signals++
+			force := signals > 1
+			if force {
+				fmt.Fprintf(stderr, "pmixbus run: %v again: killing the job\n", s)
+			} else {
+				fmt.Fprintf(stderr, "pmixbus run: %v: ending the job (again to kill it)\n", s)
+			}
+			go r.Terminate(force)
+		}
+	}
+}
+
+// runResult reports how the run ended and returns the exit code.
+func runResult(res launch.Result, timedOut, continuous bool, stderr io.Writer) int {
+	if e := res.First; e != nil {
+		fmt.Fprintf(stderr, "pmixbus run: rank %d of %s on node %s %s (%v)", e.Rank, e.Nspace, e.Node, e.Text, e.State)
+		if !res.Canceled && !continuous {
+			fmt.Fprint(stderr, "; the other ranks were ended")
+		}
+		fmt.Fprintln(stderr)
+	}
+	switch {
+	case timedOut:
+		return 124
+	case res.First == nil && res.Canceled:
+		return 130
+	}
+	return res.ExitCode
+}
