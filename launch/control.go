@@ -33,10 +33,8 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w: no agent of node %s in cluster %s answers %s requests", ErrNoAgent, node, c, op)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		// A refused publish gets no answer: the server says why only
-		// asynchronously.
-		if last := nc.LastError(); last != nil && strings.Contains(last.Error(), "Permissions Violation") && strings.Contains(last.Error(), ControlPrefix) {
-			return pmix.Errorf(pmix.ErrNoPermissions, "sending a %s request to node %s: %v (launching takes the launcher key, see docs/security.md)", op, node, last)
+		if err := refused(nc, ControlPrefix); err != nil {
+			return err
 		}
 		return fmt.Errorf("%w: node %s of cluster %s did not answer a %s request in time", ErrNoAgent, node, c, op)
 	case errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization):
@@ -57,4 +55,15 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 		return r.Err()
 	}
 	return nil
+}
+
+// refused is pmix.ErrNoPermissions when the server refused the
+// connection a subject starting with prefix: a refused publish gets no
+// answer, and the server says why only asynchronously (LastError).
+func refused(nc *nats.Conn, prefix string) error {
+	last := nc.LastError()
+	if last == nil || !strings.Contains(last.Error(), "Permissions Violation") || !strings.Contains(last.Error(), prefix) {
+		return nil
+	}
+	return pmix.Errorf(pmix.ErrNoPermissions, "%v (launching takes the launcher key, see docs/security.md)", last)
 }

@@ -295,7 +295,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		}()
 	}
 	d.mu.Unlock()
-	d.log.Info("job started", "nspace", req.Nspace, "ranks", describeRanks(ranks), "launcher", req.Launcher)
+	d.log.Info("job started", "nspace", req.Nspace, "ranks", FormatRanks(ranks), "launcher", req.Launcher)
 	return pids, nil
 }
 

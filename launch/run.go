@@ -307,6 +307,9 @@ func localCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
 		return "", pmix.Errorf(pmix.ErrUnreach, "JetStream: %v", err)
 	}
 	ai, err := js.AccountInfo(ctx)
+	if rerr := refused(nc, "$JS.API"); err != nil && rerr != nil {
+		return "", rerr
+	}
 	if err != nil {
 		return "", pmix.Errorf(pmix.ErrUnreach, "finding the local cluster (the JetStream domain of the server connected to): %v; name one with --cluster", err)
 	}

@@ -2,8 +2,9 @@ package launch
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pmixbus/pmixbus/cluster"
@@ -254,8 +255,10 @@ func ranksOn(m []Placement, node string) []pmix.Rank {
 	return out
 }
 
-// describeRanks names ranks for messages: "0-3,7".
-func describeRanks(rs []pmix.Rank) string {
+// FormatRanks writes ranks compactly, sorted: "0-3,8,10-11".
+func FormatRanks(ranks []pmix.Rank) string {
+	rs := slices.Clone(ranks)
+	slices.Sort(rs)
 	var b strings.Builder
 	for i := 0; i < len(rs); {
 		j := i
@@ -265,10 +268,10 @@ func describeRanks(rs []pmix.Rank) string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if j == i {
-			fmt.Fprintf(&b, "%d", rs[i])
-		} else {
-			fmt.Fprintf(&b, "%d-%d", rs[i], rs[j])
+		b.WriteString(strconv.FormatUint(uint64(rs[i]), 10))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.FormatUint(uint64(rs[j]), 10))
 		}
 		i = j + 1
 	}

@@ -27,7 +27,8 @@ const (
 	RoleRM Role = "rm"
 
 	// RoleWatch is read-only ("pmixbus watch", status tools): it receives
-	// events and outcomes and publishes nothing.
+	// events and outcomes, and publishes nothing but its questions (which
+	// clusters answer, which jobs an agent runs).
 	RoleWatch Role = "watch"
 
 	// RoleLeaf is the identity a server's leaf link signs in to its hub
@@ -72,6 +73,7 @@ const (
 	JobsStream   = "KV_PMIXBUS_JOBS"
 	jobsBucketKV = "$KV.PMIXBUS_JOBS.>"
 	controlOps   = "pmix.ctl.*.*.*"
+	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
 	jobState     = "pmix.jobstate.>"
 	jobOutput    = "pmix.iof.>"
 )
@@ -128,7 +130,7 @@ func Permissions(r Role) *server.Permissions {
 		// clusters' answer to discovery and a read of their agents
 		// buckets (which list nodes and the ranks they host, no data) —
 		// with replies on an inbox of its own, never "_INBOX.>".
-		pub := append(agentsRead(), DiscoverySubject)
+		pub := append(agentsRead(), DiscoverySubject, controlJobs)
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{

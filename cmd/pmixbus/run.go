@@ -196,12 +196,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 
-	// Signals are the run's own from here: the first ends the job
-	// gracefully, a second kills it.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
 		Stdout: stdout, Stderr: stderr})
 	if err != nil {
@@ -216,7 +210,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer t.Stop()
 		expire = t.C
 	}
-	timedOut, signals := false, 0
+	// The first SIGINT or SIGTERM ends ctx (main's NotifyContext): the
+	// job is ended gracefully; a second one kills it.
+	timedOut := false
+	var sigs chan os.Signal
 	for {
 		select {
 		case <-r.Done():
@@ -227,16 +224,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pmixbus run: the job ran out of time (--timeout %v); ending it\n", *timeout)
 			go r.Terminate(false)
 		case <-ctx.Done():
-			ctx = context.Background() // the command's context follows the signals too; count them here
+			ctx = context.Background()
+			sigs = make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			fmt.Fprintln(stderr, "pmixbus run: interrupted: ending the job (interrupt again to kill it)")
+			go r.Terminate(false)
 		case s := <-sigs:
-			signals++
-			force := signals > 1
-			if force {
-				fmt.Fprintf(stderr, "pmixbus run: %v again: killing the job\n", s)
-			} else {
-				fmt.Fprintf(stderr, "pmixbus run: %v: ending the job (again to kill it)\n", s)
-			}
-			go r.Terminate(force)
+			fmt.Fprintf(stderr, "pmixbus run: %v again: killing the job\n", s)
+			go r.Terminate(true)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -71,6 +72,9 @@ type agentStatusJSON struct {
 	TTLMS    int64                `json:"ttl_ms,omitempty"`
 	Jobs     []liveness.HostedJob `json:"jobs"`
 	Revision uint64               `json:"revision"`
+	// Launched are the jobs the agent's launch service runs, with their
+	// ranks' states (pmixbus run).
+	Launched []launch.JobState `json:"launched,omitempty"`
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -148,7 +152,16 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if e.State == liveness.Stopped {
 				continue
 			}
-			cs.Agents = append(cs.Agents, agentStatus(e, now))
+			as := agentStatus(e, now)
+			if e.State == liveness.Up {
+				var reply launch.JobsReply
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				if err := launch.Control(rctx, nc, id, e.Node, launch.OpJobs, nil, &reply); err == nil {
+					as.Launched = reply.Jobs
+				}
+				cancel()
+			}
+			cs.Agents = append(cs.Agents, as)
 		}
 		out.Clusters = append(out.Clusters, cs)
 	}
@@ -211,12 +224,31 @@ func printStatus(w io.Writer, s statusJSON) {
 			}
 			jobs := make([]string, len(a.Jobs))
 			for i, j := range a.Jobs {
-				jobs[i] = j.Nspace + ":" + formatRanks(j.Ranks)
+				jobs[i] = j.Nspace + ":" + launch.FormatRanks(j.Ranks)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s ago\t%s\t%s\t%s\n", a.Node, a.State, a.Slots, a.Used, age, a.Version, a.Listen, orDash(strings.Join(jobs, " ")))
 		}
 		_ = tw.Flush()
+		printLaunched(w, c.Agents)
 	}
+}
+
+// printLaunched lists the ranks the agents' launch services run.
+func printLaunched(w io.Writer, as []agentStatusJSON) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := false
+	for _, a := range as {
+		for _, j := range a.Launched {
+			for _, r := range j.Ranks {
+				if !header {
+					fmt.Fprintln(tw, "  JOB\tRANK\tNODE\tPID\tSTATE\tLAUNCHER")
+					header = true
+				}
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%s\t%s\n", j.Nspace, r.Rank, a.Node, r.Pid, r.State, orDash(j.Launcher))
+			}
+		}
+	}
+	_ = tw.Flush()
 }
 
 func agents(n int) string {
@@ -231,27 +263,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// formatRanks writes sorted ranks compactly: "0-3,8,10-11".
-func formatRanks(ranks []pmix.Rank) string {
-	rs := slices.Clone(ranks)
-	slices.Sort(rs)
-	var b strings.Builder
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(uint64(rs[i]), 10))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.FormatUint(uint64(rs[j]), 10))
-		}
-		i = j + 1
-	}
-	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
 )
@@ -52,10 +53,10 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	for _, re := range []string{
-		`(?m)^  a1 +up +6 +0 +[0-9.]+m?s ago +\S+ +unix:\S+ +sim:0-1,3$`,
-		`(?m)^  a2 +up +6 +0 +.* +sim:2$`,
+		`(?m)^  a1 +up +6 +3 +[0-9.]+m?s ago +\S+ +unix:\S+ +sim:0-1,3$`,
+		`(?m)^  a2 +up +6 +1 +.* +sim:2$`,
 		`(?m)^  a3 +up +6 +0 +.* +-$`,
-		`(?m)^  b1 +up +6 +0 +.* +far:0$`,
+		`(?m)^  b1 +up +6 +1 +.* +far:0$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no line matching %s in\n%s", re, out)
@@ -115,8 +116,8 @@ func TestFormatRanks(t *testing.T) {
 	}{
 		{nil, ""}, {[]pmix.Rank{0}, "0"}, {[]pmix.Rank{3, 0, 1, 2, 8, 10, 11}, "0-3,8,10-11"}, {[]pmix.Rank{5, 7}, "5,7"},
 	} {
-		if got := formatRanks(tt.in); got != tt.want {
-			t.Errorf("formatRanks(%v) = %q, want %q", tt.in, got, tt.want)
+		if got := launch.FormatRanks(tt.in); got != tt.want {
+			t.Errorf("launch.FormatRanks(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

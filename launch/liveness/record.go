@@ -30,8 +30,7 @@ type Record struct {
 	// second agent claiming the node, from the one that wrote the key.
 	Instance string `json:"instance"`
 	Slots    int    `json:"slots"`
-	// Used is the slots the agent's launched processes use (0 until the
-	// agents launch processes).
+	// Used is the slots in use: the ranks the node's jobs place on it.
 	Used    int       `json:"used"`
 	Version string    `json:"version"`
 	Listen  string    `json:"listen,omitempty"`

@@ -158,11 +158,16 @@ func (s *Service) goFunc(f func()) {
 
 // record is the key's value now.
 func (s *Service) record() *Record {
+	jobs := s.cfg.Host.HostedJobs()
+	used := 0
+	for _, j := range jobs {
+		used += len(j.Ranks)
+	}
 	return &Record{
 		Cluster: s.cfg.Cluster, Node: s.cfg.Node, Instance: s.instance,
-		Slots: s.cfg.Slots, Version: s.cfg.Version, Listen: s.cfg.Listen, Started: s.started,
+		Slots: s.cfg.Slots, Used: used, Version: s.cfg.Version, Listen: s.cfg.Listen, Started: s.started,
 		IntervalMS: s.cfg.Interval.Milliseconds(), TTLMS: s.cfg.TTL.Milliseconds(),
-		Jobs: s.cfg.Host.HostedJobs(),
+		Jobs: jobs,
 	}
 }
 
