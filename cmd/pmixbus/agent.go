@@ -222,7 +222,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "pmixbus agent: %v\n", err)
 		return exitFail
 	}
-	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, stdout, stderr)
+	urlFile := ""
+	if cfg.URL == "" {
+		urlFile = localURLFile(dir)
+	}
+	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, urlFile, stdout, stderr)
 }
 
 // agentKeys returns the keys of dir for an agent: every role's, created
@@ -247,7 +251,11 @@ func agentKeys(embedded bool, dir string, log *slog.Logger) (*security.Keys, err
 
 // serveAgent runs the agent until ctx ends, and its embedded NATS server
 // if it has one.
-func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr string, stdout, stderr io.Writer) int {
+//
+// An agent with an embedded server writes the server's URL to urlFile
+// (unless empty), where `pmixbus run` and `status` find the local NATS
+// without --nats, and removes it when it stops.
+func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr, urlFile string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "pmixbus agent: "+format+"\n", a...)
 		return exitFail
@@ -285,6 +293,13 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 		if envs[i], err = a.RegisterClient(ctx, p); err != nil {
 			_ = shutdown()
 			return fail("registering client %v: %v", p, err)
+		}
+	}
+	if srv := a.Server(); srv != nil && urlFile != "" {
+		if err := writeLocalURL(urlFile, srv.ClientURL()); err != nil {
+			fmt.Fprintf(stderr, "pmixbus agent: %v (pmixbus run will need --nats)\n", err)
+		} else {
+			defer removeLocalURL(urlFile, srv.ClientURL())
 		}
 	}
 	fmt.Fprintf(stdout, "pmixbus agent %s of cluster %s ready\n", cfg.Node, cfg.Cluster)

@@ -153,7 +153,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	contexts := splitContexts(args)
 	first := newRunFlags("run")
 	var (
-		natsURL    = first.fs.String("nats", nats.DefaultURL, "NATS `URL` of any server linked to the clusters (PMIXBUS_NATS)")
+		natsURL    = first.fs.String("nats", "", "NATS `URL` of any server linked to the clusters (PMIXBUS_NATS; default: the local agent's embedded server, else "+nats.DefaultURL+")")
 		nkey       = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
 		timeout    = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
 		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
@@ -164,6 +164,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(first.fs); err != nil {
 		return usageError(first.fs, stderr, "%v", err)
+	}
+	if *natsURL == "" {
+		*natsURL = localNATS()
 	}
 	var specs []launch.JobSpec
 	for i, argv := range contexts {
