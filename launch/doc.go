@@ -1,23 +1,29 @@
-// Package launch starts and watches the processes of a job: the launcher's
-// role (DESIGN.md, "pmixbus run"). What it holds today is the seed of that
-// launcher: it starts one process with the environment an agent issued for
-// it, and reports how the process ended. Placement, spawning through the
-// agents of other nodes, output forwarding and the job's lifecycle come
-// later, on top of it.
+// Package launch starts and watches the processes of jobs: the launcher
+// (`pmixbus run`, PRRTE's prterun) and the launch service every agent
+// composes (PRRTE's prted). docs/launch.md tells the whole story.
 //
-//	env, _ := a.RegisterClient(ctx, pmix.Proc{Nspace: "sim", Rank: 0})
-//	p, err := launch.Start(launch.Command{Path: "/usr/bin/sim", Args: []string{"--steps", "10"}, Env: env})
-//	if err != nil { … }
-//	exit, err := p.Wait(ctx) // exit.Code, exit.Signal
+// The launcher places a job's ranks over the live agents of a cluster
+// (Place), claims its nspace in the cluster's PMIXBUS_JOBS bucket, and
+// asks every agent of the job at once to spawn its ranks (control requests
+// on pmix.ctl.<cluster>.<node>.<op>, Control), reporting every agent that
+// failed. It follows the ranks' ends, applies the job's policy, raises
+// PMIX_EVENT_JOB_END and returns the job's status:
 //
-// On Linux a started process is sent SIGKILL when the launcher dies without
-// cleaning up (PR_SET_PDEATHSIG). The kernel ties that to the thread that
-// started the process, not to the whole launcher: Go starts processes from
-// threads it keeps for the life of the program, unless the starting
-// goroutine locked its thread (runtime.LockOSThread) and then exits. On
-// other systems a process outlives a launcher that dies that way.
+//	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "./sim"}}}})
+//	res, err := r.Wait(ctx) // res.ExitCode, res.First
 //
-// A Process is safe for concurrent use. Start starts one goroutine per
-// process, which ends once the process has exited and its output has been
-// copied.
+// The Daemon is an agent's side: it answers its node's control requests,
+// registers the job and its local ranks with its agent (Host), starts
+// them (Start), cuts their output into lines for the launcher, reaps them,
+// classifies how each ended (Classify) and raises the event that says so.
+//
+// Start starts one process with the environment an agent issued for it;
+// on Linux a started process is sent SIGKILL when the thread that started
+// it ends (PR_SET_PDEATHSIG), so the processes die with their agent. Go
+// starts processes from threads it keeps for the life of the program
+// unless the starting goroutine locked its thread and then exits.
+//
+// Run, Daemon and Process are safe for concurrent use. A Run owns two
+// goroutines until every rank has ended; a Daemon one per request, one
+// per rank and its launcher watch, all ended by Shutdown.
 package launch
