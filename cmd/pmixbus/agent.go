@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/metrics"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -110,6 +112,8 @@ var agentEnv = envBindings{
 	"slots":             "PMIXBUS_SLOTS",
 	"liveness-interval": "PMIXBUS_LIVENESS_INTERVAL",
 	"liveness-ttl":      "PMIXBUS_LIVENESS_TTL",
+	"kill-grace":        "PMIXBUS_KILL_GRACE",
+	"launcher-grace":    "PMIXBUS_LAUNCHER_GRACE",
 	"keys":              security.EnvKeysDir,
 }
 
@@ -134,6 +138,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		leafTLS        = addLeafTLSFlags(fs)
 		slots          = fs.Int("slots", runtime.NumCPU(), "processes this node may run, as its liveness key reports them; default the number of CPUs (PMIXBUS_SLOTS)")
 		liveInterval   = fs.Duration("liveness-interval", liveness.DefaultInterval, "how often the agent refreshes its liveness key (PMIXBUS_LIVENESS_INTERVAL)")
+		killGrace      = fs.Duration("kill-grace", 2*time.Second, "how long a launched process asked to end (SIGTERM) has before SIGKILL (PMIXBUS_KILL_GRACE)")
+		launcherGrace  = fs.Duration("launcher-grace", launch.DefaultLauncherGrace, "how long a job's processes outlive their launcher once its key expired (PMIXBUS_LAUNCHER_GRACE)")
+		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
 		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
 		leafRemotes    stringList
@@ -196,6 +203,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Slots = *slots
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
+	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch = *killGrace, *launcherGrace, *noLaunch
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
