@@ -19,8 +19,8 @@ type ClientState struct {
 }
 
 // Classify says how a process ended, as PRRTE's odls does (research §3.1):
-// killed on request → PMIX_ERR_PROC_KILLED_BY_CMD; Abort called →
-// PMIX_ERR_PROC_REQUESTED_ABORT, its status the exit code; a signal →
+// Abort called → PMIX_ERR_PROC_REQUESTED_ABORT, its status the exit code
+// (whatever ended it then); killed on request → PMIX_ERR_PROC_KILLED_BY_CMD; a signal →
 // PMIX_ERR_PROC_ABORTED_BY_SIG (exit code 128+signal); a non-zero exit →
 // PMIX_ERR_EXIT_NONZERO_TERM; exit 0 after Init without Finalize →
 // PMIX_ERR_PROC_TERM_WO_SYNC; otherwise a normal end (pmix.Success). A
@@ -32,14 +32,14 @@ func Classify(exit Exit, st ClientState, killedByCmd bool) (state pmix.Status, e
 		exitCode = 128 + int(exit.Signal)
 	}
 	switch {
-	case killedByCmd:
-		return pmix.ErrProcKilledByCmd, exitCode, "killed on request (" + exit.String() + ")"
 	case st.Aborted:
 		code := int(st.AbortStatus)
 		if code == 0 {
 			code = 1
 		}
 		return pmix.ErrProcRequestedAbort, code, fmt.Sprintf("called abort with status %d: %s", st.AbortStatus, st.AbortMessage)
+	case killedByCmd:
+		return pmix.ErrProcKilledByCmd, exitCode, "killed on request (" + exit.String() + ")"
 	case exit.Signal != 0:
 		return pmix.ErrProcAbortedBySig, exitCode, "killed by signal " + signalName(exit.Signal)
 	case exit.Code != 0:

@@ -567,7 +567,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.mu.Unlock()
 		return nil
 	}
-	sub, w := d.sub, d.watcher
+	sub := d.sub
 	var procs []*localProc
 	for _, j := range d.jobs {
 		if j.orphan != nil {
@@ -594,10 +594,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
-	if w != nil {
-		_ = w.Stop()
-	}
-	d.cancel()
+	d.cancel() // stops the watcher too: it was started with d.ctx
 	done := make(chan struct{})
 	go func() { d.wg.Wait(); close(done) }()
 	select {

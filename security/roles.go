@@ -130,7 +130,11 @@ func Permissions(r Role) *server.Permissions {
 		// clusters' answer to discovery and a read of their agents
 		// buckets (which list nodes and the ranks they host, no data) —
 		// with replies on an inbox of its own, never "_INBOX.>".
-		pub := append(agentsRead(), DiscoverySubject, controlJobs)
+		// It may also get the last event on an event subject from any
+		// stream (a late watcher's JOB_END, pmixbus watch --job): events
+		// it may watch live anyway; no bucket's subject starts so.
+		pub := append(agentsRead(), DiscoverySubject, controlJobs,
+			"$JS.API.DIRECT.GET.*."+subjects.Prefix+".>", "$JS.*.API.DIRECT.GET.*."+subjects.Prefix+".>")
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{

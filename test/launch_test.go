@@ -21,6 +21,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -162,6 +163,24 @@ func TestLaunchAcrossAgents(t *testing.T) {
 	}
 	if nodes["a1"] != 2 || nodes["a2"] != 2 {
 		t.Errorf("placement by slot over a1, a2 (2 slots each): %v", nodes)
+	}
+	// A watcher that comes later reads the job's end from the cache, with
+	// the read-only key.
+	watch := clustertest.Connect(t, w.URL("B"), w.Keys().Option(security.RoleWatch), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+	var end *event.Message
+	clustertest.WaitFor(t, waitTime, func() error {
+		_, m, err := launch.CachedJobEnd(t.Context(), watch, "A", j.Nspace)
+		if err == nil && m == nil {
+			err = errors.New("no JOB_END cached yet")
+		}
+		end = m
+		return err
+	})
+	st, _ := pmix.LookupValue(end.Info, pmix.KeyJobTermStatus)
+	nd, _ := pmix.LookupValue(end.Info, pmix.KeyEventNonDefault)
+	aff, _ := pmix.LookupValue(end.Info, pmix.KeyEventAffectedProc)
+	if s, _ := st.Status(); end.Code != pmix.EventJobEnd || s != pmix.Success || !nd.Equal(pmix.Bool(true)) || !aff.Equal(pmix.ProcValue(pmix.Proc{Nspace: j.Nspace, Rank: pmix.RankWildcard})) {
+		t.Errorf("cached JOB_END %v: %s", end.Code, pmix.FormatInfos(end.Info))
 	}
 	checkNoOrphans(t, p)
 }
@@ -363,6 +382,59 @@ func TestLaunchRefusedWithoutLauncherKey(t *testing.T) {
 		cancel()
 		if !errors.Is(err, pmix.ErrNoPermissions) {
 			t.Errorf("%s: spawn request: %v, want PMIX_ERR_NO_PERMISSIONS", role, err)
+		}
+	}
+}
+
+// TestLaunchedNodeDown: the agent of a2 dies (its NATS connection closed,
+// no Shutdown) while it runs ranks 2 and 3: a1's ranks get exactly one
+// PMIX_EVENT_NODE_DOWN and one PMIX_ERR_PROC_TERM_WO_SYNC per lost rank,
+// and the launcher counts those ranks as ended, so the run ends.
+func TestLaunchedNodeDown(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	out := &syncBuffer{}
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out,
+		Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "8s"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := r.Nspaces()[0][len("A:"):]
+	for rk := range 4 {
+		out.waitFor(t, fmt.Sprintf("%d: watching", rk))
+	}
+	w.Agent("a2").NATS().Close()
+	for _, rk := range []int{0, 1} {
+		out.waitFor(t, fmt.Sprintf("%d: event %d affected=-", rk, pmix.EventNodeDown))
+		for _, lost := range []int{2, 3} {
+			out.waitFor(t, fmt.Sprintf("%d: event %d affected=%s.%d", rk, pmix.ErrProcTermWOSync, ns, lost))
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatalf("the run did not end: %v\n%s", err, out)
+	}
+	for _, e := range res.Jobs[0].Ends {
+		want := pmix.Success
+		if e.Node == "a2" {
+			want = pmix.ErrProcTermWOSync
+		}
+		if e.State != want {
+			t.Errorf("rank %d on %s ended %v (%s), want %v", e.Rank, e.Node, e.State, e.Text, want)
+		}
+	}
+	for _, rk := range []int{0, 1} {
+		for _, lost := range []int{2, 3} {
+			line := fmt.Sprintf("%d: event %d affected=%s.%d\n", rk, pmix.ErrProcTermWOSync, ns, lost)
+			if n := strings.Count(out.String(), line); n != 1 {
+				t.Errorf("%q seen %d times", line, n)
+			}
+		}
+		if n := strings.Count(out.String(), fmt.Sprintf("%d: event %d ", rk, pmix.EventNodeDown)); n != 1 {
+			t.Errorf("rank %d saw NODE_DOWN %d times", rk, n)
 		}
 	}
 }

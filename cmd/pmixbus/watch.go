@@ -13,6 +13,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/internal/trace"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -34,6 +35,10 @@ it was sent, subject, code, range, source, targets and info. With
 (pmix.outcome.>): the client, the handlers in the order they ran with their
 statuses, and the termination decision. With --json each is one JSON object
 per line, "kind" telling "event" from "outcome".
+
+--job cluster:nspace first prints the job's PMIX_EVENT_JOB_END from the
+event cache when the job has ended (pmixbus run raises it, cached): a
+watcher started late still learns how the job ended.
 
 --cluster narrows to one cluster's scopes and the global events that reach
 it (and its agents' outcomes); --range prints only events of that range
@@ -58,6 +63,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		asJSON      = fs.Bool("json", false, "print one JSON object per line")
 		count       = fs.Int("count", 0, "exit after printing `n` messages; 0 runs until interrupted")
 		nkey        = fs.String("nkey", defaultKeyFile(security.RoleWatch), "sign in with the NATS key in `file` (a role's key file, or any nkey seed file)")
+		job         = fs.String("job", "", "first print the cached PMIX_EVENT_JOB_END of job `cluster:nspace`, if it has ended")
 		subjectList stringList
 	)
 	fs.Var(&subjectList, "subject", "subscribe to this event `subject` (wildcards allowed) instead of pmix.evt.> and pmix.env.> (repeatable)")
@@ -142,6 +148,25 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	p := &watchPrinter{w: stdout, json: *asJSON}
 	printed := 0
+	if *job != "" {
+		jc, ns, qualified := cluster.Split(*job)
+		if !qualified || ns == "" {
+			return usageError(fs, stderr, "--job %q: want cluster:nspace", *job)
+		}
+		subj, m, err := launch.CachedJobEnd(ctx, nc, jc, ns)
+		switch {
+		case err != nil:
+			fmt.Fprintf(stderr, "pmixbus watch: the end of %s: %v\n", *job, err)
+		case m != nil:
+			if err := p.event(subj, m); err != nil {
+				fmt.Fprintf(stderr, "pmixbus watch: %v\n", err)
+			}
+			printed++
+			if *count > 0 && printed >= *count {
+				return exitOK
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
