@@ -132,6 +132,9 @@ type Config struct {
 	NoLaunch      bool
 	KillGrace     time.Duration
 	LauncherGrace time.Duration
+	// PMIxLibDir is put first on the LD_LIBRARY_PATH of the processes the
+	// agent launches: where pmixbus's libpmix.so.2 is (docs/cabi.md).
+	PMIxLibDir string
 
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger

@@ -70,7 +70,11 @@ type DaemonConfig struct {
 	// key expired, before it ends the job's processes, when the job's
 	// request gave none. Zero means DefaultLauncherGrace.
 	LauncherGrace time.Duration
-	Logger        *slog.Logger
+	// LibDir, if set, is put first on the LD_LIBRARY_PATH of every process
+	// the daemon starts: the directory of pmixbus's libpmix.so.2, so that
+	// unmodified PMIx C programs load it instead of OpenPMIx's.
+	LibDir string
+	Logger *slog.Logger
 }
 
 // Daemon is the launch service of one agent: it answers the control
@@ -312,6 +316,9 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 		merged = map[string]string{}
 	}
 	maps.Copy(merged, env)
+	if dir := d.cfg.LibDir; dir != "" {
+		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
+	}
 	c := d.cfg.Cluster
 	out := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "out"), b) }}
 	errw := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "err"), b) }}
@@ -603,6 +610,19 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// prependPath puts dir first on a search path: the app's own value if it
+// set one, else the agent's.
+func prependPath(dir, app, agent string) string {
+	rest := app
+	if rest == "" {
+		rest = agent
+	}
+	if rest == "" {
+		return dir
+	}
+	return dir + ":" + rest
 }
 
 // waitAll waits until every proc has been reaped, for at most d and ctx.

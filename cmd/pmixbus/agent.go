@@ -113,6 +113,7 @@ var agentEnv = envBindings{
 	"liveness-interval": "PMIXBUS_LIVENESS_INTERVAL",
 	"liveness-ttl":      "PMIXBUS_LIVENESS_TTL",
 	"kill-grace":        "PMIXBUS_KILL_GRACE",
+	"pmix-lib":          "PMIXBUS_PMIX_LIB",
 	"launcher-grace":    "PMIXBUS_LAUNCHER_GRACE",
 	"keys":              security.EnvKeysDir,
 }
@@ -140,6 +141,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		liveInterval   = fs.Duration("liveness-interval", liveness.DefaultInterval, "how often the agent refreshes its liveness key (PMIXBUS_LIVENESS_INTERVAL)")
 		killGrace      = fs.Duration("kill-grace", 2*time.Second, "how long a launched process asked to end (SIGTERM) has before SIGKILL (PMIXBUS_KILL_GRACE)")
 		launcherGrace  = fs.Duration("launcher-grace", launch.DefaultLauncherGrace, "how long a job's processes outlive their launcher once its key expired (PMIXBUS_LAUNCHER_GRACE)")
+		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
 		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
 		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
@@ -203,7 +205,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Slots = *slots
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
-	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch = *killGrace, *launcherGrace, *noLaunch
+	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch, cfg.PMIxLibDir = *killGrace, *launcherGrace, *noLaunch, *pmixLib
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))
@@ -410,4 +412,18 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// defaultPMIxLib is lib/ beside the running binary when it holds
+// libpmix.so.2 (as the README builds it), else "".
+func defaultPMIxLib() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Join(filepath.Dir(exe), "lib")
+	if _, err := os.Stat(filepath.Join(dir, "libpmix.so.2")); err != nil {
+		return ""
+	}
+	return dir
 }
