@@ -376,7 +376,11 @@ func clusterOfNode(n string) cluster.ID { return cluster.ID(strings.ToUpper(n[:1
 func TestLaunchRefusedWithoutLauncherKey(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	for _, role := range []security.Role{security.RoleRM, security.RoleWatch} {
-		nc := clustertest.Connect(t, w.URL("A"), w.Keys().Option(role), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+		opts := []nats.Option{w.Keys().Option(role)}
+		if role == security.RoleWatch {
+			opts = append(opts, nats.CustomInboxPrefix(security.WatchInboxPrefix))
+		}
+		nc := clustertest.Connect(t, w.URL("A"), opts...)
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		err := launch.Control(ctx, nc, "A", "a1", launch.OpSpawn, launch.SpawnRequest{}, nil)
 		cancel()
@@ -428,7 +432,7 @@ func TestLaunchedNodeDown(t *testing.T) {
 	}
 	for _, rk := range []int{0, 1} {
 		for _, lost := range []int{2, 3} {
-			line := fmt.Sprintf("%d: event %d affected=%s.%d\n", rk, pmix.ErrProcTermWOSync, ns, lost)
+			line := fmt.Sprintf("%d: event %d affected=%s.%d ", rk, pmix.ErrProcTermWOSync, ns, lost)
 			if n := strings.Count(out.String(), line); n != 1 {
 				t.Errorf("%q seen %d times", line, n)
 			}
