@@ -122,6 +122,10 @@ type Config struct {
 	Version          string
 	LivenessInterval time.Duration
 	LivenessTTL      time.Duration
+	// ClusterGrace is how long another cluster whose processes are
+	// connected to this one's may stay unreachable before its nodes that
+	// host them are declared down here (liveness.Config.ClusterGrace).
+	ClusterGrace time.Duration
 
 	// Launch (package launch): the agent answers its node's control
 	// requests, spawns and watches the ranks launchers place on it
@@ -178,6 +182,9 @@ func (c Config) livenessKnobs() liveness.Config {
 	live := liveness.DefaultConfig()
 	live.Slots, live.Version = c.Slots, c.Version
 	live.Interval, live.TTL = c.LivenessInterval, c.LivenessTTL
+	if c.ClusterGrace > 0 {
+		live.ClusterGrace = c.ClusterGrace
+	}
 	return live
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -134,3 +135,33 @@ func (h livenessHost) HostedJobs() []liveness.HostedJob {
 // Raise publishes an event of a node down through the router, as the
 // host RM's (no sending client).
 func (h livenessHost) Raise(m *event.Message) error { return h.a.raise(m) }
+
+// Connections are the processes of other clusters in groups with this
+// cluster's (connects), with this cluster's members of those groups: the
+// liveness service declares their nodes down when their cluster stays
+// unreachable (liveness.ConnectionHost).
+func (h livenessHost) Connections() []liveness.Connection {
+	a := h.a
+	if a.coll == nil {
+		return nil
+	}
+	locals := map[pmix.Proc][]pmix.Proc{} // remote → local members
+	for _, members := range a.coll.svc.Groups() {
+		var mine, theirs []pmix.Proc
+		for _, p := range members {
+			if id, _, ok := cluster.Split(p.Nspace); ok && id != a.cfg.Cluster {
+				theirs = append(theirs, p)
+			} else {
+				mine = append(mine, p)
+			}
+		}
+		for _, p := range theirs {
+			locals[p] = append(locals[p], mine...)
+		}
+	}
+	out := make([]liveness.Connection, 0, len(locals))
+	for p, l := range locals {
+		out = append(out, liveness.Connection{Remote: p, Local: l})
+	}
+	return out
+}

@@ -473,6 +473,19 @@ func (s *Service) Members(nspace string) ([]pmix.Proc, bool) {
 	return slices.Clone(gr.members), true
 }
 
+// Groups returns the members of every group this agent knows (one of its
+// processes is a member, or its cluster stored it), qualified, each in
+// new rank order.
+func (s *Service) Groups() [][]pmix.Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]pmix.Proc, 0, len(s.groups))
+	for _, gr := range s.groups {
+		out = append(out, slices.Clone(gr.members))
+	}
+	return out
+}
+
 // GroupJobInfo returns the job-level info of a connect's new nspace: its
 // size (pmix.KeyJobSize, the number of members), and whether the nspace
 // is one.

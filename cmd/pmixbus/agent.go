@@ -113,6 +113,7 @@ var agentEnv = envBindings{
 	"liveness-interval": "PMIXBUS_LIVENESS_INTERVAL",
 	"liveness-ttl":      "PMIXBUS_LIVENESS_TTL",
 	"kill-grace":        "PMIXBUS_KILL_GRACE",
+	"cluster-grace":     "PMIXBUS_CLUSTER_GRACE",
 	"pmix-lib":          "PMIXBUS_PMIX_LIB",
 	"launcher-grace":    "PMIXBUS_LAUNCHER_GRACE",
 	"keys":              security.EnvKeysDir,
@@ -139,6 +140,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		leafTLS        = addLeafTLSFlags(fs)
 		slots          = fs.Int("slots", runtime.NumCPU(), "processes this node may run, as its liveness key reports them; default the number of CPUs (PMIXBUS_SLOTS)")
 		liveInterval   = fs.Duration("liveness-interval", liveness.DefaultInterval, "how often the agent refreshes its liveness key (PMIXBUS_LIVENESS_INTERVAL)")
+		clusterGrace   = fs.Duration("cluster-grace", liveness.DefaultClusterGrace, "how long a cluster connected to this one's processes may be unreachable before its nodes hosting them are declared down (PMIXBUS_CLUSTER_GRACE)")
 		killGrace      = fs.Duration("kill-grace", 2*time.Second, "how long a launched process asked to end (SIGTERM) has before SIGKILL (PMIXBUS_KILL_GRACE)")
 		launcherGrace  = fs.Duration("launcher-grace", launch.DefaultLauncherGrace, "how long a job's processes outlive their launcher once its key expired (PMIXBUS_LAUNCHER_GRACE)")
 		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
@@ -205,6 +207,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Slots = *slots
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
+	cfg.ClusterGrace = *clusterGrace
 	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch, cfg.PMIxLibDir = *killGrace, *launcherGrace, *noLaunch, *pmixLib
 	var log *slog.Logger
 	if level != nil {

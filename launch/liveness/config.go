@@ -23,6 +23,9 @@ const (
 	DefaultInterval  = 500 * time.Millisecond
 	DefaultTTL       = 2 * time.Second
 	DefaultMarkerTTL = 5 * time.Minute
+	// DefaultClusterGrace: a connected cluster's leaf link down this long
+	// and its nodes hosting connected processes are declared down.
+	DefaultClusterGrace = 10 * time.Second
 )
 
 // Host is what the service needs of the agent that runs it.
@@ -67,6 +70,12 @@ type Config struct {
 	// bucket: watchers that reconnect within it still see the expiry, and
 	// `pmixbus status` reports the node as down. At least 1 s.
 	MarkerTTL time.Duration
+	// ClusterGrace is how long another cluster connected to this one's
+	// processes may go unanswering (its leaf link down) before its nodes
+	// that host connected processes are declared down here. Leaf links
+	// reconnect: a shorter outage raises nothing. Zero means
+	// DefaultClusterGrace. Only with a Host that is a ConnectionHost.
+	ClusterGrace time.Duration
 	// Replicas of the bucket when this agent creates it: 1 to 5, at most
 	// the cluster's servers. Zero means 1.
 	Replicas int
@@ -85,6 +94,8 @@ func DefaultConfig() Config {
 		Interval:  DefaultInterval,
 		TTL:       DefaultTTL,
 		MarkerTTL: DefaultMarkerTTL,
+
+		ClusterGrace: DefaultClusterGrace,
 	}
 }
 
@@ -134,6 +145,9 @@ func (c Config) knobErrors() []error {
 	}
 	if c.MarkerTTL < time.Second {
 		errs = append(errs, fmt.Errorf("liveness marker TTL %v: want at least 1s", c.MarkerTTL))
+	}
+	if c.ClusterGrace < 0 {
+		errs = append(errs, fmt.Errorf("cluster grace %v: must not be negative", c.ClusterGrace))
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("liveness replicas %d: want 1 to 5 (0 means 1)", c.Replicas))

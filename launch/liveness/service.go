@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/pmixbus/pmixbus/cluster"
 )
 
 // Service keeps an agent's key in its cluster's bucket, watches the keys
@@ -50,6 +52,8 @@ type Service struct {
 	outage        atomic.Bool // a test's pretended outage (export_test.go)
 
 	stats struct{ beats, beatFailures, declared, rejoined atomic.Uint64 }
+
+	rem remotes // the other clusters connected to this one's processes (remote.go)
 
 	kick  chan struct{} // asks the beat loop to write now
 	ready chan struct{} // closed once the watcher has the initial values
@@ -92,7 +96,7 @@ func New(cfg Config) (*Service, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, log: log.With("component", "liveness"), key: key(cfg.Node), instance: nuid.Next(),
-		started: time.Now(), js: js, view: map[string]*peer{},
+		started: time.Now(), js: js, view: map[string]*peer{}, rem: remotes{views: map[cluster.ID]*remoteView{}},
 		kick: make(chan struct{}, 1), ready: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, stop: stop,
 	}, nil
@@ -138,6 +142,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	s.mu.Unlock()
 	s.goFunc(func() { s.watch(w) })
 	s.goFunc(s.beatLoop)
+	if ch, ok := s.cfg.Host.(ConnectionHost); ok {
+		s.goFunc(func() { s.watchRemotes(ch) })
+	}
 	select {
 	case <-s.ready:
 	case <-ctx.Done():

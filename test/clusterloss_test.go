@@ -1,0 +1,95 @@
+package test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// clusterLossGrace is the tests' ClusterGrace: long enough that a hub
+// restarted at once comes back within it on a loaded machine.
+const clusterLossGrace = 6 * time.Second
+
+// TestClusterLossAfterGrace: jobs of A and B connect. The hub goes down
+// and stays down past the grace: A's members get one PMIX_EVENT_NODE_DOWN
+// per node of B hosting connected processes (b1, b2), naming them, and
+// B's members likewise for A's nodes. A hub back within the grace (the
+// first outage) raises nothing.
+func TestClusterLossAfterGrace(t *testing.T) {
+	spec := agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}, {ID: "B", Nodes: []string{"b1", "b2"}}},
+		Jobs: []agenttest.Job{
+			{Cluster: "A", Nspace: "jobA", Nodes: []string{"a1"}},
+			{Cluster: "B", Nspace: "jobB", Nodes: []string{"b1", "b2"}},
+		},
+		Agent: func(c *agent.Config) {
+			c.HandlerTimeout = 10 * time.Second
+			c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+			c.ClusterGrace = clusterLossGrace
+		},
+	}
+	aw := agenttest.Start(t, spec)
+	w := worldOf(t, aw)
+	names := []string{"A:jobA.0", "B:jobB.0", "B:jobB.1"}
+	procs := []pmix.Proc{{Nspace: "A:jobA", Rank: pmix.RankWildcard}, {Nspace: "B:jobB", Rank: pmix.RankWildcard}}
+	res := connectAll(t, aw, names, func(string) []pmix.Proc { return procs })
+	for n, c := range res {
+		if c.err != nil {
+			t.Fatalf("%s: connect: %v", n, c.err)
+		}
+	}
+	registerAll(t, w, names, pmix.EventNodeDown, fenceCode)
+
+	// A short outage: nothing.
+	if err := w.mc.ShutdownHub(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.mc.RestartHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.mc.WaitLinked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"a1", "b1"} {
+		id := node[:1]
+		nspace := map[string]string{"a": "jobA", "b": "jobB"}[id]
+		if _, err := w.agents[node].Notify(t.Context(), fenceCode, pmix.RangeNamespace, false,
+			[]pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(nspace))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		w.client(n).rec.waitCount(t, fenceCode, 1)
+		if got := w.client(n).rec.of(pmix.EventNodeDown); len(got) != 0 {
+			t.Fatalf("%s: NODE_DOWN after an outage shorter than the grace: %v", n, got)
+		}
+	}
+
+	// A long one: B's nodes at A, A's at B.
+	if err := w.mc.ShutdownHub(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.client("A:jobA.0").rec.waitCount(t, pmix.EventNodeDown, 2)
+	for _, n := range []string{"B:jobB.0", "B:jobB.1"} {
+		w.client(n).rec.waitCount(t, pmix.EventNodeDown, 1)
+	}
+	nodes := map[string]bool{}
+	for _, d := range w.client("A:jobA.0").rec.of(pmix.EventNodeDown) {
+		h, _ := pmix.LookupValue(d.Info, pmix.KeyHostname)
+		s, _ := h.Str()
+		nodes[s] = true
+		v, _ := pmix.LookupValue(d.Info, pmix.KeyEventAffectedProcs)
+		if ps, ok := v.Procs(); !ok || len(ps) != 1 || ps[0].Nspace != "B:jobB" {
+			t.Errorf("NODE_DOWN of %s names %v", s, v)
+		}
+	}
+	if !nodes["b1"] || !nodes["b2"] {
+		t.Errorf("A's member heard of nodes %v, want b1 and b2", nodes)
+	}
+}
