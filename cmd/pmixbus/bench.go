@@ -14,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure pmixbus (events, cache, lookup, collective, scale, stalled)",
+		summary: "measure pmixbus (events, cache, lookup, collective, scale, stalled, launch)",
 		run:     runBench,
 	})
 	registerBench(&command{
