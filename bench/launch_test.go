@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 	"time"
 )
@@ -9,16 +9,7 @@ import (
 // BenchmarkLaunch runs the launch benchmark once per b.N round
 // (go test -run XXX -bench Launch -benchtime 1x ./bench/).
 func BenchmarkLaunch(b *testing.B) {
-	for range b.N {
-		r, err := Launch(b.Context(), LaunchConfig{Rank: rankCommand(b)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Launch(ctx, LaunchConfig{Rank: rankCommand(b)}) })
 }
 
 // TestLaunchSmoke runs the launch benchmark small, to keep it working:

@@ -41,21 +41,31 @@ func TestMain(m *testing.M) {
 
 // helperCommand runs this test binary as a helper process of the scale
 // benchmark.
-func helperCommand(t testing.TB) []string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []string{exe, ScaleHelperCommand}
-}
+func helperCommand(t testing.TB) []string { return selfCommand(t, ScaleHelperCommand) }
 
 // rankCommand runs this test binary as a rank of the launch benchmark.
-func rankCommand(t testing.TB) []string {
+func rankCommand(t testing.TB) []string { return selfCommand(t, LaunchRankCommand) }
+
+func selfCommand(t testing.TB, command string) []string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []string{exe, LaunchRankCommand}
+	return []string{exe, command}
+}
+
+// benchmarkReport runs a benchmark once per b.N round, prints its report
+// and reports its targets as metrics.
+func benchmarkReport(b *testing.B, run func(context.Context) (*Report, error)) {
+	for range b.N {
+		r, err := run(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Print(os.Stdout)
+		for _, t := range r.Targets {
+			b.ReportMetric(t.Measured, t.Name)
+		}
+	}
 }

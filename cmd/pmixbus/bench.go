@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -128,4 +129,14 @@ func checkMins(fs *flag.FlagSet, stderr io.Writer, flags ...minFlag) (int, bool)
 		}
 	}
 	return 0, false
+}
+
+// selfCommand is this executable run as command: how a benchmark starts
+// its helper processes.
+func selfCommand(command string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the pmixbus executable to run %s with: %w", command, err)
+	}
+	return []string{exe, command}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/pmixbus/pmixbus/bench"
 	"github.com/pmixbus/pmixbus/launch/liveness"
@@ -54,11 +53,10 @@ with two agents, a1 and a2. Every rank is this executable run as
 	fs.DurationVar(&cfg.LivenessInterval, "interval", liveness.DefaultInterval, "the agents' liveness refresh `interval`")
 	fs.DurationVar(&cfg.LivenessTTL, "ttl", liveness.DefaultTTL, "the agents' liveness `ttl` (whole seconds)")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"rounds", &cfg.Rounds, 1}, {"kills", &cfg.Kills, 1}, {"node-downs", &cfg.NodeDowns, 1}}, func() (*bench.Report, error) {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the pmixbus executable to run the ranks with: %w", err)
+		var err error
+		if cfg.Rank, err = selfCommand(bench.LaunchRankCommand); err != nil {
+			return nil, err
 		}
-		cfg.Rank = []string{exe, bench.LaunchRankCommand}
 		return bench.Launch(ctx, cfg)
 	})
 }

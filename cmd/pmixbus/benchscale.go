@@ -52,11 +52,10 @@ if the system lets it.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.Burst, "burst", 16, "events `n` then sent to all clients at once, before the memory is measured again")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write heap profiles of both processes at each count to `dir` (agent-<n>.pprof, clients-<n>.pprof)")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"register-rounds", &cfg.RegisterRounds, 1}, {"event-rounds", &cfg.EventRounds, 1}, {"burst", &cfg.Burst, 1}}, func() (*bench.Report, error) {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the pmixbus executable to run the clients with: %w", err)
+		var err error
+		if cfg.Helper, err = selfCommand(bench.ScaleHelperCommand); err != nil {
+			return nil, err
 		}
-		cfg.Helper = []string{exe, bench.ScaleHelperCommand}
 		return bench.Scale(ctx, cfg)
 	})
 
