@@ -219,7 +219,9 @@ func (s *launchSetup) killLatency(ctx context.Context) ([]time.Duration, error) 
 	}
 	defer func() {
 		r.Terminate(false)
-		_, _ = r.Wait(context.WithoutCancel(ctx))
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = r.Wait(wctx)
 	}()
 	nspace := strings.TrimPrefix(r.Nspaces()[0], launchCluster+":")
 	for rank := range 1 + victims {
