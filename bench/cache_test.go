@@ -1,23 +1,14 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 )
 
 // BenchmarkCache runs the cache benchmark once per b.N round
 // (go test -bench=Cache -benchtime=1x ./bench/).
 func BenchmarkCache(b *testing.B) {
-	for range b.N {
-		r, err := Cache(b.Context(), CacheConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Cache(ctx, CacheConfig{}) })
 }
 
 // TestCacheSmoke runs the cache benchmark small, to keep it working.

@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 )
 
@@ -9,16 +9,7 @@ import (
 // and reports the targets as metrics (go test -bench=Collective
 // -benchtime=1x ./bench/).
 func BenchmarkCollective(b *testing.B) {
-	for range b.N {
-		r, err := Collective(b.Context(), CollectiveConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Collective(ctx, CollectiveConfig{}) })
 }
 
 // TestCollectiveSmoke runs the benchmark small, to keep it working; it

@@ -12,5 +12,7 @@
 // client, one event to 10k clients).
 //
 // The scale benchmark runs the NATS server and the clients in helper
-// processes, the caller's executable run with ScaleHelperCommand.
+// processes, the caller's executable run with ScaleHelperCommand; the
+// launch benchmark's ranks are the caller's executable run with
+// LaunchRankCommand.
 package bench

@@ -1,23 +1,14 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 )
 
 // BenchmarkEvents runs the events benchmark once per b.N round and reports
 // the ratios as metrics (go test -bench=Events -benchtime=1x ./bench/).
 func BenchmarkEvents(b *testing.B) {
-	for range b.N {
-		r, err := Events(b.Context(), EventsConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Events(ctx, EventsConfig{}) })
 }
 
 // TestEventsSmoke runs the benchmark small, to keep it working; it checks

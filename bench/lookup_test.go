@@ -1,23 +1,14 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 )
 
 // BenchmarkLookup runs the publish/lookup benchmark once per b.N round and
 // reports the ratios as metrics (go test -bench=Lookup -benchtime=1x ./bench/).
 func BenchmarkLookup(b *testing.B) {
-	for range b.N {
-		r, err := Lookup(b.Context(), LookupConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Lookup(ctx, LookupConfig{}) })
 }
 
 // TestLookupSmoke runs the benchmark small, to keep it working; it checks

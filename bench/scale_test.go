@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -9,16 +10,7 @@ import (
 // BenchmarkScale runs the scale benchmark once per b.N round
 // (go test -run XXX -bench Scale -benchtime 1x -timeout 1h ./bench/).
 func BenchmarkScale(b *testing.B) {
-	for range b.N {
-		r, err := Scale(b.Context(), ScaleConfig{Helper: helperCommand(b)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Scale(ctx, ScaleConfig{Helper: helperCommand(b)}) })
 }
 
 // TestScaleSmoke runs the scale benchmark small, to keep it working: two

@@ -1,23 +1,14 @@
 package bench
 
 import (
-	"os"
+	"context"
 	"testing"
 )
 
 // BenchmarkStalled runs the stalled-readers benchmark once per b.N round
 // (go test -run XXX -bench Stalled -benchtime 1x ./bench/).
 func BenchmarkStalled(b *testing.B) {
-	for range b.N {
-		r, err := Stalled(b.Context(), StalledConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Print(os.Stdout)
-		for _, t := range r.Targets {
-			b.ReportMetric(t.Measured, t.Name)
-		}
-	}
+	benchmarkReport(b, func(ctx context.Context) (*Report, error) { return Stalled(ctx, StalledConfig{}) })
 }
 
 // TestStalledSmoke runs the stalled-readers benchmark small, to keep it

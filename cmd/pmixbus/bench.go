@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		name:    "bench",
-		summary: "measure pmixbus (events, cache, lookup, collective, scale, stalled)",
+		summary: "measure pmixbus (events, cache, lookup, collective, scale, stalled, launch)",
 		run:     runBench,
 	})
 	registerBench(&command{
@@ -128,4 +129,14 @@ func checkMins(fs *flag.FlagSet, stderr io.Writer, flags ...minFlag) (int, bool)
 		}
 	}
 	return 0, false
+}
+
+// selfCommand is this executable run as command: how a benchmark starts
+// its helper processes.
+func selfCommand(command string) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the pmixbus executable to run %s with: %w", command, err)
+	}
+	return []string{exe, command}, nil
 }

@@ -31,6 +31,21 @@ func TestBenchStalled(t *testing.T) {
 	}
 }
 
+// TestBenchLaunch runs "pmixbus bench launch" small; its ranks are this
+// test binary (see TestMain).
+func TestBenchLaunch(t *testing.T) {
+	t.Setenv("GORACE", "atexit_sleep_ms=0") // or each rank sleeps 1 s as it exits
+	code, stdout, stderr := runCmd(t, "bench", "launch", "--sizes", "2", "--rounds", "1", "--kills", "1", "--node-downs", "1", "--interval", "250ms", "--ttl", "1s")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, w := range []string{"launch+wait", "\ntarget launch_2_vs_floor ", "\ntarget kill9_event_p50_ms ", "\ntarget nodedown_max_vs_ttl "} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("report lacks %q:\n%s", w, stdout)
+		}
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -41,6 +56,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "scale", "--burst", "0"}, "--burst: 0; want at least 1"},
 		{[]string{"bench", "stalled", "--stalled", "0"}, "--stalled: 0; want at least 1"},
 		{[]string{"bench", "stalled", "--events", "5"}, "--events: 5; want at least 10"},
+		{[]string{"bench", "launch", "--sizes", "16,2"}, "2 after 16: counts must increase"},
+		{[]string{"bench", "launch", "--kills", "0"}, "--kills: 0; want at least 1"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, tt.args...)

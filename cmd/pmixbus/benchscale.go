@@ -46,31 +46,16 @@ all of the most clients within 100 ms. The agent's process needs one open
 file per client, and so does the clients' process; the limit is raised
 if the system lets it.`+"\n"+benchDescription)
 	cfg := bench.ScaleConfig{Clients: []int{1000, 5000, 10000}}
-	fs.Func("clients", "comma-separated client `counts`, increasing (default 1000,5000,10000)", func(s string) error {
-		var counts []int
-		for f := range strings.SplitSeq(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return fmt.Errorf("%q: not a positive count", f)
-			}
-			if len(counts) > 0 && n <= counts[len(counts)-1] {
-				return fmt.Errorf("%d after %d: counts must increase", n, counts[len(counts)-1])
-			}
-			counts = append(counts, n)
-		}
-		cfg.Clients = counts
-		return nil
-	})
+	fs.Func("clients", "comma-separated client `counts`, increasing (default 1000,5000,10000)", countsFlag(&cfg.Clients))
 	fs.IntVar(&cfg.RegisterRounds, "register-rounds", 200, "registrations `n` timed at each count")
 	fs.IntVar(&cfg.EventRounds, "event-rounds", 5, "events `n` sent to all clients at each count; the median is reported")
 	fs.IntVar(&cfg.Burst, "burst", 16, "events `n` then sent to all clients at once, before the memory is measured again")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write heap profiles of both processes at each count to `dir` (agent-<n>.pprof, clients-<n>.pprof)")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"register-rounds", &cfg.RegisterRounds, 1}, {"event-rounds", &cfg.EventRounds, 1}, {"burst", &cfg.Burst, 1}}, func() (*bench.Report, error) {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the pmixbus executable to run the clients with: %w", err)
+		var err error
+		if cfg.Helper, err = selfCommand(bench.ScaleHelperCommand); err != nil {
+			return nil, err
 		}
-		cfg.Helper = []string{exe, bench.ScaleHelperCommand}
 		return bench.Scale(ctx, cfg)
 	})
 
@@ -93,4 +78,24 @@ until its input ends.`)
 		return exitFail
 	}
 	return exitOK
+}
+
+// countsFlag sets *counts from a flag's comma-separated, increasing,
+// positive counts ("2,16,64").
+func countsFlag(counts *[]int) func(string) error {
+	return func(s string) error {
+		var out []int
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q: not a positive count", f)
+			}
+			if len(out) > 0 && n <= out[len(out)-1] {
+				return fmt.Errorf("%d after %d: counts must increase", n, out[len(out)-1])
+			}
+			out = append(out, n)
+		}
+		*counts = out
+		return nil
+	}
 }

@@ -13,16 +13,17 @@ import (
 	"github.com/pmixbus/pmixbus/security"
 )
 
-// TestMain lets "pmixbus demo" and "pmixbus bench scale" run under go
-// test: they launch their helper processes by re-running their own
-// executable with "demo-client" or "bench-scale-helper", and under go test
+// TestMain lets "pmixbus demo", "pmixbus bench scale" and "pmixbus bench
+// launch" run under go test: they launch their helper processes by
+// re-running their own executable with "demo-client",
+// "bench-scale-helper" or "bench-launch-rank", and under go test
 // that executable is this test binary, which must then be the helper
 // instead of running the tests.
 //
 // The commands' keys (docs/security.md) go to a directory of the run's
 // own, not to the user's.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" || os.Args[1] == bench.ScaleHelperCommand) {
+	if len(os.Args) > 1 && (os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" || os.Args[1] == bench.ScaleHelperCommand || os.Args[1] == bench.LaunchRankCommand) {
 		main()
 	}
 	dir, err := os.MkdirTemp("", "pmixbus-keys")

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/pmixbus/pmixbus/bench"
+	"github.com/pmixbus/pmixbus/launch/liveness"
+)
+
+func init() {
+	registerBench(&command{
+		name:    "launch",
+		summary: "launch N ranks against N fork/execs; kill -9 of a rank and an agent killed, to the handlers",
+		run:     runBenchLaunch,
+	})
+	register(&command{
+		name:    bench.LaunchRankCommand,
+		summary: "a rank of 'pmixbus bench launch'",
+		hidden:  true,
+		run:     runBenchLaunchRank,
+	})
+}
+
+func runBenchLaunch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench launch", "[flags]", `
+Measure the launcher and the lifecycle events on one embedded NATS server
+with two agents, a1 and a2. Every rank is this executable run as
+"pmixbus `+bench.LaunchRankCommand+`":
+
+  - launch: the time to launch --sizes ranks spread over both agents
+    (pmixbus run's launch.Launch) and see every one end (Init, Finalize,
+    exit), against the floor: as many processes of the same program,
+    exiting at once, started from this process with os/exec and waited
+    for; --rounds of each, interleaved, medians compared (goal: at most 2x
+    the floor at 16 ranks, or at the largest size when 16 is not among
+    them);
+  - kill -9: a job with --continuous whose rank 0 on a1 prints when its
+    handler sees each rank's termination; --kills ranks on a2 are sent
+    SIGKILL one by one (after one unmeasured), and each time is from the
+    signal to rank 0's handler seeing PMIX_ERR_PROC_ABORTED_BY_SIG (goal:
+    median at most 20 ms);
+  - node down: a2 is killed abruptly --node-downs times (its NATS
+    connection closed, no Shutdown: its liveness key expires) and each
+    time is until a handler of a client on a1 sees PMIX_EVENT_NODE_DOWN
+    (goal: at most twice --ttl).`+"\n"+benchDescription)
+	cfg := bench.LaunchConfig{Sizes: []int{2, 16, 64}}
+	fs.Func("sizes", "comma-separated rank `counts`, increasing (default 2,16,64)", countsFlag(&cfg.Sizes))
+	fs.IntVar(&cfg.Rounds, "rounds", 5, "launches `n` of each size, and as many floors; the medians are reported")
+	fs.IntVar(&cfg.Kills, "kills", 10, "ranks `n` killed with SIGKILL, one at a time, after one unmeasured")
+	fs.IntVar(&cfg.NodeDowns, "node-downs", 3, "times `n` an agent is killed")
+	fs.DurationVar(&cfg.LivenessInterval, "interval", liveness.DefaultInterval, "the agents' liveness refresh `interval`")
+	fs.DurationVar(&cfg.LivenessTTL, "ttl", liveness.DefaultTTL, "the agents' liveness `ttl` (whole seconds)")
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"rounds", &cfg.Rounds, 1}, {"kills", &cfg.Kills, 1}, {"node-downs", &cfg.NodeDowns, 1}}, func() (*bench.Report, error) {
+		var err error
+		if cfg.Rank, err = selfCommand(bench.LaunchRankCommand); err != nil {
+			return nil, err
+		}
+		return bench.Launch(ctx, cfg)
+	})
+}
+
+func runBenchLaunchRank(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet(bench.LaunchRankCommand, "[plain|watch]", `
+A rank of "pmixbus bench launch", started by an agent: Init, Finalize,
+exit; "plain" exits at once (the floor's process); "watch" waits until
+SIGTERM, rank 0 printing every termination event its handler sees.`)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if err := bench.LaunchRank(ctx, fs.Arg(0), stdout); err != nil {
+		fmt.Fprintf(stderr, "pmixbus %s: %v\n", bench.LaunchRankCommand, err)
+		return exitFail
+	}
+	return exitOK
+}
