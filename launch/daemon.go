@@ -362,7 +362,12 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	state, code, text := Classify(exit, st, killed)
 	end := ProcEnd{Nspace: lp.proc.Nspace, Rank: lp.proc.Rank, Node: d.cfg.Node, Pid: lp.p.Pid(), State: state, ExitCode: code, Signal: int(exit.Signal), Text: text}
 	raise := state != pmix.Success && !silent
-	if state == pmix.Success && j.req.NotifyTermination {
+	// A normal end raises PMIX_EVENT_PROC_TERMINATED too: for every
+	// handler when the job asked (--notify-termination); else only for
+	// registrations that name the code (PMIX_EVENT_NON_DEFAULT), and
+	// uncached — without such a registration NATS carries it nowhere.
+	asked := j.req.NotifyTermination
+	if state == pmix.Success && !silent {
 		state, raise = pmix.EventProcTerminated, true
 	}
 	if raise {
@@ -371,6 +376,9 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 			Code: state, ExitCode: code, HasExitCode: true, Incarnation: j.req.Launcher + "/" + j.started.Format(time.RFC3339Nano),
 			Text: fmt.Sprintf("%v on node %s %s", lp.proc, d.cfg.Node, text),
 		})
+		if state == pmix.EventProcTerminated && !asked {
+			m.Info = append(m.Info, pmix.NewInfo(pmix.KeyEventNonDefault, pmix.Bool(true)), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))
+		}
 		if err := d.cfg.Host.Raise(m); err != nil {
 			d.log.Warn("could not raise a process's termination event", "proc", lp.proc, "code", state, "err", err)
 		}

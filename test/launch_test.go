@@ -442,3 +442,35 @@ func TestLaunchedNodeDown(t *testing.T) {
 		}
 	}
 }
+
+// TestProcTerminatedForRegistrationsThatAsk: a normal exit raises
+// PMIX_EVENT_PROC_TERMINATED for a registration that names the code, but
+// not for a default handler, unless the job asked (--notify-termination).
+func TestProcTerminatedForRegistrationsThatAsk(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	for _, tt := range []struct {
+		name   string
+		notify bool
+		codes  string
+		want   bool
+	}{
+		{"named code", false, "-201", true},
+		{"default handler", false, "", false},
+		{"default handler, job asked", true, "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Rank 1 exits after 2 s, once rank 0 watches.
+			res, out := runJob(t, launch.Config{Conn: nc, NotifyTermination: tt.notify, Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode,
+				App: launch.App{Path: p, Args: []string{"-watch", "-codes", tt.codes, "-sleep", "4s", "-fail-rank", "1", "-fail-after", "2s", "-fail", "exit:0"}}}}})
+			if res.ExitCode != 0 {
+				t.Fatalf("result %+v\n%s", res, out)
+			}
+			got := strings.Contains(out.String(), fmt.Sprintf("0: event %d affected=%s.1 exit=0", pmix.EventProcTerminated, res.Jobs[0].Nspace))
+			if got != tt.want {
+				t.Errorf("rank 0 saw rank 1's PROC_TERMINATED: %v, want %v\n%s", got, tt.want, out)
+			}
+		})
+	}
+}

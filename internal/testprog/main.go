@@ -27,13 +27,15 @@ import (
 
 func main() {
 	var (
-		noPMIx   = flag.Bool("no-pmix", false, "never call Init (a plain program)")
-		watch    = flag.Bool("watch", false, "register a default handler for every event and print each one")
-		sleep    = flag.Duration("sleep", 0, "wait this long before ending")
-		failRank = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
-		fail     = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
-		say      = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
-		get      = flag.String("get", "", "comma list of keys to Get from the own job and print")
+		noPMIx    = flag.Bool("no-pmix", false, "never call Init (a plain program)")
+		watch     = flag.Bool("watch", false, "register a default handler for every event and print each one")
+		sleep     = flag.Duration("sleep", 0, "wait this long before ending")
+		failRank  = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
+		fail      = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
+		say       = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
+		get       = flag.String("get", "", "comma list of keys to Get from the own job and print")
+		failAfter = flag.Duration("fail-after", 0, "wait this long before failing")
+		codes     = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -60,7 +62,13 @@ func main() {
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
 	}
 	if *watch {
-		_, err := c.RegisterEventHandler(ctx, nil, nil, func(call *bus.Call, done bus.Done) {
+		var want []pmix.Status
+		for _, f := range strings.Split(*codes, ",") {
+			if n, err := strconv.Atoi(f); err == nil {
+				want = append(want, pmix.Status(n))
+			}
+		}
+		_, err := c.RegisterEventHandler(ctx, want, nil, func(call *bus.Call, done bus.Done) {
 			affected, exit := "-", "-"
 			if v, ok := pmix.LookupValue(call.Info, pmix.KeyEventAffectedProc); ok {
 				if p, ok := v.Proc(); ok {
@@ -82,6 +90,7 @@ func main() {
 		fmt.Printf("%d: watching\n", me.Rank)
 	}
 	if *failRank == -1 || *failRank == int(me.Rank) {
+		time.Sleep(*failAfter)
 		how, arg, _ := strings.Cut(*fail, ":")
 		n, _ := strconv.Atoi(arg)
 		switch how {
