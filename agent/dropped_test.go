@@ -50,7 +50,7 @@ func testDroppedJobEvents(t *testing.T, retained bool) {
 	}
 	const code, envCode = pmix.ExternalErrBase - 81, pmix.ExternalErrBase - 82
 	srv := clustertest.StartServer(t, "A")
-	var logs syncBuffer
+	var logs clustertest.Buffer
 	a := newAgent(t, srv.ClientURL(), "unix:"+filepath.Join(sockDir(t), "a.sock"), func(c *agent.Config) {
 		if inbox > 0 {
 			agent.SetInboxSize(c, inbox)

@@ -541,7 +541,7 @@ func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
 		if e == nil {
 			continue
 		}
-		nspace := unescapeKey(e.Key())
+		nspace := subjects.Unescaped(e.Key())
 		d.mu.Lock()
 		j, ok := d.jobs[nspace]
 		if !ok {
@@ -647,13 +647,6 @@ func waitAll(ctx context.Context, procs []*localProc, d time.Duration) bool {
 		}
 	}
 	return true
-}
-
-func unescapeKey(k string) string {
-	if s, err := subjects.UnescapeToken(k); err == nil {
-		return s
-	}
-	return k
 }
 
 // resolveProgram finds app's program as exec would, and checks that it

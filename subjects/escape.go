@@ -103,3 +103,13 @@ func ClusterToken(cluster string) string {
 	}
 	return EscapeToken(cluster)
 }
+
+// Unescaped is UnescapeToken's name, or tok itself when it is no escaped
+// token (a key someone else wrote): for messages and lookups that must not
+// fail.
+func Unescaped(tok string) string {
+	if s, err := UnescapeToken(tok); err == nil {
+		return s
+	}
+	return tok
+}

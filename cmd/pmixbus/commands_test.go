@@ -22,7 +22,7 @@ import (
 // running is a command run in-process in the background by startCmd.
 type running struct {
 	name           string
-	stdout, stderr *syncBuffer
+	stdout, stderr *clustertest.Buffer
 	stop           context.CancelFunc
 	code           chan int
 }
@@ -32,7 +32,7 @@ type running struct {
 func startCmd(t *testing.T, ready func(*running) error, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{name: args[0], stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, code: make(chan int, 1)}
+	r := &running{name: args[0], stdout: &clustertest.Buffer{}, stderr: &clustertest.Buffer{}, stop: cancel, code: make(chan int, 1)}
 	go func() { r.code <- run(ctx, args, r.stdout, r.stderr) }()
 	t.Cleanup(func() {
 		cancel()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/bench"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/internal/demo"
 	"github.com/pmixbus/pmixbus/security"
 )
@@ -53,8 +54,8 @@ func TestDemoInterrupted(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &cancelAfter{syncBuffer: &syncBuffer{}, marker: "sending the events", cancel: cancel}
-	var errOut syncBuffer
+	out := &cancelAfter{Buffer: &clustertest.Buffer{}, marker: "sending the events", cancel: cancel}
+	var errOut clustertest.Buffer
 	code := run(ctx, []string{"demo"}, out, &errOut)
 	if code != exitFail || !strings.Contains(errOut.String(), "pmixbus demo: stopped") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, &errOut)
@@ -66,13 +67,13 @@ func TestDemoInterrupted(t *testing.T) {
 
 // cancelAfter cancels once marker has been written.
 type cancelAfter struct {
-	*syncBuffer
+	*clustertest.Buffer
 	marker string
 	cancel context.CancelFunc
 }
 
 func (c *cancelAfter) Write(p []byte) (int, error) {
-	n, err := c.syncBuffer.Write(p)
+	n, err := c.Buffer.Write(p)
 	if strings.Contains(string(p), c.marker) {
 		c.cancel()
 	}

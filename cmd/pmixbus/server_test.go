@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,27 +17,9 @@ import (
 	"github.com/pmixbus/pmixbus/security"
 )
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runningServer is a "pmixbus server" run in-process by startServerCmd.
 type runningServer struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *clustertest.Buffer
 	stop           context.CancelFunc
 	code           chan int
 }
@@ -48,7 +29,7 @@ type runningServer struct {
 func startServerCmd(t *testing.T, args ...string) *runningServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningServer{stdout: &syncBuffer{}, stderr: &syncBuffer{}, stop: cancel, code: make(chan int, 1)}
+	r := &runningServer{stdout: &clustertest.Buffer{}, stderr: &clustertest.Buffer{}, stop: cancel, code: make(chan int, 1)}
 	go func() { r.code <- run(ctx, append([]string{"server"}, args...), r.stdout, r.stderr) }()
 	t.Cleanup(func() {
 		cancel()

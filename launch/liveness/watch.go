@@ -106,12 +106,7 @@ func (s *Service) watch(w natsjs.KeyWatcher) {
 }
 
 // nodeOf is the node of a key.
-func nodeOf(k string) string {
-	if n, err := subjects.UnescapeToken(k); err == nil {
-		return n
-	}
-	return k
-}
+func nodeOf(k string) string { return subjects.Unescaped(k) }
 
 // Agents returns the agents alive in the cluster, as the watcher last saw
 // their keys (this one among them), sorted by node.
