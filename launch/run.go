@@ -93,6 +93,10 @@ type Result struct {
 	First *ProcEnd
 	// Canceled is set when Terminate ended the run.
 	Canceled bool
+	// Lost is set when the launcher's connection closed before every rank
+	// ended: the agents end the jobs' processes once their keys expire
+	// and the launcher grace passes; their ends are not known here.
+	Lost bool
 	Jobs     []JobResult
 }
 
@@ -118,6 +122,7 @@ type Run struct {
 	first    *ProcEnd
 	aborting bool
 	canceled bool
+	lost     bool
 	stop     chan struct{}
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -467,6 +472,13 @@ func (r *Run) follow() {
 		case m := <-r.msgs:
 			r.handle(m)
 		case <-poll.C:
+			if r.cfg.Conn.IsClosed() {
+				r.mu.Lock()
+				r.lost = true
+				r.left = 0
+				r.mu.Unlock()
+				break
+			}
 			r.poll()
 		}
 		r.mu.Lock()
@@ -708,7 +720,7 @@ func (r *Run) jobStatus(j *runJob) (pmix.Status, pmix.Proc, int, string) {
 // finish computes the result and stops the run's goroutines.
 func (r *Run) finish() {
 	r.mu.Lock()
-	res := Result{Canceled: r.canceled}
+	res := Result{Canceled: r.canceled, Lost: r.lost}
 	if r.first != nil {
 		e := *r.first
 		res.First = &e
@@ -718,6 +730,9 @@ func (r *Run) finish() {
 		}
 	} else if r.canceled {
 		res.ExitCode = 130
+	}
+	if r.lost && res.ExitCode == 0 {
+		res.ExitCode = 1
 	}
 	r.mu.Unlock()
 	for _, j := range r.jobs {

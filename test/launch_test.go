@@ -457,3 +457,36 @@ func TestProcTerminatedForRegistrationsThatAsk(t *testing.T) {
 		})
 	}
 }
+
+// TestLauncherGone: the launcher's connection closes while its job runs;
+// once its key expires and the launcher grace passes, the agents end the
+// job's processes: no orphans.
+func TestLauncherGone(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, JobTTL: time.Second, Beat: 250 * time.Millisecond, LauncherGrace: 500 * time.Millisecond,
+		Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-sleep", "60s"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	res, err := r.Wait(t.Context())
+	if err != nil || !res.Lost || res.ExitCode == 0 {
+		t.Fatalf("run after its connection closed: %+v, %v", res, err)
+	}
+	other := launcherConn(t, w, "A")
+	clustertest.WaitFor(t, waitTime, func() error {
+		for _, n := range []string{"a1", "a2"} {
+			var reply launch.JobsReply
+			if err := launch.Control(t.Context(), other, "A", n, launch.OpJobs, nil, &reply); err != nil {
+				return err
+			}
+			if len(reply.Jobs) != 0 {
+				return fmt.Errorf("node %s still runs %+v", n, reply.Jobs)
+			}
+		}
+		return nil
+	})
+	checkNoOrphans(t, p)
+}
