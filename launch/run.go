@@ -97,7 +97,7 @@ type Result struct {
 	// ended: the agents end the jobs' processes once their keys expire
 	// and the launcher grace passes; their ends are not known here.
 	Lost bool
-	Jobs     []JobResult
+	Jobs []JobResult
 }
 
 // JobResult is one job of a run.
