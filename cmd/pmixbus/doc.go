@@ -9,13 +9,15 @@
 // Commands:
 //
 //	agent     run the pmixbus agent of one node
-//	bench     measure pmixbus (events, cache, lookup, scale, stalled)
+//	bench     measure pmixbus (events, cache, lookup, collective, scale, stalled, launch)
 //	demo      run two clusters, agents and client processes; trace events at every range
 //	keys      create the NATS keys of pmixbus's roles and show them
 //	lookup    look published data up as a PMIx client (PMIx_Lookup)
 //	notify    send one event as the host RM, straight on NATS
 //	publish   publish data as a PMIx client (PMIx_Publish)
+//	run       launch a job's processes through the agents (as prterun/srun)
 //	server    run an embedded NATS server with JetStream for one cluster
+//	status    print the clusters reachable, their agents and the jobs they host
 //	unpublish remove data this client published (PMIx_Unpublish)
 //	version   print the versions of pmixbus, nats-server and nats.go
 //	watch     print the events (and chain outcomes) passing on NATS
