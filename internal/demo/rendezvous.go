@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -97,7 +98,72 @@ func (d *demo) rendezvous(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("rendezvous: %w", errors.Join(errs...))
 	}
-	d.printf("   both found each other in %v: they can PMIx_Connect(%s, %s)\n", time.Since(start).Round(time.Millisecond),
+	d.printf("   both found each other in %v; now they PMIx_Connect(%s, %s)\n", time.Since(start).Round(time.Millisecond),
 		cluster.Qualify(sides[0].cluster, sides[0].nspace), cluster.Qualify(sides[1].cluster, sides[1].nspace))
+	return d.connect(ctx, sides[0].c, sides[1].c, sides[0].node)
+}
+
+// groupEventCode is the event the demo sends to the connected group.
+const groupEventCode = pmix.ExternalErrBase - 77
+
+// connect is the end of RFC0003's example: the two rendezvoused
+// processes connect, each gets the same new nspace and its own rank in
+// it, and an event to the new nspace reaches both, on both clusters.
+func (d *demo) connect(ctx context.Context, a, b *client.Client, hostNode string) error {
+	procs := []pmix.Proc{
+		{Nspace: cluster.Qualify(cluster.ID(a.Cluster()), a.Proc().Nspace), Rank: pmix.RankWildcard},
+		{Nspace: cluster.Qualify(cluster.ID(b.Cluster()), b.Proc().Nspace), Rank: pmix.RankWildcard},
+	}
+	type joined struct {
+		nspace string
+		rank   pmix.Rank
+		err    error
+	}
+	res := make([]joined, 2)
+	heard := make(chan string, 2)
+	var wg sync.WaitGroup
+	for i, c := range []*client.Client{a, b} {
+		wg.Go(func() {
+			ns, r, err := c.Connect(ctx, procs, nil)
+			res[i] = joined{ns, r, err}
+			if err != nil {
+				return
+			}
+			_, res[i].err = c.RegisterEventHandler(ctx, []pmix.Status{groupEventCode}, nil, func(call *bus.Call, done bus.Done) {
+				heard <- fmt.Sprintf("%s:%v", c.Cluster(), c.Proc())
+				done(pmix.EventActionComplete, nil)
+			})
+		})
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.err != nil {
+			return fmt.Errorf("connect: %s: %w", []*client.Client{a, b}[i].Proc(), r.err)
+		}
+	}
+	if res[0].nspace != res[1].nspace || res[0].rank == res[1].rank {
+		return fmt.Errorf("connect: new nspaces %q and %q, ranks %v and %v: want one nspace, two ranks", res[0].nspace, res[1].nspace, res[0].rank, res[1].rank)
+	}
+	for i, c := range []*client.Client{a, b} {
+		d.printf("   %s:%v is rank %v of the new nspace %s\n", c.Cluster(), c.Proc(), res[i].rank, res[i].nspace)
+	}
+	if err := d.w.WaitPropagation(ctx); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if _, err := d.w.Agent(hostNode).Notify(ctx, groupEventCode, pmix.RangeNamespace, false,
+		[]pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(res[0].nspace))}); err != nil {
+		return fmt.Errorf("connect: notifying the group: %w", err)
+	}
+	for range 2 {
+		select {
+		case who := <-heard:
+			d.printf("   %s heard the event sent to %s\n", who, res[0].nspace)
+		case <-time.After(demoWait):
+			return fmt.Errorf("connect: the event to %s did not reach both members within %v", res[0].nspace, demoWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.printf("   notified as one group across both clusters\n")
 	return nil
 }
