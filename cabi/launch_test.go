@@ -199,3 +199,21 @@ func TestLaunchedAbort(t *testing.T) {
 		})
 	}
 }
+
+// TestLaunchedExample runs README's C example, example/hello.c, as
+// `pmixbus run -n 4 ./hello` does: four ranks over two nodes, each
+// printing its right neighbour's greeting.
+func TestLaunchedExample(t *testing.T) {
+	bin := compile(t, "../example/hello.c", headers(t)[0], true)
+	w := launchWorld(t)
+	res, out := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 4, App: launch.App{Path: bin}})
+	if res.ExitCode != 0 || res.First != nil {
+		t.Fatalf("result %+v, first %+v\noutput:\n%s", res, res.First, out)
+	}
+	for r := range 4 {
+		want := fmt.Sprintf("rank %d of 4: rank %d says \"hello from rank %d on ", r, (r+1)%4, (r+1)%4)
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

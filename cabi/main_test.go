@@ -101,7 +101,7 @@ func headers(t testing.TB) []header {
 	return hs
 }
 
-// compile builds testdata/src against the headers h, linked with
+// compile builds testdata/src (a path relative to testdata) against the headers h, linked with
 // -lpmix against the library when link is set, and returns the binary.
 func compile(t testing.TB, src string, h header, link bool) string {
 	t.Helper()
@@ -122,7 +122,7 @@ func compileWith(t testing.TB, src string, h header, link bool, flags ...string)
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+"-"+h.name)
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-"+h.name)
 	args := append([]string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}, flags...)
 	if link {
 		args = append(args, "-L", libDir(t), "-lpmix")
