@@ -202,9 +202,22 @@ func TestLaunchedAbort(t *testing.T) {
 
 // TestLaunchedExample runs README's C example, example/hello.c, as
 // `pmixbus run -n 4 ./hello` does: four ranks over two nodes, each
-// printing its right neighbour's greeting.
+// printing its right neighbour's greeting; built against pmixbus's
+// header, and as a user of Debian's libpmix-dev builds it (linked against
+// OpenPMIx's library with a RUNPATH): the agent's LD_LIBRARY_PATH gives
+// that binary pmixbus's library unrebuilt.
 func TestLaunchedExample(t *testing.T) {
-	bin := compile(t, "../example/hello.c", headers(t)[0], true)
+	t.Run("pmixbus", func(t *testing.T) {
+		checkHello(t, compile(t, "../example/hello.c", headers(t)[0], true))
+	})
+	t.Run("openpmix-linked", func(t *testing.T) {
+		checkHello(t, compileAsOpenPMIxUser(t, "../example/hello.c"))
+	})
+}
+
+// checkHello launches example/hello.c's binary bin as four ranks.
+func checkHello(t *testing.T, bin string) {
+	t.Helper()
 	w := launchWorld(t)
 	res, out := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 4, App: launch.App{Path: bin}})
 	if res.ExitCode != 0 || res.First != nil {

@@ -133,6 +133,25 @@ func compileWith(t testing.TB, src string, h header, link bool, flags ...string)
 	return bin
 }
 
+// compileAsOpenPMIxUser builds testdata/src as a user of Debian's
+// libpmix-dev would: its headers, linked against its library with a
+// RUNPATH, as pkg-config's flags give. It skips t without libpmix-dev.
+func compileAsOpenPMIxUser(t testing.TB, src string) string {
+	t.Helper()
+	if hs := headers(t); len(hs) < 2 {
+		t.Skip("Debian's libpmix-dev is not installed")
+	}
+	cc := needCC(t)
+	debLib := filepath.Join(filepath.Dir(debianInclude), "lib")
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-openpmix-linked")
+	args := []string{"-I", debianInclude, filepath.Join("testdata", src), "-o", bin,
+		"-L", debLib, "-Wl,-rpath", "-Wl," + debLib, "-Wl,--enable-new-dtags", "-lpmix"}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+	}
+	return bin
+}
+
 // cmdEnv is the environment of a test program: this process's without any
 // PMIx identity, the library first on LD_LIBRARY_PATH (unless extra sets
 // it), and extra.

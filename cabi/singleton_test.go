@@ -42,18 +42,7 @@ func TestSingleton(t *testing.T) {
 // pkg-config's flags give — and runs it with pmixbus's library first on
 // LD_LIBRARY_PATH: the binary loads pmixbus's library unrebuilt.
 func TestUnmodifiedBinary(t *testing.T) {
-	hs := headers(t)
-	if len(hs) < 2 {
-		t.Skip("Debian's libpmix-dev is not installed")
-	}
-	cc := needCC(t)
-	debLib := filepath.Join(filepath.Dir(debianInclude), "lib")
-	bin := filepath.Join(t.TempDir(), "singleton-openpmix")
-	args := []string{"-I", debianInclude, "testdata/singleton.c", "-o", bin,
-		"-L", debLib, "-Wl,-rpath", "-Wl," + debLib, "-Wl,--enable-new-dtags", "-lpmix"}
-	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
-	}
+	bin := compileAsOpenPMIxUser(t, "singleton.c")
 	got := lines(run(t, t.Context(), bin, nil))
 	if got["pmixbus"] != "1" || got["init"] != "-25" || got["stub"] != "-47" {
 		t.Errorf("the binary did not run on pmixbus's library: %v", got)
