@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -20,21 +19,27 @@ import (
 )
 
 // The launch tests run C programs as the ranks of jobs started with
-// launch.Launch, as `pmixbus run` does, by the agents of a cluster of two
-// nodes (a1, a2; two slots each). The test process's environment does not
+// launch.Launch, as `pmixbus run` does, by the agents of cluster A's two
+// nodes (a1, a2; two slots each), and of cluster B's b1. The test process's environment does not
 // name the library: the agents put its directory first on the ranks'
 // LD_LIBRARY_PATH (agent.Config.PMIxLibDir), which is how a C program
 // linked with -lpmix finds pmixbus's libpmix.so.2 under `pmixbus run`.
 
 // launchWorld starts the world of the launch tests.
 func launchWorld(t *testing.T) *agenttest.World {
+	return launchClusters(t, agenttest.Cluster{ID: "A", Nodes: []string{"a1", "a2"}})
+}
+
+// launchClusters starts a world of clusters whose agents launch, two
+// slots each, with the library's directory as their PMIxLibDir.
+func launchClusters(t *testing.T, clusters ...agenttest.Cluster) *agenttest.World {
 	t.Helper()
 	dir := libDir(t)
 	if strings.Contains(os.Getenv("LD_LIBRARY_PATH"), dir) {
 		t.Fatalf("the test's own LD_LIBRARY_PATH names %s: the agent's would prove nothing", dir)
 	}
 	return agenttest.Start(t, agenttest.Spec{
-		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}},
+		Clusters: clusters,
 		Agent: func(c *agent.Config) {
 			c.Slots = 2
 			c.KillGrace = time.Second
@@ -62,21 +67,33 @@ func (l *lineBuffer) String() string {
 	return l.b.String()
 }
 
-// launchJob runs one job of n ranks of bin with args in w's cluster A,
-// with the launcher's key, and returns how it ended and its output.
+// launchJob runs the job spec (in cluster A unless it says) from cluster
+// A's server with the launcher's key, and returns how it ended and its
+// output.
 func launchJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (launch.Result, string) {
+	t.Helper()
+	r, out := startJob(t, w, cfg, spec)
+	return waitJob(t, r, out)
+}
+
+// startJob launches spec as launchJob does, without waiting for its end.
+func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (*launch.Run, *lineBuffer) {
 	t.Helper()
 	cfg.Conn = clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
 	out := &lineBuffer{}
 	cfg.Stdout, cfg.Stderr = out, out
 	cfg.Jobs = []launch.JobSpec{spec}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	r, err := launch.Launch(ctx, cfg)
+	r, err := launch.Launch(testContext(t), cfg)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
-	res, err := r.Wait(ctx)
+	return r, out
+}
+
+// waitJob waits for the end of r, whose output goes to out.
+func waitJob(t *testing.T, r *launch.Run, out *lineBuffer) (launch.Result, string) {
+	t.Helper()
+	res, err := r.Wait(testContext(t))
 	if err != nil {
 		t.Fatalf("wait: %v\noutput:\n%s", err, out)
 	}
@@ -138,6 +155,45 @@ func TestLaunchedEvents(t *testing.T) {
 	}
 	checkNodes(t, res.Jobs[0], "a1", "a2")
 	checkChains(t, out, res.Jobs[0].Nspace+".0", true)
+}
+
+// TestLaunchedEventsAcrossClusters launches testdata/events.c's
+// listener as a job of cluster A and, once its handlers are registered
+// and B's server has the interest, its notifier as a job of cluster B
+// (two runs, as two `pmixbus run`): the three PMIX_RANGE_GLOBAL events
+// reach the listener's chain, from B's rank.
+func TestLaunchedEventsAcrossClusters(t *testing.T) {
+	bin := compile(t, "events.c", headers(t)[0], true)
+	w := launchClusters(t, agenttest.Cluster{ID: "A", Nodes: []string{"a1"}}, agenttest.Cluster{ID: "B", Nodes: []string{"b1"}})
+	listener, out := startJob(t, w, launch.Config{}, launch.JobSpec{N: 1, App: launch.App{Path: bin, Args: []string{"listen"}}})
+	clustertest.WaitFor(t, 30*time.Second, func() error {
+		if !strings.Contains(out.String(), "ready\n") {
+			return fmt.Errorf("the listener is not ready:\n%s", out)
+		}
+		return nil
+	})
+	for _, code := range []string{"-3001", "-3002", "-3003"} {
+		if err := w.WaitInterest(testContext(t), "B", "pmix.evt.global."+code); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, nout := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 1, Cluster: "B", App: launch.App{Path: bin, Args: []string{"notify", "global"}}})
+	if res.ExitCode != 0 || !strings.Contains(nout, "notified\n") {
+		t.Fatalf("notifier: result %+v\noutput:\n%s", res, nout)
+	}
+	lres, lout := waitJob(t, listener, out)
+	if lres.ExitCode != 0 || lres.First != nil {
+		t.Fatalf("listener: result %+v, first %+v\noutput:\n%s", lres, lres.First, lout)
+	}
+	source := res.Jobs[0].Nspace + ".0"
+	if i := strings.Index(lout, "event first -3001 "); i >= 0 {
+		source = strings.Fields(lout[i:])[3] // as the agent names a proc of another cluster
+	}
+	if !strings.HasSuffix(source, res.Jobs[0].Nspace+".0") || res.Jobs[0].Cluster != "B" {
+		t.Errorf("source %q, want rank 0 of B's job %s", source, res.Jobs[0].Nspace)
+	}
+	t.Logf("source as the handlers see it: %s", source)
+	checkChains(t, lout, source, false)
 }
 
 // TestLaunchedAbort launches testdata/abort.c as four ranks over a1 and

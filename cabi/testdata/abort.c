@@ -63,15 +63,15 @@ static int job(const pmix_proc_t *me, pmix_rank_t rank, int status, const char *
         printf("FAIL register: %s\n", PMIx_Error_string(rc));
         return 1;
     }
-    /* every handler is in place before anyone aborts */
+    if (0 == me->rank) {
+        printf("library %s\n", PMIx_Get_version());
+        fflush(stdout);
+    }
+    /* every handler is in place, and the line above out, before anyone aborts */
     rc = PMIx_Fence(NULL, 0, NULL, 0);
     if (PMIX_SUCCESS != rc) {
         printf("FAIL fence: %s\n", PMIx_Error_string(rc));
         return 1;
-    }
-    if (0 == me->rank) {
-        printf("library %s\n", PMIx_Get_version());
-        fflush(stdout);
     }
     if (me->rank == rank && 0 == strcmp(how, "exit")) {
         PMIx_Finalize(NULL, 0);
