@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,25 +47,6 @@ func launchClusters(t *testing.T, clusters ...agenttest.Cluster) *agenttest.Worl
 	})
 }
 
-// lineBuffer collects a run's output lines; tests read it while the
-// launcher writes.
-type lineBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lineBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lineBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // launchJob runs the job spec (in cluster A unless it says) from cluster
 // A's server with the launcher's key, and returns how it ended and its
 // output.
@@ -77,10 +57,10 @@ func launchJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.
 }
 
 // startJob launches spec as launchJob does, without waiting for its end.
-func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (*launch.Run, *lineBuffer) {
+func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (*launch.Run, *clustertest.Buffer) {
 	t.Helper()
 	cfg.Conn = clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
-	out := &lineBuffer{}
+	out := &clustertest.Buffer{}
 	cfg.Stdout, cfg.Stderr = out, out
 	cfg.Jobs = []launch.JobSpec{spec}
 	r, err := launch.Launch(testContext(t), cfg)
@@ -91,7 +71,7 @@ func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.J
 }
 
 // waitJob waits for the end of r, whose output goes to out.
-func waitJob(t *testing.T, r *launch.Run, out *lineBuffer) (launch.Result, string) {
+func waitJob(t *testing.T, r *launch.Run, out *clustertest.Buffer) (launch.Result, string) {
 	t.Helper()
 	res, err := r.Wait(testContext(t))
 	if err != nil {

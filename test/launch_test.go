@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,22 +82,7 @@ func launcherConn(t *testing.T, w *agenttest.World, id cluster.ID) *nats.Conn {
 }
 
 // syncBuffer is an io.Writer tests can read while the launcher writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer struct{ clustertest.Buffer }
 
 func (s *syncBuffer) waitFor(t *testing.T, want string) {
 	t.Helper()
