@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 )
 
 func main() {}
@@ -146,52 +147,61 @@ func goPMIx_Finalize(inHandler bool) C.pmix_status_t {
 	return status(c.Finalize(ctx))
 }
 
-// goPMIx_Abort notifies PMIX_ERR_PROC_REQUESTED_ABORT (-8) with msg to the
-// procs named (the caller's whole nspace when none) and, when the caller
-// is among them, ends the process with status. pmixbus has no abort
-// request to the launcher yet: the other procs are told, not killed.
+// abortTimeout bounds PMIx_Abort's request to the agent.
+const abortTimeout = 10 * time.Second
+
+// goPMIx_Abort asks the agent to abort the procs named (the caller's whole
+// job when none) with client.Abort. For a process its launch service
+// started, the agent kills the caller before it answers, and the procs
+// named with it; otherwise it raises PMIX_ERR_PROC_REQUESTED_ABORT for the
+// caller to its job. Either way, when the caller is among the procs it
+// does not return: if it is still alive once the agent answered (or could
+// not be asked), it exits with status, as the RM would have ended it. A
+// singleton has no one to ask: PMIX_ERR_UNREACH, as OpenPMIx returns when
+// not connected.
 //
 //export goPMIx_Abort
 func goPMIx_Abort(st C.int, msg *C.char, procs *C.pmix_proc_t, nprocs C.size_t) C.pmix_status_t {
 	state.mu.Lock()
 	inits, c, self := state.inits, state.c, state.proc
 	state.mu.Unlock()
-	if inits == 0 {
+	switch {
+	case inits == 0:
 		return C.PMIX_ERR_INIT
+	case procs == nil && nprocs > 0:
+		return C.PMIX_ERR_BAD_PARAM
+	case c == nil:
+		return C.PMIX_ERR_UNREACH
 	}
-	targets := make([]pmix.Proc, 0, int(nprocs))
+	var targets []pmix.Proc
+	included := nprocs == 0
 	if procs != nil {
-		for _, p := range unsafe.Slice(procs, int(nprocs)) {
-			targets = append(targets, goProc(&p))
+		for _, cp := range unsafe.Slice(procs, int(nprocs)) {
+			p := goProc(&cp)
+			if p.Nspace == "" {
+				p.Nspace = self.Nspace
+			}
+			targets = append(targets, p)
+			included = included || p.Matches(self)
 		}
 	}
-	included := len(targets) == 0
-	for _, p := range targets {
-		if p.Matches(self) || p.Nspace == "" {
-			included = true
+	text := ""
+	if msg != nil {
+		text = C.GoString(msg)
+		if len(text) > proto.MaxAbortMessage {
+			text = text[:proto.MaxAbortMessage] // the abort counts more than its whole message
 		}
 	}
-	if c != nil {
-		info := []pmix.Info{pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(self))}
-		if msg != nil {
-			info = append(info, pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(C.GoString(msg))))
-		}
-		rng := pmix.RangeNamespace
-		if len(targets) > 0 {
-			rng = pmix.RangeCustom
-			info = append(info, pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(targets)))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.NotifyEvent(ctx, pmix.ErrProcRequestedAbort, rng, info)
-		cancel()
-		if err != nil && !included {
-			return status(err)
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	err := c.Abort(ctx, pmix.Status(st), text, targets)
+	cancel()
 	if included {
+		if st == 0 {
+			st = 1 // an abort is no success, as the launcher counts it
+		}
 		C.cabi_exit(st)
 	}
-	return C.PMIX_SUCCESS
+	return status(err)
 }
 
 //export goPMIx_Register_event_handler

@@ -9,6 +9,7 @@
 //
 //	gcc -I cabi/include prog.c -L lib -l:libpmix.so.2 -o prog
 //	LD_LIBRARY_PATH=lib ./prog   # under an agent's launch environment
+//	pmixbus run -n 4 ./prog      # the agent puts lib/ (--pmix-lib) on the ranks' path
 //
 // The split follows MPICH's lesson (keep the shim small): the data helpers
 // (PMIx_Info_load, PMIx_Value_*, PMIx_Data_array_*, info lists, the

@@ -159,10 +159,11 @@ func TestRendezvous(t *testing.T) {
 	})
 }
 
-// TestAbort: PMIx_Abort with no procs tells the caller's namespace
-// (PMIX_ERR_PROC_REQUESTED_ABORT, -8, with its message) and ends the
-// caller with the status given; with procs that leave the caller out, it
-// tells them and returns.
+// TestAbort: PMIx_Abort of a process no launch service started (a
+// detached rank): the agent raises PMIX_ERR_PROC_REQUESTED_ABORT (-8) for
+// the caller, with its message, to its namespace; with no procs the caller
+// is among those aborted and exits with the status given; with procs
+// that leave it out, it goes on (TestLaunchedAbort has the agent kill).
 func TestAbort(t *testing.T) {
 	bin := compile(t, "abort.c", headers(t)[0], true)
 	for _, tc := range []struct {

@@ -101,7 +101,7 @@ func headers(t testing.TB) []header {
 	return hs
 }
 
-// compile builds testdata/src against the headers h, linked with
+// compile builds testdata/src (a path relative to testdata) against the headers h, linked with
 // -lpmix against the library when link is set, and returns the binary.
 func compile(t testing.TB, src string, h header, link bool) string {
 	t.Helper()
@@ -122,11 +122,30 @@ func compileWith(t testing.TB, src string, h header, link bool, flags ...string)
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+"-"+h.name)
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-"+h.name)
 	args := append([]string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}, flags...)
 	if link {
 		args = append(args, "-L", libDir(t), "-lpmix")
 	}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+	}
+	return bin
+}
+
+// compileAsOpenPMIxUser builds testdata/src as a user of Debian's
+// libpmix-dev would: its headers, linked against its library with a
+// RUNPATH, as pkg-config's flags give. It skips t without libpmix-dev.
+func compileAsOpenPMIxUser(t testing.TB, src string) string {
+	t.Helper()
+	if hs := headers(t); len(hs) < 2 {
+		t.Skip("Debian's libpmix-dev is not installed")
+	}
+	cc := needCC(t)
+	debLib := filepath.Join(filepath.Dir(debianInclude), "lib")
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-openpmix-linked")
+	args := []string{"-I", debianInclude, filepath.Join("testdata", src), "-o", bin,
+		"-L", debLib, "-Wl,-rpath", "-Wl," + debLib, "-Wl,--enable-new-dtags", "-lpmix"}
 	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
 	}

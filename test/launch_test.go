@@ -81,6 +81,7 @@ func launcherConn(t *testing.T, w *agenttest.World, id cluster.ID) *nats.Conn {
 	return clustertest.Connect(t, w.URL(id), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
 }
 
+// syncBuffer is an io.Writer tests can read while the launcher writes.
 type syncBuffer struct{ clustertest.Buffer }
 
 func (s *syncBuffer) waitFor(t *testing.T, want string) {

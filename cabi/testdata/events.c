@@ -1,7 +1,9 @@
 /* events.c: "listen" registers three handlers for -3001..-3003 (LAST,
  * FIRST, and one prepended by default, the last without blocking) and
  * prints each invocation until it has seen three events; "notify" notifies
- * the three events to its namespace ("notify global": to every cluster). */
+ * the three events to its namespace ("notify global": to every cluster).
+ * "job" is for a launched job: rank 0 notifies and the others listen, a
+ * fence between their registrations and the notifications. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,7 +151,9 @@ static int wait_for(int *what, int n)
     return *what >= n;
 }
 
-static int listen_events(void)
+/* register_handlers registers the three handlers and waits until the
+ * last has been. */
+static int register_handlers(void)
 {
     pmix_status_t codes[] = {-3001, -3002, -3003};
     pmix_info_t *info;
@@ -184,13 +188,43 @@ static int listen_events(void)
         printf("FAIL register middle: %d\n", rc);
         return 1;
     }
-    printf("ready\n");
-    fflush(stdout);
+    return 0;
+}
+
+static int wait_events(void)
+{
     if (!wait_for(&events_done, 3)) {
         printf("FAIL timed out with %d events\n", events_done);
         return 1;
     }
     return 0;
+}
+
+static int listen_events(void)
+{
+    if (0 != register_handlers()) {
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    return wait_events();
+}
+
+static int notify_events(pmix_data_range_t range);
+
+/* job_events: the others' handlers are in place once the fence is done. */
+static int job_events(const pmix_proc_t *me)
+{
+    pmix_status_t rc;
+    if (0 != me->rank && 0 != register_handlers()) {
+        return 1;
+    }
+    rc = PMIx_Fence(NULL, 0, NULL, 0);
+    if (PMIX_SUCCESS != rc) {
+        printf("FAIL fence: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    return 0 == me->rank ? notify_events(PMIX_RANGE_NAMESPACE) : wait_events();
 }
 
 static int notify_events(pmix_data_range_t range)
@@ -220,7 +254,7 @@ int main(int argc, char **argv)
     int failed;
 
     if (argc < 2) {
-        fprintf(stderr, "usage: events listen|notify [global]\n");
+        fprintf(stderr, "usage: events listen|notify [global]|job\n");
         return 2;
     }
     rc = PMIx_Init(&me, NULL, 0);
@@ -230,6 +264,8 @@ int main(int argc, char **argv)
     }
     if (0 == strcmp(argv[1], "listen")) {
         failed = listen_events();
+    } else if (0 == strcmp(argv[1], "job")) {
+        failed = job_events(&me);
     } else {
         failed = notify_events(argc > 2 && 0 == strcmp(argv[2], "global") ? PMIX_RANGE_GLOBAL
                                                                           : PMIX_RANGE_NAMESPACE);

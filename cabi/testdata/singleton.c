@@ -1,7 +1,7 @@
 /* singleton.c runs without an agent: PMIx_Init must return
  * PMIX_ERR_UNREACH and still initialise as a singleton. It also exercises
- * the C data helpers, the key-value exchange of a singleton, and a
- * stubbed function. It prints "name value"
+ * the C data helpers, the key-value exchange of a singleton, PMIx_Abort
+ * (PMIX_ERR_UNREACH: it returns) and a stubbed function. It prints "name value"
  * lines and exits 0, or prints "FAIL ..." and exits 1. */
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +63,8 @@ int main(void)
     }
     printf("get_unknown %d\n", PMIx_Get(&me, "no.such.key", NULL, 0, &val));
     printf("connect %d\n", PMIx_Connect(&me, 1, NULL, 0));
+    /* no RM to abort it: the singleton is told so and goes on, as with OpenPMIx */
+    printf("abort %d\n", PMIx_Abort(3, "no one to ask", NULL, 0));
     printf("stub %d\n", PMIx_Resolve_peers(NULL, me.nspace, &peers, &npeers));
     printf("finalize %d\n", PMIx_Finalize(NULL, 0));
     printf("pmixbus %d\n", NULL != strstr(PMIx_Get_version(), "pmixbus"));

@@ -5,22 +5,23 @@ import (
 	"sync"
 )
 
-// Buffer is a bytes.Buffer safe for concurrent use: a log sink or an
-// output writer that goroutines write while a test reads it.
+// Buffer is an io.Writer that tests read while others write to it (a
+// launcher forwarding its ranks' output, a daemon's log). Safe for
+// concurrent use; the zero value is ready.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *Buffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
 }
 
 // String returns what was written so far.
-func (s *Buffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
