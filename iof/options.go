@@ -1,0 +1,162 @@
+package iof
+
+import (
+	"strings"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Options is a parsed `--output` value: how a Display labels and where it
+// sends each line.
+type Options struct {
+	Tag         bool   // [jobid,rank]<stdout>:
+	TagDetailed bool   // [jobid,rank][host:pid]<stdout>:
+	TagFullname bool   // [nspace,rank]<stdout>:
+	Rank        bool   // [rank]<stdout>:
+	Timestamp   bool   // [ctime] before the tag, or timestamp="…" in XML
+	XML         bool   // <stdout rank="R">…</stdout>
+	JSON        bool   // one JSON object per record (pmixbus only)
+	Merge       bool   // stderr and stddiag go where stdout goes
+	Raw         bool   // records are shown as they come: no newline is added
+	Cluster     bool   // prefix the cluster, for runs that span clusters
+	File        string // PATH.<nspace>.<rank>.out|.err instead of the terminal
+	Dir         string // DIR/<nspace>/rank.<N>/stdout|stderr instead of the terminal
+}
+
+// directives are the names ParseOutput accepts, in the order its errors list
+// them. PRRTE's are first; json and cluster are pmixbus's own.
+var directives = []string{
+	"tag", "tag-detailed", "tag-fullname", "rank", "timestamp", "xml",
+	"merge-stderr-to-stdout", "file", "dir", "raw", "json", "cluster",
+}
+
+// ParseOutput parses the value of `pmixbus run --output` in PRRTE's syntax:
+// a comma-separated list of directives, case-insensitive, each shortened to
+// any unique prefix ("tag" and the other exact names always win). Booleans
+// accept "=1/0", "=t/y/true/yes/enable" and "=f/n/false/no/disable"; file
+// and dir need "=PATH". The empty string is the default: plain output.
+//
+// It returns pmix.ErrBadParam for an unknown or ambiguous directive (the
+// message lists the valid ones), a bad value, or two directives that
+// contradict each other (json with any tag or xml, xml with another tag
+// than tag/tag-fullname/rank, file with dir, two tag styles).
+func ParseOutput(spec string) (Options, error) {
+	var o Options
+	if strings.TrimSpace(spec) == "" {
+		return o, nil
+	}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		name, value, hasValue := strings.Cut(item, "=")
+		dir, err := matchDirective(name)
+		if err != nil {
+			return Options{}, err
+		}
+		if dir == "file" || dir == "dir" {
+			if !hasValue || value == "" {
+				return Options{}, pmix.Errorf(pmix.ErrBadParam, "--output %s needs a value: %s=PATH", dir, dir)
+			}
+			if dir == "file" {
+				o.File = value
+			} else {
+				o.Dir = value
+			}
+			continue
+		}
+		on := true
+		if hasValue {
+			if on, err = parseBool(dir, value); err != nil {
+				return Options{}, err
+			}
+		}
+		switch dir {
+		case "tag":
+			o.Tag = on
+		case "tag-detailed":
+			o.TagDetailed = on
+		case "tag-fullname":
+			o.TagFullname = on
+		case "rank":
+			o.Rank = on
+		case "timestamp":
+			o.Timestamp = on
+		case "xml":
+			o.XML = on
+		case "merge-stderr-to-stdout":
+			o.Merge = on
+		case "raw":
+			o.Raw = on
+		case "json":
+			o.JSON = on
+		case "cluster":
+			o.Cluster = on
+		}
+	}
+	return o, o.validate()
+}
+
+func (o Options) validate() error {
+	conflict := func(a, b string) error {
+		return pmix.Errorf(pmix.ErrBadParam, "--output: %s and %s cannot be used together", a, b)
+	}
+	if o.File != "" && o.Dir != "" {
+		return conflict("file", "dir")
+	}
+	if o.JSON {
+		for _, c := range []struct {
+			on   bool
+			name string
+		}{{o.XML, "xml"}, {o.Tag, "tag"}, {o.TagDetailed, "tag-detailed"}, {o.TagFullname, "tag-fullname"}, {o.Rank, "rank"}, {o.Timestamp, "timestamp"}} {
+			if c.on {
+				return conflict("json", c.name)
+			}
+		}
+	}
+	// One tag style; tag-detailed with tag-fullname is OpenPMIx's detailed
+	// tag with the full nspace.
+	styles := []struct {
+		on   bool
+		name string
+	}{{o.Tag, "tag"}, {o.TagDetailed, "tag-detailed"}, {o.TagFullname, "tag-fullname"}, {o.Rank, "rank"}}
+	for i, a := range styles {
+		for _, b := range styles[i+1:] {
+			if a.on && b.on && !(a.name == "tag-detailed" && b.name == "tag-fullname") {
+				return conflict(a.name, b.name)
+			}
+		}
+	}
+	return nil
+}
+
+func matchDirective(name string) (string, error) {
+	lower := strings.ToLower(strings.TrimSpace(name))
+	if lower == "" {
+		return "", pmix.Errorf(pmix.ErrBadParam, "--output: empty directive; valid: %s", strings.Join(directives, ", "))
+	}
+	var found []string
+	for _, d := range directives {
+		if d == lower {
+			return d, nil
+		}
+		if strings.HasPrefix(d, lower) {
+			found = append(found, d)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", pmix.Errorf(pmix.ErrBadParam, "--output: unknown directive %s; valid: %s", pmix.Quote(name), strings.Join(directives, ", "))
+	}
+	return "", pmix.Errorf(pmix.ErrBadParam, "--output: directive %s is ambiguous: %s", pmix.Quote(name), strings.Join(found, ", "))
+}
+
+func parseBool(dir, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "t", "y", "true", "yes", "enable":
+		return true, nil
+	case "0", "f", "n", "false", "no", "disable":
+		return false, nil
+	}
+	return false, pmix.Errorf(pmix.ErrBadParam, "--output %s=%s: want 1/0, true/false, yes/no or enable/disable", dir, pmix.Quote(v))
+}
