@@ -49,8 +49,7 @@ type Config struct {
 type Display struct {
 	cfg   Config
 	mu    sync.Mutex
-	files map[fileKey]*os.File
-	err   error // the first file error, returned again by Close
+	files map[fileKey]*os.File // open per (proc, stdout|stderr) until its channel completes or Close
 }
 
 type fileKey struct {
@@ -77,9 +76,19 @@ func NewDisplay(cfg Config) (*Display, error) {
 
 // Write renders one record. STDIN records are ignored; a record with no data
 // writes nothing, except in JSON where the end of a channel is an object too.
-// It returns the writer's or the file system's error.
+// A Complete record closes its per-rank file. It returns the writer's or
+// the file system's error, and pmix.ErrBadParam for an nspace that cannot
+// name a file (empty, ".", "..", or holding '/').
 func (d *Display) Write(r Record) error {
-	if r.Channel == STDIN || (len(r.Data) == 0 && !(d.cfg.Options.JSON && r.Complete)) {
+	if r.Channel == STDIN {
+		return nil
+	}
+	if len(r.Data) == 0 && !d.cfg.Options.JSON {
+		if r.Complete {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.closeFile(r)
+		}
 		return nil
 	}
 	var buf bytes.Buffer
@@ -96,12 +105,31 @@ func (d *Display) Write(r Record) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	if _, err = w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if r.Complete {
+		return d.closeFile(r)
+	}
+	return nil
 }
 
-// Close closes every per-rank file. It returns the first error met while
-// opening, writing or closing them; it is safe to call twice.
+// closeFile closes the file of a channel that has ended, so a long job does
+// not hold a descriptor per finished rank. A later record of the same file
+// (the other channel when merged) opens it again, appending.
+func (d *Display) closeFile(r Record) error {
+	key := fileKey{r.Cluster, r.Nspace, r.Rank, d.toStderr(r.Channel)}
+	f, ok := d.files[key]
+	if !ok {
+		return nil
+	}
+	delete(d.files, key)
+	return f.Close()
+}
+
+// Close closes every per-rank file that is still open and returns the
+// errors of closing them. It is safe to call twice; a Write after Close
+// opens its file again, appending.
 func (d *Display) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -323,3 +323,25 @@ func FuzzDisplayTagsEveryLine(f *testing.F) {
 		}
 	})
 }
+
+func TestDisplayCompleteClosesFile(t *testing.T) {
+	dir := t.TempDir()
+	d, _, _ := newTestDisplay(t, "dir="+dir+",merge", Config{})
+	end := rec(STDOUT, "")
+	end.Complete = true
+	for _, r := range []Record{rec(STDOUT, "a\n"), end, rec(STDERR, "b\n")} {
+		if err := d.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Complete && len(d.files) != 0 {
+			t.Fatalf("%d files open after the channel completed", len(d.files))
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, prteNspace, "rank.3", "stdout"))
+	if err != nil || string(got) != "a\nb\n" {
+		t.Fatalf("merged file = %q, %v; want %q", got, err, "a\nb\n")
+	}
+}

@@ -18,7 +18,7 @@ type Options struct {
 	JSON        bool   // one JSON object per record (pmixbus only)
 	Merge       bool   // stderr and stddiag go where stdout goes
 	Raw         bool   // records are shown as they come: no newline is added
-	Cluster     bool   // prefix the cluster, for runs that span clusters
+	Cluster     bool   // prefix the cluster; the launcher sets it when a run spans clusters, where ranks are ambiguous
 	File        string // PATH.<nspace>.<rank>.out|.err instead of the terminal
 	Dir         string // DIR/<nspace>/rank.<N>/stdout|stderr instead of the terminal
 }
