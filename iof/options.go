@@ -69,60 +69,52 @@ func ParseOutput(spec string) (Options, error) {
 				return Options{}, err
 			}
 		}
-		switch dir {
-		case "tag":
-			o.Tag = on
-		case "tag-detailed":
-			o.TagDetailed = on
-		case "tag-fullname":
-			o.TagFullname = on
-		case "rank":
-			o.Rank = on
-		case "timestamp":
-			o.Timestamp = on
-		case "xml":
-			o.XML = on
-		case "merge-stderr-to-stdout":
-			o.Merge = on
-		case "raw":
-			o.Raw = on
-		case "json":
-			o.JSON = on
-		case "cluster":
-			o.Cluster = on
+		for _, b := range o.bools() {
+			if b.name == dir {
+				*b.on = on
+			}
 		}
 	}
 	return o, o.validate()
 }
 
+// boolDirective ties a boolean directive's name to its field.
+type boolDirective struct {
+	name string
+	on   *bool
+}
+
+func (o *Options) bools() []boolDirective {
+	return []boolDirective{
+		{"tag", &o.Tag}, {"tag-detailed", &o.TagDetailed}, {"tag-fullname", &o.TagFullname},
+		{"rank", &o.Rank}, {"timestamp", &o.Timestamp}, {"xml", &o.XML},
+		{"merge-stderr-to-stdout", &o.Merge}, {"raw", &o.Raw}, {"json", &o.JSON}, {"cluster", &o.Cluster},
+	}
+}
+
 func (o Options) validate() error {
-	conflict := func(a, b string) error {
-		return pmix.Errorf(pmix.ErrBadParam, "--output: %s and %s cannot be used together", a, b)
+	set := map[string]bool{"file": o.File != "", "dir": o.Dir != ""}
+	for _, b := range o.bools() {
+		set[b.name] = *b.on
 	}
-	if o.File != "" && o.Dir != "" {
-		return conflict("file", "dir")
+	// Each pair is refused; tag-detailed with tag-fullname is OpenPMIx's
+	// detailed tag with the full nspace, so it is not among them.
+	styles := []string{"tag", "tag-detailed", "tag-fullname", "rank"}
+	var pairs [][2]string
+	pairs = append(pairs, [2]string{"file", "dir"})
+	for _, other := range []string{"xml", "tag", "tag-detailed", "tag-fullname", "rank", "timestamp"} {
+		pairs = append(pairs, [2]string{"json", other})
 	}
-	if o.JSON {
-		for _, c := range []struct {
-			on   bool
-			name string
-		}{{o.XML, "xml"}, {o.Tag, "tag"}, {o.TagDetailed, "tag-detailed"}, {o.TagFullname, "tag-fullname"}, {o.Rank, "rank"}, {o.Timestamp, "timestamp"}} {
-			if c.on {
-				return conflict("json", c.name)
+	for i, a := range styles {
+		for _, b := range styles[i+1:] {
+			if a != "tag-detailed" || b != "tag-fullname" {
+				pairs = append(pairs, [2]string{a, b})
 			}
 		}
 	}
-	// One tag style; tag-detailed with tag-fullname is OpenPMIx's detailed
-	// tag with the full nspace.
-	styles := []struct {
-		on   bool
-		name string
-	}{{o.Tag, "tag"}, {o.TagDetailed, "tag-detailed"}, {o.TagFullname, "tag-fullname"}, {o.Rank, "rank"}}
-	for i, a := range styles {
-		for _, b := range styles[i+1:] {
-			if a.on && b.on && !(a.name == "tag-detailed" && b.name == "tag-fullname") {
-				return conflict(a.name, b.name)
-			}
+	for _, p := range pairs {
+		if set[p[0]] && set[p[1]] {
+			return pmix.Errorf(pmix.ErrBadParam, "--output: %s and %s cannot be used together", p[0], p[1])
 		}
 	}
 	return nil
