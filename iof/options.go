@@ -38,8 +38,8 @@ var directives = []string{
 //
 // It returns pmix.ErrBadParam for an unknown or ambiguous directive (the
 // message lists the valid ones), a bad value, or two directives that
-// contradict each other (json with any tag or xml, xml with another tag
-// than tag/tag-fullname/rank, file with dir, two tag styles).
+// contradict each other (json with xml, timestamp or any tag; file with
+// dir; two tag styles other than tag-detailed with tag-fullname).
 func ParseOutput(spec string) (Options, error) {
 	var o Options
 	if strings.TrimSpace(spec) == "" {
