@@ -22,8 +22,10 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // JobSpec is one app context of a run (one job, its own nspace, in one
@@ -63,8 +65,15 @@ type Config struct {
 	// exits too.
 	NotifyTermination bool
 	// Stdout and Stderr receive the processes' output, whole lines; nil
-	// discards.
+	// discards. Unused when Display is set.
 	Stdout, Stderr io.Writer
+	// Display, if set, renders the output instead (pmixbus run --output:
+	// tags, XML, JSON, files; package iof). Records are stamped and
+	// numbered where the launcher receives them.
+	Display *iof.Display
+	// Started, if set, is called with the run once every rank has started
+	// and before any of its output or ends is handled.
+	Started func(*Run)
 	// Version must be the agents'. Empty means liveness.ModuleVersion().
 	Version string
 	// Launcher names this launcher in the jobs' records (host:pid by
@@ -123,6 +132,7 @@ type Run struct {
 	aborting bool
 	canceled bool
 	lost     bool
+	seqs     map[outputKey]uint64 // per (nspace, rank, channel), for Display
 	stop     chan struct{}
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -166,6 +176,9 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 	if err := r.spawn(ctx); err != nil {
 		r.release()
 		return nil, err
+	}
+	if cfg.Started != nil {
+		cfg.Started(r)
 	}
 	r.wg.Add(2)
 	go r.beat()
@@ -491,7 +504,17 @@ func (r *Run) follow() {
 	}
 }
 
+type outputKey struct {
+	nspace  string
+	rank    pmix.Rank
+	channel iof.Channel
+}
+
 func (r *Run) handle(m *nats.Msg) {
+	if strings.HasPrefix(m.Subject, OutputPrefix+".") && r.cfg.Display != nil {
+		r.display(m)
+		return
+	}
 	if strings.HasPrefix(m.Subject, OutputPrefix+".") {
 		w := r.cfg.Stdout
 		if strings.HasSuffix(m.Subject, ".err") {
@@ -506,6 +529,45 @@ func (r *Run) handle(m *nats.Msg) {
 		return
 	}
 	r.ended(end)
+}
+
+// display hands one output message to the Display as a record.
+func (r *Run) display(m *nats.Msg) {
+	tok := strings.Split(m.Subject, ".") // pmix.iof.<cluster>.<nspace>.<rank>.<out|err>
+	if len(tok) != 6 {
+		return
+	}
+	rank, err := pmix.ParseRank(tok[4])
+	if err != nil {
+		return
+	}
+	ch := iof.STDOUT
+	if tok[5] == "err" {
+		ch = iof.STDERR
+	}
+	rec := iof.Record{Cluster: subjects.Unescaped(tok[2]), Nspace: subjects.Unescaped(tok[3]), Rank: rank, Channel: ch, Time: time.Now(), Data: m.Data}
+	k := outputKey{rec.Nspace, rank, ch}
+	r.mu.Lock()
+	if r.seqs == nil {
+		r.seqs = map[outputKey]uint64{}
+	}
+	r.seqs[k]++
+	rec.Seq = r.seqs[k]
+	r.mu.Unlock()
+	if err := r.cfg.Display.Write(rec); err != nil {
+		r.log.Warn("writing a process's output", "proc", fmt.Sprintf("%s.%d", rec.Nspace, rank), "err", err)
+	}
+}
+
+// JobSize is the number of ranks of one of the run's jobs, 0 for another
+// nspace.
+func (r *Run) JobSize(nspace string) int {
+	for _, j := range r.jobs {
+		if j.nspace == nspace {
+			return j.spec.N
+		}
+	}
+	return 0
 }
 
 // ended records one rank's end and applies the run's policy.

@@ -10,12 +10,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -157,6 +159,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		nkey       = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
 		timeout    = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
 		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
+		output     = first.fs.String("output", "", "how to show the ranks' output, as prterun: comma list of tag, tag-detailed, tag-fullname, rank, timestamp, xml, merge-stderr-to-stdout, file=PATH, dir=DIR, raw, json, cluster (unique prefixes)")
 		noteTerm   = first.fs.Bool("notify-termination", false, "raise PMIX_EVENT_PROC_TERMINATED for normal exits too")
 	)
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
@@ -167,6 +170,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *natsURL == "" {
 		*natsURL = localNATS()
+	}
+	opts, err := iof.ParseOutput(*output)
+	if err != nil {
+		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))
 	}
 	var specs []launch.JobSpec
 	for i, argv := range contexts {
@@ -187,6 +194,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pmixbus run: "+format+"\n", a...)
 		return exitFail
 	}
+	clusters := map[cluster.ID]bool{}
+	for _, s := range specs {
+		clusters[s.Cluster] = true
+	}
+	opts.Cluster = opts.Cluster || len(clusters) > 1 // ranks of two clusters would be ambiguous
+	var run atomic.Pointer[launch.Run]
+	display, err := iof.NewDisplay(iof.Config{Options: opts, Stdout: stdout, Stderr: stderr, JobSize: func(ns string) int {
+		if r := run.Load(); r != nil {
+			return r.JobSize(ns)
+		}
+		return 0
+	}})
+	if err != nil {
+		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))
+	}
+	defer func() {
+		if err := display.Close(); err != nil {
+			fmt.Fprintf(stderr, "pmixbus run: output: %v\n", err)
+		}
+	}()
 	key, identity, err := toolKey(*nkey, given(first.fs, "nkey"))
 	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
@@ -200,7 +227,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
-		Stdout: stdout, Stderr: stderr})
+		Display: display, Started: func(r *launch.Run) { run.Store(r) }})
 	if err != nil {
 		if errors.Is(err, pmix.ErrNoPermissions) {
 			return fail("%v (signed in with %s)", err, identity)

@@ -46,6 +46,9 @@ func TestRunCommand(t *testing.T) {
 		{"missing program", []string{"-n", "2", "/no/such/prog"}, 1, nil, []string{"/no/such/prog", "node a1"}},
 		{"timeout", []string{"-n", "1", "--timeout", "500ms", "/bin/sleep", "30"}, 124, nil, []string{"ran out of time"}},
 		{"no program", []string{"-n", "1"}, 2, nil, []string{"no program given"}},
+		{"tagged", []string{"--output", "tag", "--nspace", "tagged", "-n", "2", "/bin/sh", "-c", "echo hi; echo err >&2"}, 0, []string{"[tagged,0]<stdout>: hi\n", "[tagged,1]<stdout>: hi\n"}, []string{"[tagged,1]<stderr>: err\n"}},
+		{"xml", []string{"--output", "xml", "--nspace", "x@7", "-n", "1", "/bin/echo", "a<b"}, 0, []string{`<stdout rank="0">a&lt;b&#010;</stdout>`}, nil},
+		{"bad output", []string{"--output", "tag,xm,jso", "-n", "1", "/bin/true"}, 2, nil, []string{"--output"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"run", "--nats", url, "--nkey", key}, tt.args...)
