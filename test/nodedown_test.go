@@ -310,9 +310,9 @@ func TestHubLossRaisesNothing(t *testing.T) {
 
 // TestNodeDownLatency: agent killed → NODE_DOWN at a handler on another
 // agent, over a few kills, with the default liveness knobs, beside the TTL
-// (the goal: at most twice it). By construction it is between TTL −
-// interval and TTL after the kill, plus up to 250 ms for the server's
-// expiry timer, plus delivery.
+// (the goal: at most twice it). It is at most TTL after the last refresh,
+// plus up to 250 ms for the server's expiry timer, plus delivery; measured,
+// about one TTL after the kill.
 func TestNodeDownLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills an agent three times and waits out the default TTL each time")
