@@ -265,7 +265,7 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 	if err == nil {
 		r.data = co.data
 		if co.kind == KindConnect || co.kind == KindConnectXchg {
-			r.members = slices.SortedFunc(maps.Keys(co.covered), compareProcs)
+			r.members = slices.SortedFunc(maps.Keys(co.covered), pmix.CompareProcs)
 			r.members = slices.DeleteFunc(r.members, func(p pmix.Proc) bool { return co.excused[p] })
 		}
 		if co.kind == KindConnect {

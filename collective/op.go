@@ -1,13 +1,11 @@
 package collective
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/pmixbus/pmixbus/cluster"
@@ -65,12 +63,8 @@ func canonical(self cluster.ID, procs []pmix.Proc) ([]pmix.Proc, error) {
 		out = append(out, q)
 	}
 	out = slices.DeleteFunc(out, func(p pmix.Proc) bool { return p.Rank != pmix.RankWildcard && wild[p.Nspace] })
-	slices.SortFunc(out, compareProcs)
+	slices.SortFunc(out, pmix.CompareProcs)
 	return slices.Compact(out), nil
-}
-
-func compareProcs(a, b pmix.Proc) int {
-	return cmp.Or(strings.Compare(a.Nspace, b.Nspace), cmp.Compare(a.Rank, b.Rank))
 }
 
 // qualify names p's nspace "cluster:nspace", checking the rank and the

@@ -470,7 +470,7 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 			return Result{}, l.err
 		}
 		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members}
-		if i, found := slices.BinarySearchFunc(l.members, self, compareProcs); found && l.nspace != "" {
+		if i, found := slices.BinarySearchFunc(l.members, self, pmix.CompareProcs); found && l.nspace != "" {
 			res.Rank = pmix.Rank(i)
 		}
 		return res, nil
@@ -659,7 +659,7 @@ func (s *Service) contributeLocked(l *local, status pmix.Status, message string)
 			}
 		}
 	}
-	slices.SortFunc(c.covers, compareProcs)
+	slices.SortFunc(c.covers, pmix.CompareProcs)
 	if (l.kind == KindConnect || l.kind == KindConnectXchg) && status == pmix.Success && s.cfg.JobInfo != nil {
 		seen := map[string]bool{}
 		for _, p := range c.covers {

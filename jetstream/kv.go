@@ -383,3 +383,11 @@ func bucketValid(b string) bool {
 
 // kvSubjectPrefix is the prefix of a bucket's subjects: "$KV.<bucket>.".
 func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
+
+// KVPutSubject is where a value of key in bucket of JetStream domain
+// domain is published directly (with headers KV's API does not take, as
+// Nats-TTL): the bucket's subject through the domain's API prefix, as
+// nats.go's KV does for a bucket of another domain.
+func KVPutSubject(domain, bucket, key string) string {
+	return "$JS." + domain + ".API.$KV." + bucket + "." + key
+}

@@ -2,7 +2,6 @@ package launch
 
 import (
 	"fmt"
-	"slices"
 	"syscall"
 
 	"github.com/pmixbus/pmixbus/pmix"
@@ -53,5 +52,3 @@ func Classify(exit Exit, st ClientState, killedByCmd bool) (state pmix.Status, e
 func signalName(s syscall.Signal) string {
 	return fmt.Sprintf("%d (%v)", int(s), s)
 }
-
-func sortRanks(rs []pmix.Rank) { slices.Sort(rs) }

@@ -48,11 +48,8 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 	if err := decode(m.Data, reply); err != nil {
 		return err
 	}
-	switch r := reply.(type) {
-	case *Reply:
-		return r.Err()
-	case *SpawnReply:
-		return r.Err()
+	if r, ok := reply.(interface{ Err() error }); ok {
+		return r.Err() // a Reply or a SpawnReply: the agent's error
 	}
 	return nil
 }

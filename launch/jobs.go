@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -45,7 +46,7 @@ type JobRecord struct {
 func jobKey(nspace string) string { return subjects.EscapeToken(nspace) }
 
 func jobPutSubject(c cluster.ID, nspace string) string {
-	return "$JS." + c.Domain() + ".API.$KV." + JobsBucket + "." + jobKey(nspace)
+	return jetstream.KVPutSubject(c.Domain(), JobsBucket, jobKey(nspace))
 }
 
 // openJobs creates (an agent) or binds (a launcher) cluster c's jobs

@@ -753,10 +753,14 @@ func (r *Run) jobEnded(j *runJob) {
 func (r *Run) jobStatus(j *runJob) (pmix.Status, pmix.Proc, int, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The run's first failure if it is this job's, else its lowest
+	// failing rank.
 	var first *ProcEnd
+	if r.first != nil && r.first.Nspace == j.nspace {
+		first = r.first
+	}
 	for _, rk := range slices.Sorted(maps.Keys(j.ends)) {
-		e := j.ends[rk]
-		if e.Abnormal() && (first == nil || r.first != nil && r.first.Nspace == e.Nspace && r.first.Rank == e.Rank) {
+		if e := j.ends[rk]; first == nil && e.Abnormal() {
 			first = &e
 		}
 	}

@@ -251,7 +251,7 @@ func ranksOn(m []Placement, node string) []pmix.Rank {
 			out = append(out, p.Rank)
 		}
 	}
-	sortRanks(out)
+	slices.Sort(out)
 	return out
 }
 

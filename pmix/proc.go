@@ -1,6 +1,7 @@
 package pmix
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"strings"
@@ -203,4 +204,10 @@ func ParseProc(s string) (Proc, error) {
 		return Proc{}, Errorf(ErrBadParam, "invalid proc %s: %v", Quote(s), err)
 	}
 	return Proc{Nspace: s[:i], Rank: r}, nil
+}
+
+// CompareProcs orders procs by nspace, then rank: for sorting and
+// searching sets of procs.
+func CompareProcs(a, b Proc) int {
+	return cmp.Or(strings.Compare(a.Nspace, b.Nspace), cmp.Compare(a.Rank, b.Rank))
 }

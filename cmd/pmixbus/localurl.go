@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,24 @@ func removeLocalURL(file, url string) {
 	if b, err := os.ReadFile(file); err == nil && bytes.Equal(bytes.TrimSpace(b), []byte(url)) {
 		_ = os.Remove(file)
 	}
+}
+
+// localNATSFlag declares --nats for a tool that finds the local NATS by
+// itself: what applyLocalNATS resolves.
+func localNATSFlag(fs *flag.FlagSet, of string) *string {
+	return fs.String("nats", "", "NATS `URL` of any server "+of+" (PMIXBUS_NATS; default: the local agent's embedded server, else "+nats.DefaultURL+")")
+}
+
+// applyLocalNATS gives a --nats flag declared by localNATSFlag its value
+// when the command line did not: PMIXBUS_NATS, else localNATS.
+func applyLocalNATS(fs *flag.FlagSet, url *string) error {
+	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(fs); err != nil {
+		return err
+	}
+	if *url == "" {
+		*url = localNATS()
+	}
+	return nil
 }
 
 // localNATS is the URL a tool uses when neither --nats nor PMIXBUS_NATS

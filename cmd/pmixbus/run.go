@@ -155,7 +155,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	contexts := splitContexts(args)
 	first := newRunFlags("run")
 	var (
-		natsURL    = first.fs.String("nats", "", "NATS `URL` of any server linked to the clusters (PMIXBUS_NATS; default: the local agent's embedded server, else "+nats.DefaultURL+")")
+		natsURL    = localNATSFlag(first.fs, "linked to the clusters")
 		nkey       = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
 		timeout    = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
 		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
@@ -165,11 +165,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
 		return code
 	}
-	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(first.fs); err != nil {
+	if err := applyLocalNATS(first.fs, natsURL); err != nil {
 		return usageError(first.fs, stderr, "%v", err)
-	}
-	if *natsURL == "" {
-		*natsURL = localNATS()
 	}
 	opts, err := iof.ParseOutput(*output)
 	if err != nil {

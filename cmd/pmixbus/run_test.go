@@ -15,12 +15,7 @@ import (
 // agents, forwards their output and exits with the job's status.
 func TestRunCommand(t *testing.T) {
 	keyDir := t.TempDir()
-	keys, err := security.EnsureKeys(keyDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := agenttest.Start(t, agenttest.Spec{
-		Keys:     keys,
+	w := startWithKeys(t, keyDir, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}, {ID: "B", Nodes: []string{"b1"}}},
 		Agent: func(c *agent.Config) {
 			c.Slots = 2

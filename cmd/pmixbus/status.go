@@ -80,7 +80,7 @@ type agentStatusJSON struct {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "[--nats URL] [flags]", statusDescription)
 	var (
-		natsURL  = fs.String("nats", "", "NATS `URL` of any server of the topology (PMIXBUS_NATS; default: the local agent's embedded server, else "+nats.DefaultURL+")")
+		natsURL  = localNATSFlag(fs, "of the topology")
 		asJSON   = fs.Bool("json", false, "print one JSON object")
 		wait     = fs.Duration("wait", time.Second, "how long to wait for the clusters to answer")
 		nkey     = fs.String("nkey", defaultKeyFile(security.RoleWatch), "sign in with the NATS key in `file`; the read-only watch role's key by default (docs/security.md)")
@@ -93,11 +93,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, done := noArgs(fs, stderr); done {
 		return code
 	}
-	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(fs); err != nil {
+	if err := applyLocalNATS(fs, natsURL); err != nil {
 		return usageError(fs, stderr, "%v", err)
-	}
-	if *natsURL == "" {
-		*natsURL = localNATS()
 	}
 	if *wait <= 0 {
 		return usageError(fs, stderr, "--wait: %v; want a positive duration", *wait)

@@ -20,12 +20,7 @@ import (
 // agents with slots and the jobs they host, and an agent killed as down.
 func TestStatus(t *testing.T) {
 	keyDir := t.TempDir()
-	keys, err := security.EnsureKeys(keyDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := agenttest.Start(t, agenttest.Spec{
-		Keys:     keys,
+	w := startWithKeys(t, keyDir, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2", "a3"}}, {ID: "B", Nodes: []string{"b1"}}},
 		Jobs: []agenttest.Job{
 			{Cluster: "A", Nspace: "sim", Session: "s1", Nodes: []string{"a1", "a1", "a2", "a1"}},
@@ -120,4 +115,16 @@ func TestFormatRanks(t *testing.T) {
 			t.Errorf("launch.FormatRanks(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// startWithKeys starts a world whose keys are in keyDir, as the commands
+// find them in a keys directory.
+func startWithKeys(t *testing.T, keyDir string, spec agenttest.Spec) *agenttest.World {
+	t.Helper()
+	keys, err := security.EnsureKeys(keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Keys = keys
+	return agenttest.Start(t, spec)
 }

@@ -1,13 +1,3 @@
-// Command testprog is the program the launch tests start as a job's ranks:
-// a PMIx client whose behaviour its flags choose, rank by rank. It prints
-// what it sees on stdout, one line each, for the tests to read through the
-// launcher's output.
-//
-//	testprog -watch -sleep 30s -fail-rank 1 -fail exit:3
-//
-// Failures (-fail, for the rank -fail-rank or every rank when -1):
-// exit:N, signal (SIGKILL itself), abort:N (client.Abort), nofinalize
-// (exit 0 without Finalize).
 package main
 
 import (
@@ -27,15 +17,15 @@ import (
 
 func main() {
 	var (
-		noPMIx    = flag.Bool("no-pmix", false, "never call Init (a plain program)")
-		watch     = flag.Bool("watch", false, "register a default handler for every event and print each one")
-		sleep     = flag.Duration("sleep", 0, "wait this long before ending")
-		failRank  = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
-		fail      = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
-		say       = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
-		get       = flag.String("get", "", "comma list of keys to Get from the own job and print")
-		failAfter = flag.Duration("fail-after", 0, "wait this long before failing")
-		codes     = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
+		noPMIx   = flag.Bool("no-pmix", false, "never call Init (a plain program)")
+		watch    = flag.Bool("watch", false, "register a default handler for every event and print each one")
+		sleep    = flag.Duration("sleep", 0, "wait this long before ending")
+		failRank = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
+		fail     = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
+		say      = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
+		get      = flag.String("get", "", "comma list of keys to Get from the own job and print")
+		fence    = flag.Bool("fence", false, "fence with every rank of the job once set up (registered with -watch), before failing")
+		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -89,8 +79,13 @@ func main() {
 		}
 		fmt.Printf("%d: watching\n", me.Rank)
 	}
+	if *fence {
+		if err := c.Fence(ctx, []pmix.Proc{{Nspace: me.Nspace, Rank: pmix.RankWildcard}}, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "fence:", err)
+			os.Exit(92)
+		}
+	}
 	if *failRank == -1 || *failRank == int(me.Rank) {
-		time.Sleep(*failAfter)
 		how, arg, _ := strings.Cut(*fail, ":")
 		n, _ := strconv.Atoi(arg)
 		switch how {

@@ -10,6 +10,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -119,7 +120,7 @@ func jsFor(nc *nats.Conn, id cluster.ID) (natsjs.JetStream, error) {
 // bucket's subject through the domain's API prefix, as nats.go's KV does
 // for a bucket of another domain.
 func putSubject(id cluster.ID, k string) string {
-	return "$JS." + id.Domain() + ".API.$KV." + Bucket + "." + k
+	return jetstream.KVPutSubject(id.Domain(), Bucket, k)
 }
 
 // openBucket creates the bucket, or updates it to c's settings.

@@ -153,15 +153,7 @@ func RemoteEvents(id cluster.ID, entries []Entry, conns []Connection, at time.Ti
 		if len(affected) == 0 {
 			continue
 		}
-		tl := slices.SortedFunc(maps.Keys(targets), func(a, b pmix.Proc) int {
-			if a.Nspace != b.Nspace {
-				if a.Nspace < b.Nspace {
-					return -1
-				}
-				return 1
-			}
-			return int(a.Rank) - int(b.Rank)
-		})
+		tl := slices.SortedFunc(maps.Keys(targets), pmix.CompareProcs)
 		d := NodeDown{Cluster: id, Node: e.Node, Revision: e.Revision, At: at}
 		out = append(out, &event.Message{
 			ID:     eventID(d, "", "cluster-lost."+strconv.Itoa(len(affected))),

@@ -1,0 +1,19 @@
+// Command testprog is the program the launch tests start as a job's ranks
+// (test/launch_test.go builds it once per run): a PMIx client whose
+// behaviour its flags choose, rank by rank. It prints what it sees on
+// stdout, one line each ("<rank>: event <code> affected=<proc> exit=<n>",
+// "<rank>: watching", "<rank>: get <key> = …"), for the tests to read
+// through the launcher's output.
+//
+//	testprog -watch -fence -sleep 30s -fail-rank 1 -fail exit:3
+//
+// -watch registers a handler (for -codes, or every event); -fence then
+// fences with every rank of the job, so that a failure comes only once
+// every rank watches. Failures (-fail, for the rank -fail-rank or every
+// rank when -1): exit:N, signal (SIGKILL itself), abort:N (client.Abort),
+// nofinalize (exit 0 without Finalize). -no-pmix runs as a plain program.
+//
+// It is one process with one client: its handler runs on the client's
+// handler goroutine and only prints, each line in one write, so lines of
+// concurrent events never mix.
+package main
