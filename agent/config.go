@@ -140,6 +140,14 @@ type Config struct {
 	// agent launches: where pmixbus's libpmix.so.2 is (docs/cabi.md).
 	PMIxLibDir string
 
+	// Output (package iof, docs/iof.md): what the launched processes write
+	// is kept in the cluster's PMIXBUS_IOF stream for OutputMaxAge
+	// (iof.DefaultMaxAge, a day) and at most OutputStreamBytes in all
+	// (iof.DefaultStreamBytes); zero means those defaults. The stream is
+	// in memory when CacheMemory is set.
+	OutputMaxAge      time.Duration
+	OutputStreamBytes int64
+
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 
