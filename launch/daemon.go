@@ -125,6 +125,9 @@ type localProc struct {
 	// process has ended, which stores an unterminated last line and ends
 	// both channels. Nil when the daemon has no output service.
 	out *iof.Source
+	// in is the process's forwarded stdin (stdin.go), nil when it reads
+	// the null device.
+	in *stdinPipe
 }
 
 // NewDaemon checks cfg and returns a Daemon; Start starts it.
@@ -222,6 +225,8 @@ func (d *Daemon) answer(op string, m *nats.Msg) {
 		respond(m, Reply{Error: errorOf(err)})
 	case OpJobs:
 		respond(m, JobsReply{Node: d.cfg.Node, Jobs: d.Jobs()})
+	case OpStdin:
+		d.answerStdin(m)
 	default:
 		respond(m, Reply{Error: errorOf(pmix.Errorf(pmix.ErrNotSupported, "unknown control operation %s", pmix.Quote(op)))})
 	}
@@ -338,7 +343,7 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 	if dir := d.cfg.LibDir; dir != "" {
 		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
 	}
-	cmd := Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir}
+	cmd := Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r)}
 	var out *iof.Source
 	if d.cfg.Output != nil {
 		spec := j.req.Output
@@ -360,6 +365,9 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 		return nil, fmt.Errorf("%w: rank %v on node %s: %v", ErrStart, r, d.cfg.Node, err)
 	}
 	lp := &localProc{proc: proc, p: p, done: make(chan struct{}), out: out}
+	if cmd.Stdin {
+		lp.in = d.forwardStdin(lp)
+	}
 	d.mu.Lock()
 	j.procs[r] = lp
 	j.left++

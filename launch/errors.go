@@ -21,6 +21,12 @@ var (
 	ErrUnknownJob = pmix.NewCodedError(pmix.ErrNotFound, "launch.unknown_job", "no such job on this node")
 	// ErrClosed: the service is shut down.
 	ErrClosed = pmix.NewCodedError(pmix.ErrInvalidOperation, "launch.closed", "launch service closed")
+	// ErrNoStdin: a process whose stdin is not forwarded (it reads the
+	// null device: not a --stdin target).
+	ErrNoStdin = pmix.NewCodedError(pmix.ErrIOFFailure, "launch.no_stdin", "the process's stdin is not forwarded")
+	// ErrStdinFull: a process's stdin queue stayed full (it does not read
+	// its input); send again (PMIX_ERR_IOF_XOFF).
+	ErrStdinFull = pmix.NewCodedError(pmix.ErrIOFXoff, "launch.stdin_full", "stdin queue full")
 	// ErrNoAgent: an agent did not answer a control request.
 	ErrNoAgent = pmix.NewCodedError(pmix.ErrUnreach, "launch.no_agent", "agent did not answer")
 )

@@ -76,6 +76,9 @@ type Config struct {
 	// Output is how the agents capture the output: raw, and the limit
 	// per channel of each job.
 	Output OutputSpec
+	// Stdin is what the ranks read as standard input (--stdin); the zero
+	// value forwards none (runstdin.go).
+	Stdin Stdin
 	// Started, if set, is called with the run once every rank has started
 	// and before any of its output or ends is handled.
 	Started func(*Run)
@@ -192,6 +195,10 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		r.release()
 		return nil, err
 	}
+	if dests := r.stdinDests(); len(dests) > 0 {
+		r.wg.Add(1)
+		go r.pumpStdin(dests)
+	}
 	if cfg.Started != nil {
 		cfg.Started(r)
 	}
@@ -232,6 +239,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.JobTTL < time.Second || c.Beat >= c.JobTTL {
 		return pmix.Errorf(pmix.ErrBadParam, "launch: job key TTL %v must be at least 1s and more than the beat %v", c.JobTTL, c.Beat)
+	}
+	if c.Stdin.Reader != nil && c.Stdin.Rank != pmix.RankWildcard && int64(c.Stdin.Rank) >= int64(c.Jobs[0].N) {
+		return pmix.Errorf(pmix.ErrBadParam, "launch: stdin to rank %d, but the first job has %d ranks", c.Stdin.Rank, c.Jobs[0].N)
 	}
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
@@ -381,11 +391,11 @@ func (r *Run) spawn(ctx context.Context) error {
 	var g multierror.Group
 	var mu sync.Mutex
 	started := map[*runJob][]string{}
-	for _, j := range r.jobs {
+	for i, j := range r.jobs {
 		req := SpawnRequest{
 			Version: r.cfg.Version, Nspace: j.nspace, Session: j.spec.Session, Launcher: r.cfg.Launcher,
 			Map: j.places, App: j.spec.App, Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
-			LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output,
+			LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output, Stdin: r.cfg.stdinRank(i),
 		}
 		info := append(slices.Clone(j.spec.Info), pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(uint32(j.spec.N))))
 		if r.cfg.Continuous {

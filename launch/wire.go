@@ -29,6 +29,7 @@ const (
 	OpSpawn = "spawn" // SpawnRequest → SpawnReply
 	OpKill  = "kill"  // KillRequest → Reply
 	OpJobs  = "jobs"  // no body → JobsReply
+	OpStdin = "stdin" // StdinRequest → StdinReply
 )
 
 // MaxRequest bounds a control request's body: a job map of a million
@@ -87,6 +88,10 @@ type SpawnRequest struct {
 	LauncherGraceMS int64 `json:"launcher_grace_ms,omitempty"`
 	// Output is how the agents capture the ranks' output (package iof).
 	Output OutputSpec `json:"output,omitzero"`
+	// Stdin names the ranks whose standard input is a pipe fed through
+	// OpStdin (--stdin): one rank, or pmix.RankWildcard for all. Nil: none,
+	// every rank reads the null device.
+	Stdin *pmix.Rank `json:"stdin,omitempty"`
 }
 
 // OutputSpec is a job's output capture: PMIX_IOF_OUTPUT_RAW, and the bytes
@@ -117,6 +122,37 @@ type KillRequest struct {
 	// no per-process event is raised.
 	Silent bool   `json:"silent,omitempty"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// StdinRequest delivers bytes to the standard input of ranks of a job on
+// the agent's node (launch/stdin.go has the flow control). A writer (the
+// launcher, a client's agent) numbers its bytes: Offset is where Data
+// starts in its stream, so a request sent again after a lost reply is
+// queued once.
+type StdinRequest struct {
+	Nspace string `json:"nspace"`
+	// Ranks to deliver to; pmix.RankWildcard: every rank of the job on
+	// the node whose stdin is forwarded. A rank the node does not run is
+	// left out of the reply's Held, not an error.
+	Ranks  []pmix.Rank `json:"ranks"`
+	Writer string      `json:"writer"`
+	Offset int64       `json:"offset"`
+	// Data is at most MaxStdinData bytes.
+	Data []byte `json:"data,omitempty"`
+	// EOF closes the ranks' stdin once Data is written (PMIX_IOF_COMPLETE).
+	EOF bool `json:"eof,omitempty"`
+}
+
+// StdinReply answers a StdinRequest. Its error is ErrStdinFull
+// (PMIX_ERR_IOF_XOFF) when a rank's queue had no room within StdinHold:
+// nothing was queued, the writer sends the same request again.
+type StdinReply struct {
+	// Held are the ranks of the request the node runs; Closed those of
+	// them whose stdin is closed (the process ended, stopped reading, or
+	// got EOF): nothing more is delivered to them, the writer drops them.
+	Held   []pmix.Rank `json:"held,omitempty"`
+	Closed []pmix.Rank `json:"closed,omitempty"`
+	Error
 }
 
 // Reply answers a request that returns nothing else.
@@ -231,6 +267,9 @@ func (r *SpawnRequest) check() error {
 	}
 	if r.App.Path == "" {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: no program", r.Nspace)
+	}
+	if r.Stdin != nil && *r.Stdin != pmix.RankWildcard && int64(*r.Stdin) >= int64(len(r.Map)) {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: stdin to rank %v outside 0..%d", r.Nspace, *r.Stdin, len(r.Map)-1)
 	}
 	if r.Output.Limit < 0 || r.Output.Limit > iof.MaxLimit {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: output limit %d bytes, want 0 (the default) to %d", r.Nspace, r.Output.Limit, iof.MaxLimit)

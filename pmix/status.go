@@ -91,6 +91,9 @@ const (
 	ErrProcFailedToStart      Status = -401
 	ErrProcAbortedBySig       Status = -402
 	ErrExitNonzeroTerm        Status = -404
+	// ErrIOFXoff: the receiver of forwarded input is full; send again
+	// later (OpenPMIx HEAD's PMIX_ERR_IOF_XOFF, flow control).
+	ErrIOFXoff Status = -405
 
 	// Statuses a handler returns through its completion func (RFC0002).
 	EventNoActionTaken      Status = -331
@@ -217,6 +220,7 @@ var statusNames = map[Status]string{
 	ErrProcFailedToStart:      "PMIX_ERR_PROC_FAILED_TO_START",
 	ErrProcAbortedBySig:       "PMIX_ERR_PROC_ABORTED_BY_SIG",
 	ErrExitNonzeroTerm:        "PMIX_ERR_EXIT_NONZERO_TERM",
+	ErrIOFXoff:                "PMIX_ERR_IOF_XOFF",
 	EventNoActionTaken:        "PMIX_EVENT_NO_ACTION_TAKEN",
 	EventPartialActionTaken:   "PMIX_EVENT_PARTIAL_ACTION_TAKEN",
 	EventActionDeferred:       "PMIX_EVENT_ACTION_DEFERRED",

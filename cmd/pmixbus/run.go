@@ -164,6 +164,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		allHelp    = first.fs.Bool("no-aggregate-help", false, "show every help message the ranks send, not the first of each kind and a count of the rest")
 		iofLimit   = first.fs.String("iof-limit", "10MiB", "the `size` of each output channel (stdout, stderr) of a job that is kept, across its ranks (PMIX_IOF_CACHE_SIZE; at most 1GiB)")
 		iofDrop    = first.fs.String("iof-drop", "newest", "what goes when a channel reaches --iof-limit: `newest` (later output, with one warning) or oldest")
+		stdinFlag  = first.fs.String("stdin", "0", "the `ranks` of the first app context that read this stdin: a rank, all (every rank of every app context) or none")
 	)
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
 		return code
@@ -181,6 +182,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *iofDrop != "newest" && *iofDrop != "oldest" {
 		return usageError(first.fs, stderr, "--iof-drop %s: want newest or oldest", *iofDrop)
+	}
+	var stdin launch.Stdin
+	if rank, none, err := launch.ParseStdinTarget(*stdinFlag); err != nil {
+		return usageError(first.fs, stderr, "%v", pmix.MessageOf(err))
+	} else if !none {
+		stdin = launch.Stdin{Reader: os.Stdin, Rank: rank}
 	}
 	var specs []launch.JobSpec
 	for i, argv := range contexts {
@@ -234,7 +241,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
-		Display: display, Started: func(r *launch.Run) { run.Store(r) },
+		Display: display, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
 		Help:   iof.NewAggregator(iof.HelpConfig{Out: stderr, All: *allHelp}),
 		Output: launch.OutputSpec{Raw: opts.Raw, Limit: limit, DropOldest: *iofDrop == "oldest"}})
 	if err != nil {
