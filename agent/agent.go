@@ -48,6 +48,7 @@ type Agent struct {
 
 	pl   *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
 	coll *collectives   // PMIx_Fence, Commit, Get (collective.go)
+	iofc iofClients     // PMIx_IOF_push, PMIx_IOF_pull (iofclient.go)
 	// onConnect: the host's OnConnect functions, copy-on-write as rmFuncs.
 	onConnect atomic.Pointer[[]func(ConnectReport)]
 

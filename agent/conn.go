@@ -255,6 +255,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.collective(f) // collective.go
 	case proto.TypeAbort:
 		cc.reply(f, cc.abort(cc.entry, f), nil) // lifecycle.go
+	case proto.TypeIOFPush, proto.TypeIOFPull, proto.TypeIOFDeregister:
+		cc.iofRequest(f) // iofclient.go
 	case proto.TypeFinalize:
 		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)

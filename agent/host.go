@@ -269,6 +269,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.ensureRetention(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 	a.collectiveDetached(cc)
+	a.iofDetached(cc)
 }
 
 // Notify sends an event as the host RM: it has no source proc (RFC0002).

@@ -43,6 +43,8 @@ type Client struct {
 
 	kv putStore // PMIx_Put values (collective.go)
 
+	pulls iofPulls // PMIx_IOF_pull handlers (iof.go)
+
 	mu       sync.Mutex
 	seq      uint64
 	waiting  map[uint64]chan *proto.Frame
@@ -377,8 +379,8 @@ func (c *Client) readLoop() {
 			if ch != nil {
 				ch <- f
 			}
-		case proto.TypeInvoke:
-			c.invokes.push(f)
+		case proto.TypeInvoke, proto.TypeIOFData:
+			c.invokes.push(f) // in order with the handlers, as on PMIx's progress thread
 		case proto.TypeError:
 			why = f.Err()
 		default:

@@ -155,6 +155,10 @@ func (c *Client) async(f func(context.Context)) {
 // invoke runs a handler the agent asked for and answers with its status,
 // its results and the prior results as it left them.
 func (c *Client) invoke(f *proto.Frame) {
+	if f.Type == proto.TypeIOFData {
+		c.iofData(f) // iof.go
+		return
+	}
 	c.mu.Lock()
 	reg, ok := c.handlers[f.ID]
 	c.mu.Unlock()

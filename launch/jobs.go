@@ -106,3 +106,27 @@ func beatJob(ctx context.Context, js natsjs.JetStream, c cluster.ID, rec JobReco
 	_, err = js.PublishMsg(ctx, &nats.Msg{Subject: jobPutSubject(c, rec.Nspace), Data: b}, natsjs.WithMsgTTL(ttl))
 	return err
 }
+
+// JobNodes returns the nodes of nspace's job running on cluster c, from
+// its key in the jobs bucket.
+//
+// Errors: pmix.ErrNotFound when no job of that nspace runs there;
+// pmix.ErrUnreach when the bucket does not answer.
+func JobNodes(ctx context.Context, nc *nats.Conn, c cluster.ID, nspace string) ([]string, error) {
+	_, kv, err := openJobs(ctx, nc, c, false)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, jobKey(nspace))
+	if errors.Is(err, natsjs.ErrKeyNotFound) {
+		return nil, pmix.Errorf(pmix.ErrNotFound, "no job %s runs on cluster %s", nspace, c)
+	}
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnreach, "reading job %s of cluster %s: %v", nspace, c, err)
+	}
+	var rec JobRecord
+	if err := decode(e.Value(), &rec); err != nil {
+		return nil, err
+	}
+	return rec.Nodes, nil
+}

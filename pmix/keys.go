@@ -71,6 +71,9 @@ const (
 	KeyWait        = "pmix.wait"    // int: number of values to wait for, 0 for all
 	KeyTimeout     = "pmix.timeout" // int: seconds
 
+	// I/O forwarding (PMIx_IOF_push, PMIx_IOF_pull).
+	KeyIOFComplete = "pmix.iof.cmp" // bool: the end of a channel; in a push, close the targets' stdin
+
 	// Access control for published data.
 	KeyAccessPermissions = "pmix.aperms" // []Info of the keys below
 	KeyAccessUserIDs     = "pmix.auids"  // string: comma-separated uids
@@ -127,4 +130,8 @@ const (
 	// participants give the same value. OpenPMIx has no such key for a
 	// fence.
 	KeyCollectiveID = "pmixbus.coll.id"
+
+	// KeyIOFTime (time) is when the source agent read the bytes of a
+	// record a pull delivers.
+	KeyIOFTime = "pmixbus.iof.time"
 )

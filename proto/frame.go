@@ -68,14 +68,27 @@ const (
 	// Abort (PMIx_Abort; docs/protocol.md): the agent replies once it has
 	// recorded the request and handed it to its host.
 	TypeAbort Type = 18 // c→a: Status, Message, Procs (none: the caller's whole job)
+
+	// I/O forwarding (PMIx_IOF_push, PMIx_IOF_pull; docs/protocol.md).
+	// The agent replies to a push once every target's agent queued the
+	// data, which paces the pusher.
+	TypeIOFPush       Type = 20 // c→a: Procs (the targets), Payload, Info (PMIX_IOF_COMPLETE: close their stdin after it)
+	TypeIOFPull       Type = 21 // c→a: Procs, Channels, Info; reply: ID
+	TypeIOFDeregister Type = 22 // c→a: ID (a pull's)
+	TypeIOFData       Type = 23 // a→c: ID (the pull), Source, Channels (one), Seq (the record's), Payload, Info (PMIX_IOF_COMPLETE, the time)
 )
+
+// MaxIOFPush bounds the payload of one push frame; beyond it the agent
+// refuses it with PMIX_ERR_BAD_PARAM.
+const MaxIOFPush = 1 << 20
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
-	TypeDisconnect: "disconnect", TypeAbort: "abort",
+	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
+	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data",
 }
 
 func (t Type) String() string {
@@ -120,6 +133,9 @@ type Frame struct {
 
 	Procs []pmix.Proc // in fence and connect: the participants; in abort: the procs to abort
 	Puts  []Put       // in commit: the values put
+
+	Payload  []byte // in iof-push and iof-data: the bytes
+	Channels uint16 // in iof-pull and iof-data: PMIx's pmix_iof_channel_t mask
 }
 
 // Put is one value PMIx_Put stored, as a commit carries it. On the wire:
@@ -148,6 +164,7 @@ const (
 	kInfo, kResults, kPrior                    = "in", "res", "pr"
 	kKeys, kData                               = "ks", "pd"
 	kProcs, kPuts                              = "pc", "pt"
+	kPayload, kChannels                        = "b", "ch"
 )
 
 // Err returns the frame's status, error code and message as an error: nil
@@ -194,6 +211,8 @@ const (
 	bData
 	bProcs
 	bPuts
+	bPayload
+	bChannels
 	bEnd
 )
 
@@ -226,6 +245,8 @@ func (f *Frame) present() uint32 {
 	set(len(f.Data) > 0, bData)
 	set(len(f.Procs) > 0, bProcs)
 	set(len(f.Puts) > 0, bPuts)
+	set(len(f.Payload) > 0, bPayload)
+	set(f.Channels != 0, bChannels)
 	return m
 }
 
@@ -358,6 +379,14 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 	case bPuts:
 		if err = key(kPuts); err == nil {
 			err = EncodePuts(enc, f.Puts)
+		}
+	case bPayload:
+		if err = key(kPayload); err == nil {
+			err = enc.EncodeBytes(f.Payload)
+		}
+	case bChannels:
+		if err = key(kChannels); err == nil {
+			err = enc.EncodeUint(uint64(f.Channels))
 		}
 	}
 	return err
@@ -494,6 +523,10 @@ func keyBit(kb []byte) uint32 {
 		return bProcs
 	case kPuts:
 		return bPuts
+	case kPayload:
+		return bPayload
+	case kChannels:
+		return bChannels
 	}
 	return 0
 }
@@ -601,6 +634,13 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 		f.Procs, err = pmix.DecodeProcs(dec)
 	case kPuts:
 		f.Puts, err = DecodePuts(dec)
+	case kPayload:
+		if f.Payload, err = dec.DecodeBytes(); err != nil {
+			return bad(field(), err)
+		}
+	case kChannels:
+		n, err = u(math.MaxUint16)
+		f.Channels = uint16(n)
 	default:
 		return skipScalar(dec, string(kb))
 	}

@@ -47,6 +47,11 @@ func sampleFrames() map[string]*Frame {
 		"abort":                   {Type: TypeAbort, Seq: 28, Status: 3, Message: "giving up", Procs: []pmix.Proc{{Nspace: "job", Rank: 2}}},
 		"abort whole job":         {Type: TypeAbort, Seq: 29},
 		"get":                     {Type: TypeGet, Seq: 25, Source: pmix.Proc{Nspace: "B:viz", Rank: 0}, Keys: []string{"a"}, Info: infos},
+		"iof-push":                {Type: TypeIOFPush, Seq: 30, Procs: []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}, Payload: []byte("line\n\x00\xff")},
+		"iof-push eof":            {Type: TypeIOFPush, Seq: 31, Procs: []pmix.Proc{{Nspace: "job", Rank: 0}}, Info: []pmix.Info{pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true))}},
+		"iof-pull":                {Type: TypeIOFPull, Seq: 32, Procs: []pmix.Proc{{Nspace: "B:viz", Rank: 1}}, Channels: 0x6},
+		"iof-deregister":          {Type: TypeIOFDeregister, Seq: 33, ID: 4},
+		"iof-data":                {Type: TypeIOFData, Seq: 7, ID: 4, Source: pmix.Proc{Nspace: "B:viz", Rank: 1}, Channels: 0x2, Payload: []byte("out\n"), Info: []pmix.Info{pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true))}},
 	}
 }
 
