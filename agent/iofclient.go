@@ -215,6 +215,9 @@ func (a *Agent) pushTo(st *iofConn, t iofTarget, data []byte, eof bool) error {
 			if missing := missingRanks(t, held); len(missing) > 0 {
 				return pmix.Errorf(pmix.ErrNotFound, "job %s of cluster %s runs no rank %s", t.nspace, t.cluster, launch.FormatRanks(missing))
 			}
+			if len(data) > 0 && len(held) == 0 {
+				return fmt.Errorf("%w: no rank of job %s has its stdin forwarded", launch.ErrNoStdin, t.nspace)
+			}
 			if len(data) > 0 && len(reading) == 0 {
 				return pmix.Errorf(pmix.ErrIOFComplete, "the stdin of every target of job %s is closed (they ended, or were sent EOF)", t.nspace)
 			}

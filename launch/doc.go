@@ -14,7 +14,9 @@
 //
 // The Daemon is an agent's side: it answers its node's control requests,
 // registers the job and its local ranks with its agent (Host), starts
-// them (Start), cuts their output into lines for the launcher, reaps them,
+// them (Start), cuts their output into lines for the launcher, feeds the
+// stdin of the ranks the launcher's --stdin names through bounded queues
+// (OpStdin, stdin.go; the launcher's side is runstdin.go), reaps them,
 // classifies how each ended (Classify) and raises the event that says so.
 //
 // Start starts one process with the environment an agent issued for it;
