@@ -29,7 +29,9 @@ import (
 // (iof.Follow), from the first record: a late puller sees the output from
 // the start, each record once, in order per process; the records of the
 // procs and channels asked for are sent as iof-data frames. Deregister and
-// the end of the connection stop them.
+// the end of the connection stop them. A pull is paced by the client: the
+// consumer waits while half the client's queue limit is queued for it, so
+// a client that reads slowly is not cut off for the output it asked for.
 
 // maxIOFProcs bounds the procs of one push or pull.
 const maxIOFProcs = 1 << 16
@@ -331,6 +333,10 @@ func (cc *clientConn) iofPull(st *iofConn, f *proto.Frame) error {
 		fl, err := iof.Follow(st.ctx, a.nc, string(t.cluster), t.nspace, false, func(d iof.Delivered) {
 			rec := d.Record
 			if d.Job != "" || rec.Channel&channels == 0 || (!t.all() && !slices.Contains(t.ranks, rec.Rank)) {
+				return
+			}
+			// Paced by the client: the consumer waits, not the client's queue.
+			if !cc.w.waitBelow(a.cfg.ClientQueueLimit/2, st.ctx.Done()) {
 				return
 			}
 			info := []pmix.Info{pmix.NewInfo(pmix.KeyIOFTime, pmix.Time(rec.Time))}

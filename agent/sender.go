@@ -47,8 +47,11 @@ type sender struct {
 	writingSince time.Time
 	inflight     int
 	stallCheck   *time.Timer // armed while over the limit
-	wake         chan struct{}
-	done         chan struct{} // closed when run returns
+	// progress is closed, and replaced, each time the socket takes a
+	// chunk (waitBelow).
+	progress chan struct{}
+	wake     chan struct{}
+	done     chan struct{} // closed when run returns
 
 	cutOff     func(error) // see start
 	cutOffOnce sync.Once
@@ -69,7 +72,8 @@ func (s *sender) borrowLocked() {
 }
 
 func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan struct{}) *sender {
-	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		progress: make(chan struct{})}
 }
 
 // send queues f. It fails once the client was cut off or its stream broke.
@@ -176,9 +180,32 @@ func (s *sender) write(out []byte) error {
 		out = out[n:]
 		s.mu.Lock()
 		s.inflight = len(out)
+		close(s.progress)
+		s.progress = make(chan struct{})
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// waitBelow waits until at most n bytes are queued for the client, so a
+// producer that can wait (an IOF pull) is paced by the client's reading
+// instead of cutting it off. It returns false when stop is closed first;
+// true at once when the client is gone.
+func (s *sender) waitBelow(n int, stop <-chan struct{}) bool {
+	for {
+		s.mu.Lock()
+		if s.queuedLocked() <= n || s.err != nil || s.closing {
+			s.mu.Unlock()
+			return true
+		}
+		progress := s.progress
+		s.mu.Unlock()
+		select {
+		case <-progress:
+		case <-stop:
+			return false
+		}
+	}
 }
 
 // stop reports, once, why the client must go.

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -137,5 +138,27 @@ func TestIdleSenderHoldsNoQueue(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// waitBelow waits while more than n bytes are queued, until the client
+// reads them; it gives up when stop is closed.
+func TestSenderWaitBelow(t *testing.T) {
+	s, c, _ := startSender(t, 1<<20, time.Hour)
+	for range 100 { // 100 KiB: net.Pipe takes nothing until read
+		if err := s.send(frame(1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if s.waitBelow(10<<10, stop) {
+		t.Fatal("waitBelow returned true with 100 KiB queued and nothing read")
+	}
+	waited := make(chan bool, 1)
+	go func() { waited <- s.waitBelow(10<<10, make(chan struct{})) }()
+	go func() { _, _ = io.Copy(io.Discard, c) }() // ends when the pipe closes
+	if !<-waited {
+		t.Fatal("waitBelow gave up")
 	}
 }
