@@ -47,6 +47,16 @@
 // Abort is PMIx_Abort: the agent records it and hands it to its host,
 // and the process exits after it returns.
 //
+// IOFPush and IOFPull are PMIx_IOF_push and PMIx_IOF_pull (docs/iof.md):
+// bytes for the stdin of processes whose stdin is forwarded, paced by
+// their reading; and the output of processes, from the first record their
+// job wrote, to a handler run with the event handlers:
+//
+//	err = c.IOFPush(ctx, []pmix.Proc{{Nspace: "job", Rank: 0}}, data, true) // true: then EOF
+//	id, err := c.IOFPull(ctx, []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}, iof.STDOUT|iof.STDERR,
+//		func(r iof.Record) { os.Stdout.Write(r.Data) })
+//	err = c.IOFDeregister(ctx, id)
+//
 // Handlers run one at a time, in the order the agent sent the events, on a
 // goroutine of the client's own (a PMIx progress thread), never on the
 // goroutine reading the agent's socket, so a handler may call back into the
