@@ -46,16 +46,7 @@ func runDisplayed(t *testing.T, cfg launch.Config, output string) (launch.Result
 		t.Fatal(err)
 	}
 	cfg.Display, cfg.Stderr = d, stderr
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	r, err := launch.Launch(ctx, cfg)
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	res, err := r.Wait(ctx)
-	if err != nil {
-		t.Fatalf("wait: %v\nstdout:\n%s", err, stdout)
-	}
+	res := launchAndWait(t, cfg, stdout)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +244,7 @@ func TestOutputAcrossReconnect(t *testing.T) {
 	out := &syncBuffer{}
 	var once sync.Once
 	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
-		shJob(2, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); [ $i -eq 200 ] && sleep 0.3; done`)}}
+		shJob(2, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $i -eq 200 ]; then sleep 0.3; fi; done`)}}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := launch.Launch(ctx, cfg)
@@ -267,8 +258,12 @@ func TestOutputAcrossReconnect(t *testing.T) {
 		once.Do(func() { _ = nc.ForceReconnect() })
 		return nil
 	})
-	if _, err := r.Wait(ctx); err != nil {
+	res, err := r.Wait(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
 	}
 	next := map[string]int{}
 	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
