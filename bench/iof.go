@@ -69,6 +69,9 @@ func IOF(ctx context.Context, cfg IOFConfig) (*Report, error) {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "bench iof: no rank command")
 	}
 	cfg.defaults()
+	if cfg.Bytes < int64(cfg.Ranks) {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "bench iof: %d bytes for %d ranks: want at least a byte each", cfg.Bytes, cfg.Ranks)
+	}
 	lc := LaunchConfig{Rank: cfg.Rank, Sizes: []int{cfg.Ranks}, Kills: 1}
 	lc.defaults()
 	s, err := newLaunchSetup(ctx, lc)
