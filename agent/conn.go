@@ -255,6 +255,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.collective(f) // collective.go
 	case proto.TypeAbort:
 		cc.reply(f, cc.abort(cc.entry, f), nil) // lifecycle.go
+	case proto.TypeLog:
+		cc.log(f) // log.go
 	case proto.TypeFinalize:
 		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)
