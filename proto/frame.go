@@ -38,7 +38,6 @@ const (
 // few KiB.
 const MaxLogText = 64 << 10
 
-
 // Type is a frame's type.
 type Type uint8
 
