@@ -45,6 +45,9 @@ type clientConn struct {
 	dropped  atomic.Bool
 	released sync.Once // the entry's detach, see release
 	admitted bool      // counted in Agent.hellos; false: one too many waiting to say hello
+	// logs holds a token per log frame whose record is not stored yet
+	// (log.go); used by the dispatch goroutine, made on the first log.
+	logs chan struct{}
 }
 
 type pendingInvoke struct {

@@ -75,6 +75,12 @@ func parseLog(data, directives []pmix.Info) (logRecord, error) {
 	return r, nil
 }
 
+// maxLogsInFlight bounds the log frames of one client whose records are
+// not stored yet: a client that logs faster than NATS stores is made to
+// wait (its agent stops reading its socket), as a process that writes
+// faster than its output is stored waits in write(2).
+const maxLogsInFlight = 64
+
 // log serves a log frame. The record is queued at once, so a client's
 // logs are stored in the order it sent them; the reply waits, on a
 // goroutine of its own, until it is stored, so that the process's end
@@ -90,12 +96,28 @@ func (cc *clientConn) log(f *proto.Frame) {
 		cc.reply(f, err, nil)
 		return
 	}
+	if cc.logs == nil {
+		cc.logs = make(chan struct{}, maxLogsInFlight)
+	}
+	select {
+	case cc.logs <- struct{}{}:
+	case <-cc.a.done:
+		cc.reply(f, ErrClosed, nil)
+		return
+	}
 	wait, err := src.DiagStored(r.help, r.text)
 	if err != nil {
+		<-cc.logs
 		cc.reply(f, err, nil)
 		return
 	}
-	if !cc.a.goFunc(func() { cc.reply(f, wait(cc.a.ctx), nil) }) {
+	logs := cc.logs
+	if !cc.a.goFunc(func() {
+		err := wait(cc.a.ctx)
+		<-logs
+		cc.reply(f, err, nil)
+	}) {
+		<-logs
 		cc.reply(f, ErrClosed, nil)
 	}
 }
