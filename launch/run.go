@@ -261,7 +261,7 @@ func (r *Run) plan(ctx context.Context) error {
 		if c == "" {
 			if local == "" {
 				var err error
-				if local, err = localCluster(ctx, r.cfg.Conn); err != nil {
+				if local, err = LocalCluster(ctx, r.cfg.Conn); err != nil {
 					return err
 				}
 			}
@@ -332,9 +332,9 @@ func (r *Run) plan(ctx context.Context) error {
 	return nil
 }
 
-// localCluster is the cluster of the server nc is connected to: its
+// LocalCluster is the cluster of the server nc is connected to: its
 // JetStream domain.
-func localCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
+func LocalCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return "", pmix.Errorf(pmix.ErrUnreach, "JetStream: %v", err)

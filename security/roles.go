@@ -136,7 +136,7 @@ func Permissions(r Role) *server.Permissions {
 		// It may also get the last event on an event subject from any
 		// stream (a late watcher's JOB_END, pmixbus watch --job): events
 		// it may watch live anyway; no bucket's subject starts so.
-		pub := append(append(agentsRead(), outputRead()...), DiscoverySubject, controlJobs,
+		pub := append(append(agentsRead(), outputRead()...), DiscoverySubject, controlJobs, "$JS.API.INFO",
 			"$JS.API.DIRECT.GET.*."+subjects.Prefix+".>", "$JS.*.API.DIRECT.GET.*."+subjects.Prefix+".>")
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
