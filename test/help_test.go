@@ -10,6 +10,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -146,5 +147,34 @@ func TestLogOfHostClient(t *testing.T) {
 		got[1].Channel != iof.STDDIAG || string(got[1].Data) != "plain\n" || got[1].Help != nil ||
 		got[2].Channel != iof.STDDIAG || !got[2].Complete {
 		t.Fatalf("records %+v", got)
+	}
+}
+
+// TestLogFromHandler: Log waits only for the agent, so a handler the
+// agent invokes may call it (the C library allows PMIx_Log there).
+func TestLogFromHandler(t *testing.T) {
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "job", Nodes: []string{"n1", "n1"}}},
+	})
+	logged := make(chan error, 1)
+	const code = pmix.Status(-3100)
+	_, err := w.Client("A:job.1").RegisterEventHandler(t.Context(), []pmix.Status{code}, nil, func(call *bus.Call, done bus.Done) {
+		logged <- w.Client("A:job.1").ShowHelp(t.Context(), "help-x.txt", "in-handler", "from a handler\n")
+		done(pmix.EventActionComplete, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Client("A:job.0").NotifyEvent(t.Context(), code, pmix.RangeNamespace, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-logged:
+		if err != nil {
+			t.Fatalf("ShowHelp in a handler: %v", err)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("the handler did not log")
 	}
 }
