@@ -25,6 +25,7 @@ type channel struct {
 	lastW    time.Time // the last Write, for the idle flush
 	seq      uint64
 	help     []helpRecord // queued diag records, each its own record
+	storing  chan<- error // told how the diag record being stored went; nil when nobody waits
 	closing  bool
 	finished bool // the Complete record is stored (or the service closed)
 	err      error
@@ -33,8 +34,9 @@ type channel struct {
 }
 
 type helpRecord struct {
-	help *Help
-	text []byte
+	help   *Help
+	text   []byte
+	stored chan<- error // buffered; nil when nobody waits (DiagStored)
 }
 
 // newChannel starts a channel's writer. s.mu is held.
@@ -71,14 +73,16 @@ func (c *channel) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// record queues a diag record of its own.
-func (c *channel) record(help *Help, text []byte) error {
+// record queues a diag record of its own; stored, if set, is told how
+// storing it went.
+func (c *channel) record(help *Help, text []byte, stored chan<- error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.finished || c.closing {
 		return ErrClosed
 	}
-	c.help = append(c.help, helpRecord{help, bytes.Clone(text)})
+	// Never nil, which take would read as nothing to store.
+	c.help = append(c.help, helpRecord{help, append([]byte{}, text...), stored})
 	c.signal()
 	return nil
 }
@@ -127,12 +131,18 @@ func (c *channel) run() {
 		data, help, complete, wait := c.take()
 		c.mu.Unlock()
 		if data != nil || complete {
-			if err := c.store(data, help, complete); err != nil {
-				c.mu.Lock()
+			err := c.store(data, help, complete)
+			c.mu.Lock()
+			if c.storing != nil {
+				c.storing <- err
+				c.storing = nil
+			}
+			if err != nil {
 				c.err = err
 				c.mu.Unlock()
 				return
 			}
+			c.mu.Unlock()
 			if complete {
 				return
 			}
@@ -166,6 +176,7 @@ func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Dura
 	if len(c.help) > 0 {
 		h := c.help[0]
 		c.help = c.help[1:]
+		c.storing = h.stored
 		return h.text, h.help, false, 0
 	}
 	n := c.cut()
