@@ -231,4 +231,3 @@ func rawPublishRate(ctx context.Context, nc *nats.Conn, total int64) (float64, e
 	}
 	return float64(total) / time.Since(start).Seconds(), nil
 }
-
