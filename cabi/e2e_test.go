@@ -214,9 +214,10 @@ func TestAbort(t *testing.T) {
 	}
 }
 
-// TestThreads has eight C threads register, notify PROC_LOCAL, deregister
-// and initialise/finalize (nested) at once, fifty times each: every entry
-// point is safe from any thread.
+// TestThreads has eight C threads register, notify PROC_LOCAL, put,
+// commit and get, deregister and initialise/finalize (nested) at once,
+// fifty times each, and publish, look up and unpublish in five of them:
+// every entry point is safe from any thread.
 func TestThreads(t *testing.T) {
 	h := headers(t)[0]
 	bin := compile(t, "threads.c", h, true)
