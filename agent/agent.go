@@ -111,9 +111,10 @@ type clientEntry struct {
 
 	// Its life (lifecycle.go), guarded by Agent.mu.
 	state        ClientState
-	exitWatched  bool   // WithExitWatched: the host reports its end
-	lostReported bool   // PMIX_ERR_PROC_TERM_WO_SYNC raised for it
-	incarnation  string // tells its termination events from another registration's
+	exitWatched  bool        // WithExitWatched: the host reports its end
+	lostReported bool        // PMIX_ERR_PROC_TERM_WO_SYNC raised for it
+	incarnation  string      // tells its termination events from another registration's
+	diag         *iof.Source // its logs, when the launch service did not start it (log.go)
 }
 
 // New validates cfg and returns an agent that is not yet running.

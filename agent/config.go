@@ -213,6 +213,9 @@ func (c Config) Validate() error {
 	if c.MaxFrame < 1024 {
 		errs = append(errs, fmt.Errorf("max frame %d: must be at least 1024 bytes", c.MaxFrame))
 	}
+	if c.OutputMaxAge < 0 || c.OutputStreamBytes < 0 {
+		errs = append(errs, fmt.Errorf("output max age %v, stream bytes %d: must not be negative", c.OutputMaxAge, c.OutputStreamBytes))
+	}
 	if c.KillGrace < 0 || c.LauncherGrace < 0 {
 		errs = append(errs, fmt.Errorf("kill grace %v, launcher grace %v: must not be negative", c.KillGrace, c.LauncherGrace))
 	}

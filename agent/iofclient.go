@@ -330,7 +330,8 @@ func (cc *clientConn) iofPull(st *iofConn, f *proto.Frame) error {
 		if t.cluster != a.cfg.Cluster {
 			source = cluster.Qualify(t.cluster, t.nspace)
 		}
-		fl, err := iof.Follow(st.ctx, a.nc, string(t.cluster), t.nspace, false, func(d iof.Delivered) {
+		bad := func(err error) { cc.logger().Debug("skipping a record of the output stream", "err", err) }
+		fl, err := iof.Follow(st.ctx, a.nc, string(t.cluster), t.nspace, iof.FollowOptions{Bad: bad}, func(d iof.Delivered) {
 			rec := d.Record
 			if d.Job != "" || rec.Channel&channels == 0 || (!t.all() && !slices.Contains(t.ranks, rec.Rank)) {
 				return
@@ -345,7 +346,7 @@ func (cc *clientConn) iofPull(st *iofConn, f *proto.Frame) error {
 			}
 			_ = cc.write(&proto.Frame{Type: proto.TypeIOFData, ID: f.ID, Seq: rec.Seq, Source: pmix.Proc{Nspace: source, Rank: rec.Rank},
 				Channels: uint16(rec.Channel), Payload: rec.Data, Info: info})
-		}, func(err error) { cc.logger().Debug("skipping a record of the output stream", "err", err) })
+		})
 		if err != nil {
 			stopAll(fs)
 			return err

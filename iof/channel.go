@@ -2,9 +2,13 @@ package iof
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // channel is one process channel being captured: Write appends to a
@@ -25,6 +29,8 @@ type channel struct {
 	lastW    time.Time // the last Write, for the idle flush
 	seq      uint64
 	help     []helpRecord // queued diag records, each its own record
+	storing  chan<- error // told how the diag record being stored went; nil when nobody waits
+	inflight []inflight   // stored asynchronously, not yet acknowledged; run's only
 	closing  bool
 	finished bool // the Complete record is stored (or the service closed)
 	err      error
@@ -32,9 +38,18 @@ type channel struct {
 	done     chan struct{}
 }
 
+// pipeline is how many records of a channel may be unacknowledged.
+const pipeline = 8
+
+type inflight struct {
+	m *nats.Msg
+	f natsjs.PubAckFuture // nil: the publish failed at once
+}
+
 type helpRecord struct {
-	help *Help
-	text []byte
+	help   *Help
+	text   []byte
+	stored chan<- error // buffered; nil when nobody waits (DiagStored)
 }
 
 // newChannel starts a channel's writer. s.mu is held.
@@ -71,14 +86,16 @@ func (c *channel) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// record queues a diag record of its own.
-func (c *channel) record(help *Help, text []byte) error {
+// record queues a diag record of its own; stored, if set, is told how
+// storing it went.
+func (c *channel) record(help *Help, text []byte, stored chan<- error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.finished || c.closing {
 		return ErrClosed
 	}
-	c.help = append(c.help, helpRecord{help, bytes.Clone(text)})
+	// Never nil, which take would read as nothing to store.
+	c.help = append(c.help, helpRecord{help, append([]byte{}, text...), stored})
 	c.signal()
 	return nil
 }
@@ -126,13 +143,32 @@ func (c *channel) run() {
 		c.mu.Lock()
 		data, help, complete, wait := c.take()
 		c.mu.Unlock()
+		// DROP_OLDEST marks its reservations with the stream's last
+		// sequence, which only settled records move: no pipeline there.
+		if data != nil && c.ch != STDDIAG && (c.bud == nil || !c.bud.limit.DropOldest) {
+			if err := c.storeAsync(data); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
+		if err := c.settle(0); err != nil { // before the end, before a diag's reply, before waiting
+			c.fail(err)
+			return
+		}
 		if data != nil || complete {
-			if err := c.store(data, help, complete); err != nil {
-				c.mu.Lock()
+			err := c.store(data, help, complete)
+			c.mu.Lock()
+			if c.storing != nil {
+				c.storing <- err
+				c.storing = nil
+			}
+			if err != nil {
 				c.err = err
 				c.mu.Unlock()
 				return
 			}
+			c.mu.Unlock()
 			if complete {
 				return
 			}
@@ -159,6 +195,58 @@ func (c *channel) run() {
 	}
 }
 
+func (c *channel) fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+// storeAsync stores a stdout or stderr record without waiting for its
+// acknowledgement, so the stream takes several of a fast writer's records
+// at once; at most pipeline are unacknowledged.
+func (c *channel) storeAsync(data []byte) error {
+	m, ok := c.message(data, nil, false)
+	if !ok {
+		return nil
+	}
+	f, err := c.svc.async.PublishMsgAsync(m)
+	if err != nil {
+		f = nil // stored synchronously when settled
+	}
+	c.inflight = append(c.inflight, inflight{m, f})
+	return c.settle(pipeline - 1)
+}
+
+// settle waits for acknowledgements until at most keep records are
+// unacknowledged. A record that failed is stored again, synchronously,
+// with its message id, after the records before it have settled: the
+// stream may then hold a later record first, which a reader tells by the
+// sequence.
+func (c *channel) settle(keep int) error {
+	for len(c.inflight) > keep {
+		in := c.inflight[0]
+		c.inflight = c.inflight[1:]
+		var err error
+		if in.f == nil {
+			err = errors.New("not sent")
+		} else {
+			select {
+			case ack := <-in.f.Ok():
+				c.svc.lastSeq.Store(ack.Sequence)
+				continue
+			case err = <-in.f.Err():
+			case <-c.svc.ctx.Done():
+				return ErrClosed
+			}
+		}
+		c.svc.log.Debug("a record's store failed; storing it again", "subject", in.m.Subject, "err", err)
+		if err := c.svc.publish(in.m, "output of "+c.src.proc.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // take picks the next record's bytes (nil when there is none yet), or
 // says the channel is complete, or how long a partial line may still
 // wait (0: until kicked). c.mu is held.
@@ -166,6 +254,7 @@ func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Dura
 	if len(c.help) > 0 {
 		h := c.help[0]
 		c.help = c.help[1:]
+		c.storing = h.stored
 		return h.text, h.help, false, 0
 	}
 	n := c.cut()
@@ -178,7 +267,7 @@ func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Dura
 	}
 	if n > 0 {
 		data = bytes.Clone(c.pending[:n])
-		c.pending = append(c.pending[:0], c.pending[n:]...)
+		c.pending = c.pending[n:] // no shifting: append moves the rest when it grows
 		c.space.Broadcast()
 		return data, nil, false, 0
 	}
@@ -208,9 +297,20 @@ func (c *channel) cut() int {
 // store publishes one record (or the Complete one, with no data), within
 // the job's limit.
 func (c *channel) store(data []byte, help *Help, complete bool) error {
+	m, ok := c.message(data, help, complete)
+	if !ok {
+		return nil
+	}
+	return c.svc.publish(m, "output of "+c.src.proc.String())
+}
+
+// message numbers the next record, within the job's limit: false when it
+// is over the limit and dropped (the warning was given once). A Complete
+// record is never dropped, only its bytes.
+func (c *channel) message(data []byte, help *Help, complete bool) (*nats.Msg, bool) {
 	if len(data) > 0 && c.bud != nil && !c.bud.take(len(data)) {
 		if !complete {
-			return nil // over the limit: dropped, the warning was given once
+			return nil, false
 		}
 		data = nil
 	}
@@ -218,5 +318,5 @@ func (c *channel) store(data []byte, help *Help, complete bool) error {
 	p := c.src.proc
 	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
 	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
-	return c.svc.publish(r.Message(id), "output of "+p.String())
+	return r.Message(id), true
 }

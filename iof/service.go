@@ -81,6 +81,7 @@ type Service struct {
 	cfg     ServiceConfig
 	log     *slog.Logger
 	js      natsjs.JetStream
+	async   natsjs.JetStream // for pipelined records: bounded, with a timeout
 	stream  natsjs.Stream
 	limits  natsjs.KeyValue
 	lastSeq atomic.Uint64 // the stream sequence of the latest record stored, for DROP_OLDEST
@@ -147,7 +148,11 @@ func Open(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: the limits bucket %s: %v", LimitsBucket, err)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, js: js, stream: stream, limits: limits, budgets: map[budgetKey]*budget{}}
+	async, err := natsjs.New(cfg.Conn, natsjs.WithPublishAsyncMaxPending(4096), natsjs.WithPublishAsyncTimeout(5*time.Second))
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: JetStream: %v", err)
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, js: js, async: async, stream: stream, limits: limits, budgets: map[budgetKey]*budget{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -173,6 +178,11 @@ type SourceOptions struct {
 	Raw bool
 	// Limit bounds the bytes kept per channel of the whole job.
 	Limit Limit
+	// DiagOnly captures only what the process logs, for a client whose
+	// pipes another launcher holds (one a host RM registered): Stdout and
+	// Stderr discard, and Close ends only the diag channel, so nothing
+	// claims that the process's stdout and stderr ended here.
+	DiagOnly bool
 }
 
 // Source is one process's output: Stdout and Stderr take what the process
@@ -203,17 +213,29 @@ func (s *Service) Source(proc pmix.Proc, opts SourceOptions) (*Source, error) {
 		return nil, ErrClosed
 	}
 	src := &Source{svc: s, opts: opts, proc: proc}
-	src.out = s.newChannel(src, STDOUT)
-	src.err = s.newChannel(src, STDERR)
+	if !opts.DiagOnly {
+		src.out = s.newChannel(src, STDOUT)
+		src.err = s.newChannel(src, STDERR)
+	}
 	return src, nil
 }
 
 // Stdout is where the process's standard output goes. Write blocks while
 // the channel holds 64 KiB not yet stored: back-pressure to the pipe.
-func (src *Source) Stdout() io.Writer { return src.out }
+func (src *Source) Stdout() io.Writer {
+	if src.out == nil {
+		return io.Discard
+	}
+	return src.out
+}
 
 // Stderr is where the process's standard error goes.
-func (src *Source) Stderr() io.Writer { return src.err }
+func (src *Source) Stderr() io.Writer {
+	if src.err == nil {
+		return io.Discard
+	}
+	return src.err
+}
 
 // Diag records a diagnostic of the process: a help message when help is
 // set (the launcher aggregates duplicates), else a log line. It returns
@@ -221,22 +243,63 @@ func (src *Source) Stderr() io.Writer { return src.err }
 //
 // Errors: ErrClosed once the Source is closed.
 func (src *Source) Diag(help *Help, text []byte) error {
+	d, err := src.diagChannel()
+	if err != nil {
+		return err
+	}
+	return d.record(help, text, nil)
+}
+
+// DiagStored queues a record as Diag does and returns a function that
+// waits until it is stored: what the process does after that (its exit,
+// the end of its stdout and stderr) comes after the record in the stream,
+// so a viewer that stops at the process's end has seen it. Records of one
+// Source are stored in the order they were queued, whichever of Diag and
+// DiagStored took them.
+//
+// Errors: ErrClosed once the Source is closed. The wait returns ErrClosed
+// when the Service closed before the record was stored (it may be lost),
+// and pmix.ErrTimeout when its ctx ends first (the record is stored later
+// all the same).
+func (src *Source) DiagStored(help *Help, text []byte) (wait func(context.Context) error, err error) {
+	d, err := src.diagChannel()
+	if err != nil {
+		return nil, err
+	}
+	stored := make(chan error, 1)
+	if err := d.record(help, text, stored); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		select {
+		case err := <-stored:
+			return err
+		case <-d.done:
+			select {
+			case err := <-stored:
+				return err
+			default:
+			}
+			return fmt.Errorf("%w: the diagnostic of %v was not stored", ErrClosed, src.proc)
+		case <-ctx.Done():
+			return pmix.Errorf(pmix.ErrTimeout, "iof: storing the diagnostic of %v: %v", src.proc, ctx.Err())
+		}
+	}, nil
+}
+
+// diagChannel is the Source's diag channel, made on first use.
+func (src *Source) diagChannel() (*channel, error) {
 	src.mu.Lock()
+	defer src.mu.Unlock()
 	if src.diag == nil {
 		src.svc.mu.Lock()
-		closed := src.svc.closed
-		if !closed {
-			src.diag = src.svc.newChannel(src, STDDIAG)
+		defer src.svc.mu.Unlock()
+		if src.svc.closed {
+			return nil, ErrClosed
 		}
-		src.svc.mu.Unlock()
-		if closed {
-			src.mu.Unlock()
-			return ErrClosed
-		}
+		src.diag = src.svc.newChannel(src, STDDIAG)
 	}
-	d := src.diag
-	src.mu.Unlock()
-	return d.record(help, text)
+	return src.diag, nil
 }
 
 // Close flushes what the process wrote, partial last lines included, ends
@@ -246,7 +309,10 @@ func (src *Source) Close() error {
 	src.mu.Lock()
 	d := src.diag
 	src.mu.Unlock()
-	chans := []*channel{src.out, src.err}
+	var chans []*channel
+	if src.out != nil {
+		chans = append(chans, src.out, src.err)
+	}
 	if d != nil {
 		chans = append(chans, d)
 	}

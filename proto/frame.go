@@ -33,6 +33,11 @@ const (
 	MaxAbortProcs   = 1 << 16 // procs it names
 )
 
+// MaxLogText is the most bytes one message of a log frame may carry; the
+// agent refuses a longer one with PMIX_ERR_BAD_PARAM. A help message is a
+// few KiB.
+const MaxLogText = 64 << 10
+
 // Type is a frame's type.
 type Type uint8
 
@@ -69,6 +74,10 @@ const (
 	// recorded the request and handed it to its host.
 	TypeAbort Type = 18 // c→a: Status, Message, Procs (none: the caller's whole job)
 
+	// Log (PMIx_Log; docs/protocol.md): the agent replies once the
+	// messages are stored in the cluster's output stream.
+	TypeLog Type = 19 // c→a: Info (the data), Results (the directives)
+
 	// I/O forwarding (PMIx_IOF_push, PMIx_IOF_pull; docs/protocol.md).
 	// The agent replies to a push once every target's agent queued the
 	// data, which paces the pusher.
@@ -87,7 +96,7 @@ var typeNames = map[Type]string{
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
-	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
+	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data",
 }
 

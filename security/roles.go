@@ -75,6 +75,7 @@ const (
 	controlOps   = "pmix.ctl.*.*.*"
 	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
 	jobState     = "pmix.jobstate.>"
+	jobOutput    = "pmix.iof.>"
 	// OutputStream is package iof's, one per domain: launchers and
 	// viewers read it through ordered consumers.
 	OutputStream = "PMIXBUS_IOF"
@@ -125,7 +126,7 @@ func Permissions(r Role) *server.Permissions {
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				jobState, LauncherInboxPrefix + ".>",
+				jobState, jobOutput, LauncherInboxPrefix + ".>",
 			}},
 		}
 	case RoleWatch:
@@ -136,7 +137,7 @@ func Permissions(r Role) *server.Permissions {
 		// It may also get the last event on an event subject from any
 		// stream (a late watcher's JOB_END, pmixbus watch --job): events
 		// it may watch live anyway; no bucket's subject starts so.
-		pub := append(append(agentsRead(), outputRead()...), DiscoverySubject, controlJobs,
+		pub := append(append(agentsRead(), outputRead()...), DiscoverySubject, controlJobs, "$JS.API.INFO",
 			"$JS.API.DIRECT.GET.*."+subjects.Prefix+".>", "$JS.*.API.DIRECT.GET.*."+subjects.Prefix+".>")
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},

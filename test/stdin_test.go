@@ -49,6 +49,9 @@ func rankLines(t *testing.T, cfg launch.Config) (launch.Result, map[pmix.Rank]st
 	return res, got
 }
 
+// twoNodes are launchSpec's nodes of cluster A.
+var twoNodes = []launch.Node{{Name: "a1", Slots: 2}, {Name: "a2", Slots: 2}}
+
 // TestStdinTargets: by default only rank 0 reads the launcher's stdin,
 // with `all` every rank (on both agents) does, with none no rank; each
 // gets all of it, then EOF (wc prints its count only then).
@@ -71,7 +74,10 @@ func TestStdinTargets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "wc", Args: []string{"-c"}}}}}
+			// Named hosts: ranks 0-1 on a1, 2-3 on a2, whatever the agents'
+			// liveness says of the slots the previous subtest used.
+			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, Hosts: twoNodes,
+				App: launch.App{Path: "wc", Args: []string{"-c"}}}}}
 			if !none {
 				cfg.Stdin = launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: rank}
 			}
@@ -93,7 +99,7 @@ func TestStdinEOFWithoutData(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	res, _ := rankLines(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: strings.NewReader(""), Rank: pmix.RankWildcard},
-		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "cat"}}}})
+		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes, App: launch.App{Path: "cat"}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}

@@ -26,6 +26,7 @@ func main() {
 		get      = flag.String("get", "", "comma list of keys to Get from the own job and print")
 		fence    = flag.Bool("fence", false, "fence with every rank of the job once set up (registered with -watch), before failing")
 		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
+		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -43,6 +44,12 @@ func main() {
 	if *say != "" {
 		fmt.Printf("%d: %s\n", me.Rank, *say)
 		fmt.Fprintf(os.Stderr, "%d: %s\n", me.Rank, *say)
+	}
+	if file, topic, ok := strings.Cut(*help, "/"); ok {
+		if err := c.ShowHelp(ctx, file, topic, fmt.Sprintf("testprog: help message %s of %s\n", topic, file)); err != nil {
+			fmt.Fprintln(os.Stderr, "show help:", err)
+			os.Exit(93)
+		}
 	}
 	for _, k := range strings.Split(*get, ",") {
 		if k == "" {
