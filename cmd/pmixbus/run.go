@@ -187,7 +187,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if rank, none, err := launch.ParseStdinTarget(*stdinFlag); err != nil {
 		return usageError(first.fs, stderr, "%v", pmix.MessageOf(err))
 	} else if !none {
-		stdin = launch.Stdin{Reader: os.Stdin, Rank: rank}
+		stdin = launch.Stdin{Reader: &foregroundStdin{f: os.Stdin}, Rank: rank}
 	}
 	var specs []launch.JobSpec
 	for i, argv := range contexts {
