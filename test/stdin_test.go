@@ -177,3 +177,16 @@ func TestStdinBadTarget(t *testing.T) {
 		t.Errorf("--stdin first: %v", err)
 	}
 }
+
+// TestStdinAllAcrossClusters: with `all`, the ranks of every app context
+// read the launcher's stdin, in both clusters.
+func TestStdinAllAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	wc := launch.App{Path: "wc", Args: []string{"-c"}}
+	res, out := runJob(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: pmix.RankWildcard},
+		Jobs: []launch.JobSpec{{N: 1, App: wc}, {N: 1, Cluster: "B", App: wc}}})
+	if want := fmt.Sprintf("%d\n", len(stdinInput)); res.ExitCode != 0 || strings.Count(out.String(), want) != 2 {
+		t.Fatalf("result %+v; want %q twice in:\n%s", res, want, out)
+	}
+}
