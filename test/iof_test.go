@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/iof"
@@ -296,5 +297,57 @@ func TestOutputLimitOneWarning(t *testing.T) {
 	}
 	if n := len(stdout.String()); n > 32<<10 || n < 16<<10 {
 		t.Errorf("%d bytes of stdout shown, limit 32 KiB", n)
+	}
+}
+
+// The cluster's NATS server restarts under a running job: with the file
+// store nothing written is lost, and the launcher shows every line once,
+// in order. (The agents' liveness TTL outlasts the restart: a node whose
+// key expires is down, by design.)
+func TestOutputSurvivesServerRestart(t *testing.T) {
+	spec := launchSpec
+	spec.Agent = func(c *agent.Config) {
+		launchSpec.Agent(c)
+		c.LivenessInterval, c.LivenessTTL = time.Second, 10*time.Second
+	}
+	w := agenttest.Start(t, spec)
+	nc := launcherConn(t, w, "A")
+	out := &syncBuffer{}
+	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
+		shJob(2, `i=0; while [ $i -lt 300 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $((i % 50)) -eq 0 ]; then sleep 0.2; fi; done`)}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := launch.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, " 60\n")
+	srv := w.Cluster("A").Server(0)
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	next := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			t.Fatalf("line %q", l)
+		}
+		if n, _ := strconv.Atoi(f[1]); n != next[f[0]] {
+			t.Fatalf("rank %s: line %d after %d", f[0], n, next[f[0]]-1)
+		}
+		next[f[0]]++
+	}
+	if next["0"] != 300 || next["1"] != 300 {
+		t.Errorf("lines per rank %v", next)
 	}
 }
