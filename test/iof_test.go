@@ -266,8 +266,15 @@ func TestOutputAcrossReconnect(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
+	checkNumberedLines(t, out.String(), 2, 400)
+}
+
+// checkNumberedLines checks that out holds lines "<rank> <i>", i from 0
+// to lines-1 for each of ranks, each once and in order.
+func checkNumberedLines(t *testing.T, out string, ranks, lines int) {
+	t.Helper()
 	next := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 		f := strings.Fields(l)
 		if len(f) != 2 {
 			t.Fatalf("line %q", l)
@@ -277,8 +284,10 @@ func TestOutputAcrossReconnect(t *testing.T) {
 		}
 		next[f[0]]++
 	}
-	if next["0"] != 400 || next["1"] != 400 {
-		t.Errorf("lines per rank %v", next)
+	for r := range ranks {
+		if next[strconv.Itoa(r)] != lines {
+			t.Errorf("lines per rank %v, want %d each", next, lines)
+		}
 	}
 }
 
@@ -336,18 +345,5 @@ func TestOutputSurvivesServerRestart(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
-	next := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 2 {
-			t.Fatalf("line %q", l)
-		}
-		if n, _ := strconv.Atoi(f[1]); n != next[f[0]] {
-			t.Fatalf("rank %s: line %d after %d", f[0], n, next[f[0]]-1)
-		}
-		next[f[0]]++
-	}
-	if next["0"] != 300 || next["1"] != 300 {
-		t.Errorf("lines per rank %v", next)
-	}
+	checkNumberedLines(t, out.String(), 2, 300)
 }
