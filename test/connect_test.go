@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -256,5 +259,97 @@ func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// launchConnected launches job A (3 ranks on cluster A) and job B (2 ranks
+// on cluster B), each through its own cluster's launcher, running testprog
+// with RFC0003's rendezvous and connect (-rendezvous) and extra args; it
+// waits until every rank connected and returns the runs, their outputs and
+// the new nspace, checking that every rank got it and a distinct rank.
+func launchConnected(t *testing.T, w *agenttest.World, extra ...string) (runs [2]*launch.Run, outs [2]*syncBuffer, group string) {
+	t.Helper()
+	p := prog(t)
+	sides := []struct {
+		cluster     cluster.ID
+		n           int
+		mine, other string
+	}{{"A", 3, "rv.A", "rv.B"}, {"B", 2, "rv.B", "rv.A"}}
+	for i, s := range sides {
+		outs[i] = &syncBuffer{}
+		args := append([]string{"-rendezvous", s.mine + "," + s.other}, extra...)
+		r, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, s.cluster), Stdout: outs[i], Stderr: outs[i],
+			Jobs: []launch.JobSpec{{N: s.n, MapBy: launch.MapByNode, App: launch.App{Path: p, Args: args}}}})
+		if err != nil {
+			t.Fatalf("launch on %s: %v", s.cluster, err)
+		}
+		runs[i] = r
+		t.Cleanup(func() { r.Terminate(true) })
+	}
+	ranks := map[pmix.Rank]string{}
+	for i, s := range sides {
+		for rk := range s.n {
+			var line string
+			clustertest.WaitFor(t, waitTime, func() error {
+				for l := range strings.Lines(outs[i].String()) {
+					if strings.HasPrefix(l, fmt.Sprintf("%d: connected ", rk)) {
+						line = l
+						return nil
+					}
+				}
+				return fmt.Errorf("rank %d of %s has not connected:\n%s", rk, s.cluster, outs[i])
+			})
+			var ns string
+			var newRank pmix.Rank
+			if _, err := fmt.Sscanf(line, "%d: connected %s rank %d", new(int), &ns, &newRank); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			if group == "" {
+				group = ns
+			}
+			if ns != group {
+				t.Errorf("%s rank %d connected to %s, others to %s", s.cluster, rk, ns, group)
+			}
+			if prev, dup := ranks[newRank]; dup {
+				t.Errorf("new rank %d given to %s rank %d and to %s", newRank, s.cluster, rk, prev)
+			}
+			ranks[newRank] = fmt.Sprintf("%s rank %d", s.cluster, rk)
+		}
+	}
+	for r := range pmix.Rank(5) {
+		if _, ok := ranks[r]; !ok {
+			t.Errorf("no member got new rank %d: %v", r, ranks)
+		}
+	}
+	if c, _, ok := cluster.Split(group); !ok || c != "A" {
+		t.Errorf("new nspace %q: want one qualified with the coordinator's cluster A", group)
+	}
+	return runs, outs, group
+}
+
+// TestConnectLaunchedJobs is RFC0003's example end to end with real
+// processes, as `pmixbus run` starts them: two jobs on two clusters
+// rendezvous by publish/lookup and connect; all five ranks get one new
+// nspace and the ranks 0 to 4; a NAMESPACE event to the new nspace
+// reaches every member on both clusters, which then disconnect and end
+// cleanly.
+func TestConnectLaunchedJobs(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	const code = pmix.ExternalErrBase - 15
+	runs, outs, group := launchConnected(t, w, "-watch", "-codes", fmt.Sprint(int(code)), "-await", fmt.Sprint(int(code)))
+	if _, err := w.Agent("a1").Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(group))}); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{3, 2} {
+		for rk := range n {
+			outs[i].waitFor(t, fmt.Sprintf("%d: event %d ", rk, int(code)))
+			outs[i].waitFor(t, fmt.Sprintf("%d: disconnected", rk))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+		res, err := runs[i].Wait(ctx)
+		cancel()
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("run %d: %+v, %v\n%s", i, res, err, outs[i])
+		}
 	}
 }
