@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
 
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -31,8 +34,8 @@ type collectives struct {
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
 		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
-		Raise: func(ctx context.Context, code pmix.Status, info []pmix.Info) error {
-			_, err := a.Notify(ctx, code, pmix.RangeCustom, false, info)
+		Raise: func(ctx context.Context, id string, code pmix.Status, info []pmix.Info) error {
+			_, err := a.notify(ctx, id, code, pmix.RangeCustom, false, info)
 			return err
 		},
 		Memberships: collective.NewNATSMemberships(a.nc, a.cfg.Cluster.Domain(), collective.DefaultGroupsBucket, a.cfg.PublishReplicas),
@@ -101,6 +104,28 @@ func (a *Agent) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) 
 		return ErrClosed
 	}
 	return a.coll.svc.ProcTerminated(ctx, p, abnormal)
+}
+
+// collectiveNodeDown tells the collectives that a node of this cluster
+// is down with the processes it hosted (collective.Service.NodeDown):
+// they count as terminated in pending operations and in their groups.
+// Every agent that declares the node does so with the same cause, the
+// node's expiry in the agents bucket.
+func (a *Agent) collectiveNodeDown(d liveness.NodeDown) {
+	if a.coll == nil {
+		return
+	}
+	var procs []pmix.Proc
+	for _, j := range d.Jobs {
+		procs = append(procs, j.Procs()...)
+	}
+	if len(procs) == 0 {
+		return
+	}
+	cause := fmt.Sprintf("%s/%s/%d", d.Cluster, d.Node, d.Revision)
+	if err := a.coll.svc.NodeDown(a.ctx, cause, procs); err != nil && !errors.Is(err, collective.ErrClosed) {
+		a.log.Warn("the collectives will not count a down node's processes as terminated", "node", d.Node, "err", err)
+	}
 }
 
 // ConnectReport tells the host that a local process connected (RFC0003's

@@ -66,8 +66,10 @@ func (a *Agent) livenessJobsChanged(ctx context.Context, procs ...map[pmix.Rank]
 	}
 }
 
-// nodeDown hands a node down to the host's functions.
+// nodeDown hands a node down to the collectives, then to the host's
+// functions.
 func (a *Agent) nodeDown(d liveness.NodeDown) {
+	a.collectiveNodeDown(d)
 	if fs := a.downFuncs.Load(); fs != nil {
 		for _, f := range *fs {
 			f(d)
@@ -78,7 +80,8 @@ func (a *Agent) nodeDown(d liveness.NodeDown) {
 // OnNodeDown calls f each time this agent declared a node of its cluster
 // down — its liveness key expired — after it raised the node's events
 // (liveness.Events): PMIX_EVENT_NODE_DOWN to each job the node hosted and
-// PMIX_ERR_PROC_TERM_WO_SYNC for each of their procs there. Every agent of
+// PMIX_ERR_PROC_TERM_WO_SYNC for each of their procs there, and told its
+// collectives those procs terminated (collective.Service.NodeDown). Every agent of
 // the cluster declares it; the jobs' agents run each event once. f must
 // not block for long.
 func (a *Agent) OnNodeDown(f func(liveness.NodeDown)) {

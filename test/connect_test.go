@@ -9,9 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
@@ -165,13 +167,80 @@ func countContributions(t *testing.T, aw *agenttest.World) *atomic.Int64 {
 }
 
 // TestParticipantTerminatedBeforeConnecting: B:jobB.2, alone on b2,
-// terminates while the others wait in a connect: all fail with
-// PMIX_ERR_PROC_TERM_WO_SYNC, or, with PMIX_CONNECT_OPTIONAL, connect
-// without it.
+// terminates while the others wait in a connect, or before any of them
+// called (its agent's notice then reaches no coordinator: the coordinator,
+// in cluster A, asks B's agents again as it begins to watch jobB): all
+// fail with PMIX_ERR_PROC_TERM_WO_SYNC, or, with PMIX_CONNECT_OPTIONAL,
+// connect without it.
 func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
-	for _, optional := range []bool{false, true} {
-		t.Run(fmt.Sprint("optional=", optional), func(t *testing.T) {
+	for _, tc := range []struct {
+		optional, first bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("optional=%v,terminated first=%v", tc.optional, tc.first), func(t *testing.T) {
 			aw := agenttest.Start(t, collSpec())
+			contributions := countContributions(t, aw)
+			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(15))}
+			if tc.optional {
+				info = append(info, pmix.NewInfo(pmix.KeyConnectOptional, pmix.Bool(true)))
+			}
+			terminate := func() {
+				if err := aw.Agent("b2").ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.first {
+				terminate()
+			}
+			done := make(chan map[string]connected, 1)
+			go func() { done <- connectAll(t, aw, namesBoth[:6], bothJobs, info...) }()
+			if !tc.first {
+				clustertest.WaitFor(t, waitTime, func() error {
+					if n := contributions.Load(); n < 3 {
+						return fmt.Errorf("%d contributions of a1, a2, b1", n)
+					}
+					return nil
+				})
+				terminate()
+			}
+			checkConnectedWithout(t, <-done, tc.optional)
+		})
+	}
+}
+
+// checkConnectedWithout checks what the six participants other than
+// B:jobB.2 got from a connect it never joined: with PMIX_CONNECT_OPTIONAL
+// one group of the six, ranked 0 to 5; otherwise
+// PMIX_ERR_PROC_TERM_WO_SYNC.
+func checkConnectedWithout(t *testing.T, res map[string]connected, optional bool) {
+	t.Helper()
+	for i, n := range namesBoth[:6] {
+		c := res[n]
+		switch {
+		case optional && (c.err != nil || c.rank != pmix.Rank(i) || c.nspace != res[namesBoth[0]].nspace):
+			t.Errorf("%s: %q rank %v, %v; want rank %d of the others' group", n, c.nspace, c.rank, c.err, i)
+		case !optional && !errors.Is(c.err, pmix.ErrProcTermWOSync):
+			t.Errorf("%s: %v, want PMIX_ERR_PROC_TERM_WO_SYNC", n, c.err)
+		}
+	}
+}
+
+// TestNodeDownReachesConnects: the agent of b2 dies (its NATS connection
+// closed) and b1 declares the node down. B:jobB.2 on it counts as
+// terminated: a connect waiting for it fails (OPTIONAL: connects
+// without it), and, once connected, the other members on both clusters
+// get PMIX_ERR_PROC_TERM_WO_SYNC about it, naming the group, once.
+func TestNodeDownReachesConnects(t *testing.T) {
+	spec := collSpec()
+	spec.Agent = func(c *agent.Config) {
+		c.HandlerTimeout = 10 * time.Second
+		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+	}
+	lost := pmix.Proc{Nspace: "B:jobB", Rank: 2}
+	for _, optional := range []bool{false, true} {
+		t.Run(fmt.Sprint("pending, optional=", optional), func(t *testing.T) {
+			aw := agenttest.Start(t, spec)
+			w := worldOf(t, aw)
+			waitSeen(t, w, []string{"b1", "b2"}, "b1")
 			contributions := countContributions(t, aw)
 			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(15))}
 			if optional {
@@ -185,25 +254,45 @@ func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
 				}
 				return nil
 			})
-			// The coordinator, on a1, watches B:jobB's terminations.
-			if err := aw.WaitInterest(t.Context(), "B", collective.GoneSubject("B:jobB")); err != nil {
-				t.Fatal(err)
-			}
-			if err := aw.Agent("b2").ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, true); err != nil {
-				t.Fatal(err)
-			}
-			res := <-done
-			for i, n := range namesBoth[:6] {
-				c := res[n]
-				switch {
-				case optional && (c.err != nil || c.rank != pmix.Rank(i) || c.nspace != res[namesBoth[0]].nspace):
-					t.Errorf("%s: %q rank %v, %v; want rank %d of the others' group", n, c.nspace, c.rank, c.err, i)
-				case !optional && !errors.Is(c.err, pmix.ErrProcTermWOSync):
-					t.Errorf("%s: %v, want PMIX_ERR_PROC_TERM_WO_SYNC", n, c.err)
-				}
-			}
+			aw.Agent("b2").NATS().Close()
+			checkConnectedWithout(t, <-done, optional)
 		})
 	}
+	t.Run("connected", func(t *testing.T) {
+		aw := agenttest.Start(t, spec)
+		w := worldOf(t, aw)
+		others := namesBoth[:6]
+		registerAll(t, w, others, pmix.ErrProcTermWOSync, fenceCode)
+		waitSeen(t, w, []string{"b1", "b2"}, "b1")
+		group := mustConnectAll(t, aw)
+		aw.Agent("b2").NATS().Close()
+		ofGroup := func(n string) []delivery {
+			var out []delivery
+			for _, d := range w.client(n).rec.of(pmix.ErrProcTermWOSync) {
+				if isString(d.Info, pmix.KeyNspace, group) {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+		for _, n := range others {
+			clustertest.WaitFor(t, waitTime, func() error {
+				if len(ofGroup(n)) == 0 {
+					return fmt.Errorf("%s: no PMIX_ERR_PROC_TERM_WO_SYNC of %s", n, group)
+				}
+				return nil
+			})
+		}
+		// Whatever the agents raised before their fences has arrived by
+		// the fences: each member got the group's event once.
+		fence(t, w, []string{"a1", "a2", "b1"}, others, map[string]int{})
+		for _, n := range others {
+			got := ofGroup(n)
+			if len(got) != 1 || affectedProc(got[0]) != lost {
+				t.Errorf("%s: %d PMIX_ERR_PROC_TERM_WO_SYNC of the group (%+v), want one about %v", n, len(got), got, lost)
+			}
+		}
+	})
 }
 
 // TestMemberTerminatedWithoutDisconnecting: a connected member that
