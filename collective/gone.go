@@ -104,11 +104,11 @@ func unmarshalGoneAsk(b []byte) (goneAsk, error) {
 
 // deadProc is a process this agent heard terminated.
 type deadProc struct {
-	at time.Time
-	// told is the notice this agent announced, for its own process or a
-	// node it declared down, which it announces again when asked; nil
-	// when it heard it from another agent.
-	told *goneNotice
+	at     time.Time
+	notice goneNotice
+	// told: this agent announced it, for its own process or a node it
+	// declared down, and announces it again when asked.
+	told bool
 }
 
 // origin is where a termination comes from.
@@ -242,8 +242,8 @@ func (s *Service) askMsg(m *nats.Msg) {
 	var again []goneNotice
 	s.mu.Lock()
 	for p, d := range s.dead {
-		if d.told != nil && p.Nspace == a.nspace && now.Sub(d.at) <= s.cfg.Remember {
-			again = append(again, *d.told)
+		if d.told && p.Nspace == a.nspace && now.Sub(d.at) <= s.cfg.Remember {
+			again = append(again, d.notice)
 		}
 	}
 	s.mu.Unlock()
@@ -264,18 +264,9 @@ func (s *Service) goneMsg(m *nats.Msg) {
 
 // procGone applies a termination here: to the operations this agent takes
 // part in (fromHost: it is the terminated process's agent) and
-// coordinates, and to the groups it holds. The process's own agent raises
-// the group's events; for a process whose node was declared down, every
-// agent holding the group does, with ids derived from the cause.
+// coordinates, and to the groups it holds (memberGoneLocked).
 func (s *Service) procGone(g goneNotice, from origin) {
 	p := g.proc
-	how := "terminated"
-	switch {
-	case g.cause != "":
-		how = "was lost with its node"
-	case g.abnormal:
-		how = "terminated abnormally"
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -287,43 +278,61 @@ func (s *Service) procGone(g goneNotice, from origin) {
 	if _, seen := s.dead[p]; seen || s.closed {
 		return
 	}
-	dp := deadProc{at: now}
-	if from != fromNotice {
-		dp.told = &g
-	}
-	s.dead[p] = dp
+	s.dead[p] = deadProc{at: now, notice: g, told: from != fromNotice}
 	if from == fromHost {
 		for _, ls := range s.open {
 			for _, l := range slices.Clone(ls) {
-				s.localGoneLocked(l, p, how)
+				s.localGoneLocked(l, p, g.how())
 			}
 		}
 	}
 	for _, co := range s.coord {
-		s.coordGoneLocked(co, p, how)
+		s.coordGoneLocked(co, p, g.how())
 	}
 	for ns, gr := range s.groups {
-		if !slices.Contains(gr.members, p) || gr.gone[p] {
-			continue
+		if slices.Contains(gr.members, p) {
+			s.memberGoneLocked(ns, gr, g, from == fromHost)
 		}
-		if gr.gone == nil {
-			gr.gone = map[pmix.Proc]bool{}
-		}
-		gr.gone[p] = true
-		s.saveGroupLocked(ns, gr)
-		if from != fromHost && g.cause == "" {
-			continue
-		}
-		others := slices.DeleteFunc(gr.alive(), func(m pmix.Proc) bool { return m == p })
-		info := []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(ns))}
-		switch {
-		case gr.flags&FlagEarlyTermAllowed == 0:
-			info = append(info, pmix.NewInfo(pmix.KeyEventTextMessage,
-				pmix.String(fmt.Sprintf("%v %s while connected to %s, without disconnecting", p, how, ns))))
-			s.raiseLocked(causedID(g, ns, pmix.ErrProcTermWOSync), pmix.ErrProcTermWOSync, others, p, info...)
-		case gr.flags&FlagNotifyEach != 0:
-			s.raiseLocked(causedID(g, ns, pmix.ProcHasDisconnected), pmix.ProcHasDisconnected, others, p, info...)
-		}
+	}
+}
+
+// how says how a process ended, for messages.
+func (g goneNotice) how() string {
+	switch {
+	case g.cause != "":
+		return "was lost with its node"
+	case g.abnormal:
+		return "terminated abnormally"
+	}
+	return "terminated"
+}
+
+// memberGoneLocked marks a member of group ns gone and stores that. Its
+// own agent (own) raises the group's event at the other members; for a
+// process lost with its node, every agent holding the group does, with
+// ids derived from the cause.
+func (s *Service) memberGoneLocked(ns string, gr *group, g goneNotice, own bool) {
+	p := g.proc
+	if gr.gone[p] {
+		return
+	}
+	if gr.gone == nil {
+		gr.gone = map[pmix.Proc]bool{}
+	}
+	gr.gone[p] = true
+	s.saveGroupLocked(ns, gr)
+	if !own && g.cause == "" {
+		return
+	}
+	others := slices.DeleteFunc(gr.alive(), func(m pmix.Proc) bool { return m == p })
+	info := []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(ns))}
+	switch {
+	case gr.flags&FlagEarlyTermAllowed == 0:
+		info = append(info, pmix.NewInfo(pmix.KeyEventTextMessage,
+			pmix.String(fmt.Sprintf("%v %s while connected to %s, without disconnecting", p, g.how(), ns))))
+		s.raiseLocked(causedID(g, ns, pmix.ErrProcTermWOSync), pmix.ErrProcTermWOSync, others, p, info...)
+	case gr.flags&FlagNotifyEach != 0:
+		s.raiseLocked(causedID(g, ns, pmix.ProcHasDisconnected), pmix.ProcHasDisconnected, others, p, info...)
 	}
 }
 

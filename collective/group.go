@@ -100,15 +100,22 @@ func (s *Service) notifyArrivalLocked(l *local, self pmix.Proc, flags Flags) {
 }
 
 // groupOfLocked records a connect's group, and where this agent is its
-// cluster's writer, stores it (see Memberships). It reports whether it
-// subscribed to terminations it did not hear of before: the caller
-// flushes before the members learn they are connected, so that a member
-// that terminates at once is heard of.
+// cluster's writer, stores it (see Memberships). A member this agent
+// heard terminated after it arrived, before the release, is gone at once,
+// as if it had terminated connected (memberGoneLocked). It reports
+// whether it subscribed to terminations it did not hear of before: the
+// caller flushes before the members learn they are connected, so that a
+// member that terminates at once is heard of.
 func (s *Service) groupOfLocked(nspace string, gr *group) bool {
 	s.groups[nspace] = gr
 	subscribed := false
 	for _, m := range gr.members {
 		subscribed = s.watchGoneLocked(m.Nspace) || subscribed
+	}
+	for _, m := range gr.members {
+		if dp, ok := s.dead[m]; ok {
+			s.memberGoneLocked(nspace, gr, dp.notice, dp.told)
+		}
 	}
 	s.saveGroupLocked(nspace, gr)
 	return subscribed

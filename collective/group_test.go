@@ -466,3 +466,45 @@ func TestNodeDown(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminatedAfterArriving: a participant that terminates after it
+// arrived, while the others have not, is a member of the group the
+// connect forms, gone at once: its agent raises
+// PMIX_ERR_PROC_TERM_WO_SYNC at the others as the release reaches it.
+func TestTerminatedAfterArriving(t *testing.T) {
+	var rec raises
+	w := newWorld(t, []string{"n1", "n2", "n3"}, rec.config)
+	done := make(chan map[pmix.Rank]error, 1)
+	req := Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second}
+	go func() {
+		_, errs := w.join([]pmix.Rank{0, 2}, req)
+		done <- errs
+	}()
+	coord := w.svc(0)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		coord.mu.Lock()
+		defer coord.mu.Unlock()
+		for _, co := range coord.coord {
+			if co.covered[jp(2)] {
+				return nil
+			}
+		}
+		return errors.New("rank 2 has not arrived at the coordinator")
+	})
+	if err := w.svc(2).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 2}, true); err != nil {
+		t.Fatal(err)
+	}
+	res, errs := w.join([]pmix.Rank{1}, req)
+	if errs[1] != nil || len(res[1].Members) != 3 {
+		t.Fatalf("rank 1: %+v, %v; want a group of 3", res[1], errs[1])
+	}
+	for r, err := range <-done {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	got := rec.waitCount(t, pmix.ErrProcTermWOSync, 1)
+	if got[0].node != "n3" || got[0].about != jp(2) || !slices.Equal(got[0].targets, []pmix.Proc{jp(0), jp(1)}) {
+		t.Errorf("raised %+v; want it at n3 about A:job.2 to A:job.0 and A:job.1", got[0])
+	}
+}
