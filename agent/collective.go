@@ -346,22 +346,56 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))
 }
 
-// groupEvent turns a NAMESPACE event for a connect's new nspace (named by
-// pmix.KeyNspace) into a CUSTOM event to the group's members: the new
-// nspace is no job of any cluster's job table, so no agent subscribes to
-// its namespace subject, but every member's agent hears its members'.
-// Other events are returned as they are.
-func (a *Agent) groupEvent(rng pmix.Range, info []pmix.Info) (pmix.Range, []pmix.Info) {
-	if rng != pmix.RangeNamespace || a.coll == nil {
-		return rng, info
+// groupEvent addresses a connect's new nspace, which is no job of any
+// cluster's job table — no agent subscribes to its namespace subject —
+// but whose members' agents all hear their members' (RFC0003: processes
+// address the group by its new nspace). A host's NAMESPACE event whose
+// pmix.KeyNspace is a new nspace becomes a CUSTOM event to its members;
+// a CUSTOM event's targets of a new nspace (WILDCARD: every member; a
+// rank: that member) become the members they stand for. Other events are
+// returned as they are.
+//
+// Errors: pmix.ErrBadParam for a target rank the new nspace does not
+// have.
+func (a *Agent) groupEvent(rng pmix.Range, info []pmix.Info) (pmix.Range, []pmix.Info, error) {
+	if a.coll == nil {
+		return rng, info, nil
 	}
-	ns, err := stringInfo(info, pmix.KeyNspace)
-	if err != nil || ns == "" {
-		return rng, info
+	switch rng {
+	case pmix.RangeNamespace:
+		ns, err := stringInfo(info, pmix.KeyNspace)
+		if err != nil || ns == "" {
+			return rng, info, nil
+		}
+		members, ok := a.coll.svc.Members(ns)
+		if !ok {
+			return rng, info, nil
+		}
+		return pmix.RangeCustom, append(slices.Clone(info), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(members))), nil
+	case pmix.RangeCustom:
+		info, err := a.groupTargets(info)
+		return rng, info, err
 	}
-	members, ok := a.coll.svc.Members(ns)
+	return rng, info, nil
+}
+
+// groupTargets replaces the targets of a CUSTOM event that name a
+// connect's new nspace by the members they stand for.
+func (a *Agent) groupTargets(info []pmix.Info) ([]pmix.Info, error) {
+	i := slices.IndexFunc(info, func(in pmix.Info) bool { return in.Key == pmix.KeyEventCustomRange })
+	if i < 0 {
+		return info, nil
+	}
+	targets, ok := info[i].Value.Procs()
 	if !ok {
-		return rng, info
+		return info, nil
 	}
-	return pmix.RangeCustom, append(slices.Clone(info), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(members)))
+	out, replaced, err := a.coll.svc.Targets(targets)
+	if err != nil || !replaced {
+		return info, err
+	}
+	slices.SortFunc(out, pmix.CompareProcs)
+	info = slices.Clone(info)
+	info[i] = pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(slices.Compact(out)))
+	return info, nil
 }

@@ -241,6 +241,35 @@ func (s *Service) Members(nspace string) ([]pmix.Proc, bool) {
 	return slices.Clone(gr.members), true
 }
 
+// Targets returns procs with those of a connect's new nspace that this
+// agent knows replaced by the members they stand for (WILDCARD: every
+// member, a rank: the member of that new rank), the others as they are,
+// and whether any was replaced: how an event addresses a group
+// (RFC0003). An unqualified nspace is of this cluster.
+//
+// Errors: pmix.ErrBadParam for a rank the new nspace does not have.
+func (s *Service) Targets(procs []pmix.Proc) ([]pmix.Proc, bool, error) {
+	var out []pmix.Proc
+	replaced := false
+	for _, p := range procs {
+		members, ok := s.Members(p.Nspace)
+		switch {
+		case !ok:
+			out = append(out, p)
+		case p.Rank == pmix.RankWildcard:
+			out, replaced = append(out, members...), true
+		default:
+			q, _ := qualify(s.cfg.Cluster, pmix.Proc{Nspace: p.Nspace, Rank: pmix.RankWildcard})
+			m, err := s.member(pmix.Proc{Nspace: q.Nspace, Rank: p.Rank})
+			if err != nil {
+				return nil, false, err
+			}
+			out, replaced = append(out, m), true
+		}
+	}
+	return out, replaced, nil
+}
+
 // Groups returns the members of every group this agent knows (one of its
 // processes is a member, or its cluster stored it), qualified, each in
 // new rank order.

@@ -442,3 +442,44 @@ func TestConnectLaunchedJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestClientNotifiesGroup: a member addresses the group by its new nspace
+// (RFC0003): a CUSTOM event to <new nspace>.WILDCARD reaches every member
+// on both clusters, itself included; to <new nspace>.5 only the member
+// ranked 5 (B:jobB.1); a rank the group does not have is
+// PMIX_ERR_BAD_PARAM.
+func TestClientNotifiesGroup(t *testing.T) {
+	aw := agenttest.Start(t, collSpec())
+	w := worldOf(t, aw)
+	const all, one = pmix.ExternalErrBase - 21, pmix.ExternalErrBase - 22
+	registerAll(t, w, namesBoth, all, one)
+	group := mustConnectAll(t, aw)
+	sender := aw.Client("A:jobA.1")
+	to := func(r pmix.Rank) []pmix.Info {
+		return []pmix.Info{pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{{Nspace: group, Rank: r}}))}
+	}
+	if err := sender.NotifyEvent(t.Context(), one, pmix.RangeCustom, to(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sender.NotifyEvent(t.Context(), all, pmix.RangeCustom, to(pmix.RankWildcard)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range namesBoth {
+		w.client(n).rec.waitCount(t, all, 1)
+	}
+	w.client("B:jobB.1").rec.waitCount(t, one, 1)
+	// Events from one agent arrive in order: the first has arrived
+	// wherever it went.
+	for _, n := range namesBoth {
+		want := 0
+		if n == "B:jobB.1" {
+			want = 1
+		}
+		if got := len(w.client(n).rec.of(one)); got != want {
+			t.Errorf("%s got the event to %s.5 %d times, want %d", n, group, got, want)
+		}
+	}
+	if err := sender.NotifyEvent(t.Context(), one, pmix.RangeCustom, to(7)); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("to %s.7 of 7 members: %v, want PMIX_ERR_BAD_PARAM", group, err)
+	}
+}
