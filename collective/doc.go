@@ -55,8 +55,8 @@
 // PMIX_ERR_PROC_TERM_WO_SYNC at the other members of its groups; NodeDown,
 // which every agent of a cluster calls for the processes of a node it
 // declared down, does the same for them. The agents learn of it on
-// GoneSubject; one that begins to watch an nspace there asks its
-// cluster's agents (AskSubject) to announce again what they announced
+// GoneSubject; a coordinator that begins to watch an nspace there asks
+// its cluster's agents (AskSubject) to announce again what they announced
 // lately, so that no termination is missed for having come first. Each
 // cluster keeps its groups in Config.Memberships (JetStream KV,
 // NATSMemberships), which Restore reads when an agent starts again.

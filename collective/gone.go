@@ -19,11 +19,12 @@ import (
 // Terminations: a process that ends is announced by its agent
 // (ProcTerminated), or, when its node is down, by the agents that declared
 // the node down (NodeDown), on GoneSubject. Coordinators of operations
-// with participants of its nspace, and agents holding groups it is a
-// member of, subscribe there — and ask, as they subscribe, the agents of
-// its cluster to announce again what they announced lately (AskSubject),
-// so that a notice published before the subscription reached its server
-// is not lost.
+// with participants of its nspace subscribe there — and ask, as they
+// subscribe, the agents of its cluster to announce again what they
+// announced lately (AskSubject), so that a notice published before the
+// subscription reached its server is not lost; so do the agents taking
+// part in a connect (before they contribute) and holding groups it is a
+// member of (watchGoneLocked).
 
 // GoneSubject is where the agent hosting a process says it terminated:
 // coordinators of operations it takes part in, and agents holding groups
@@ -417,20 +418,34 @@ func (s *Service) coordGoneLocked(co *coordinated, p pmix.Proc, how string) {
 }
 
 // watchGoneLocked subscribes to the termination notices of an nspace's
-// processes, once, and asks its cluster's agents to announce again those
-// they announced lately (AskSubject). The subscriptions stay until Close:
-// one per nspace this agent coordinated an operation of or held a group
-// member of. It reports whether it subscribed now.
-func (s *Service) watchGoneLocked(nspace string) bool {
-	if s.closed || s.goneSubs[nspace] != nil {
+// processes, once; the subscriptions stay until Close: one per nspace
+// this agent took part in a connect of, coordinated an operation of, or
+// held a group member of. It reports whether it subscribed now.
+//
+// A coordinator also asks (ask), once per nspace, its cluster's agents to
+// announce again those they announced lately (AskSubject): it must know of
+// a participant that terminated before it heard of the operation. An
+// agent taking part in a connect needs no ask: it subscribes before it
+// contributes, so a member that terminates after the connect completed
+// is announced after NATS knew the subscription, and one that terminated
+// before is known to the coordinator, whose ask backs it.
+func (s *Service) watchGoneLocked(nspace string, ask bool) bool {
+	if s.closed {
 		return false
 	}
-	sub, err := s.cfg.Conn.Subscribe(GoneSubject(nspace), s.goneMsg)
-	if err != nil {
-		s.log.Warn("collective: this agent will not hear of terminations", "nspace", nspace, "err", err)
-		return false
+	subscribed := false
+	if s.goneSubs[nspace] == nil {
+		sub, err := s.cfg.Conn.Subscribe(GoneSubject(nspace), s.goneMsg)
+		if err != nil {
+			s.log.Warn("collective: this agent will not hear of terminations", "nspace", nspace, "err", err)
+			return false
+		}
+		s.goneSubs[nspace], subscribed = sub, true
 	}
-	s.goneSubs[nspace] = sub
+	if !ask || s.asked[nspace] {
+		return subscribed
+	}
+	s.asked[nspace] = true
 	id, _, _ := cluster.Split(nspace)
 	b, err := goneAsk{nspace: nspace}.marshal()
 	if err == nil {
@@ -439,5 +454,5 @@ func (s *Service) watchGoneLocked(nspace string) bool {
 	if err != nil {
 		s.log.Warn("collective: terminations announced before this agent watched them may be missed", "nspace", nspace, "err", err)
 	}
-	return true
+	return subscribed
 }

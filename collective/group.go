@@ -110,7 +110,7 @@ func (s *Service) groupOfLocked(nspace string, gr *group) bool {
 	s.groups[nspace] = gr
 	subscribed := false
 	for _, m := range gr.members {
-		subscribed = s.watchGoneLocked(m.Nspace) || subscribed
+		subscribed = s.watchGoneLocked(m.Nspace, false) || subscribed
 	}
 	for _, m := range gr.members {
 		if dp, ok := s.dead[m]; ok {
@@ -217,7 +217,7 @@ func (s *Service) Restore(ctx context.Context) error {
 		}
 		s.groups[ns] = gr
 		for _, m := range gr.members {
-			s.watchGoneLocked(m.Nspace)
+			s.watchGoneLocked(m.Nspace, false)
 		}
 	}
 	return nil

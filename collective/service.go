@@ -54,6 +54,7 @@ type Service struct {
 	// (gone.go), so that a second report does nothing.
 	dead     map[pmix.Proc]deadProc
 	goneSubs map[string]*nats.Subscription // by qualified nspace
+	asked    map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
 	askSub   *nats.Subscription            // AskSubject of this cluster
 	// writes: the memberships to store, in order, and whether a goroutine
 	// is storing them.
@@ -111,7 +112,7 @@ func New(cfg Config) (*Service, error) {
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
-		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{},
+		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -607,6 +608,13 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	}
 	if !l.expect[self] {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "%v takes part, but the job map places it on no rank of node %s", self, s.cfg.Node)
+	}
+	if o.kind == KindConnect || o.kind == KindConnectXchg {
+		// Before the contribution: the members' terminations after the
+		// connect are announced once NATS knows this subscription.
+		for _, p := range o.procs {
+			s.watchGoneLocked(p.Nspace, false)
+		}
 	}
 	s.gens[sig]++
 	l.key = opKey{sig: sig, gen: s.gens[sig]}
