@@ -317,10 +317,7 @@ func (s *Service) memberGoneLocked(ns string, gr *group, g goneNotice, own bool)
 	if gr.gone[p] {
 		return
 	}
-	if gr.gone == nil {
-		gr.gone = map[pmix.Proc]bool{}
-	}
-	gr.gone[p] = true
+	s.markGoneLocked(gr, p)
 	s.saveGroupLocked(ns, gr)
 	if !own && g.cause == "" {
 		return
@@ -352,32 +349,32 @@ func causedID(g goneNotice, group string, code pmix.Status) string {
 	return "collgone." + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// markGoneLocked marks member p of gr gone.
+func (s *Service) markGoneLocked(gr *group, p pmix.Proc) {
+	if gr.gone == nil {
+		gr.gone = map[pmix.Proc]bool{}
+	}
+	gr.gone[p] = true
+	s.goneMembers[p] = true
+}
+
 // deadLocked reports whether this agent heard that p terminated: lately
 // (ProcTerminated, NodeDown, or another agent's notice), or as a member
 // of a group.
 func (s *Service) deadLocked(p pmix.Proc) bool {
-	if _, ok := s.dead[p]; ok {
-		return true
-	}
-	for _, gr := range s.groups {
-		if gr.gone[p] {
-			return true
-		}
-	}
-	return false
+	_, ok := s.dead[p]
+	return ok || s.goneMembers[p]
 }
 
 // deadListLocked returns every process deadLocked reports.
 func (s *Service) deadListLocked() []pmix.Proc {
-	var out []pmix.Proc
+	out := make([]pmix.Proc, 0, len(s.dead)+len(s.goneMembers))
 	for p := range s.dead {
 		out = append(out, p)
 	}
-	for _, gr := range s.groups {
-		for p := range gr.gone {
-			if _, ok := s.dead[p]; !ok {
-				out = append(out, p)
-			}
+	for p := range s.goneMembers {
+		if _, ok := s.dead[p]; !ok {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -210,10 +210,7 @@ func (s *Service) Restore(ctx context.Context) error {
 		}
 		gr := &group{members: rec.Members, flags: rec.Flags}
 		for _, m := range rec.Gone {
-			if gr.gone == nil {
-				gr.gone = map[pmix.Proc]bool{}
-			}
-			gr.gone[m] = true
+			s.markGoneLocked(gr, m)
 		}
 		s.groups[ns] = gr
 		for _, m := range gr.members {

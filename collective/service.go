@@ -52,10 +52,13 @@ type Service struct {
 	groups map[string]*group
 	// dead: the processes this agent heard terminated, and when
 	// (gone.go), so that a second report does nothing.
-	dead     map[pmix.Proc]deadProc
-	goneSubs map[string]*nats.Subscription // by qualified nspace
-	asked    map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
-	askSub   *nats.Subscription            // AskSubject of this cluster
+	dead map[pmix.Proc]deadProc
+	// goneMembers: the members of groups here marked gone, of any group
+	// (group.gone), so that deadLocked need not visit every group.
+	goneMembers map[pmix.Proc]bool
+	goneSubs    map[string]*nats.Subscription // by qualified nspace
+	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
+	askSub      *nats.Subscription            // AskSubject of this cluster
 	// writes: the memberships to store, in order, and whether a goroutine
 	// is storing them.
 	writes  []func(context.Context) error
@@ -112,7 +115,7 @@ func New(cfg Config) (*Service, error) {
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
-		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{},
+		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -570,9 +573,11 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
 	}
-	for p := range l.expect {
-		if s.deadLocked(p) && !l.arrived[p] {
-			s.localGoneLocked(l, p, "terminated")
+	if len(s.dead)+len(s.goneMembers) > 0 {
+		for p := range l.expect {
+			if !l.arrived[p] && s.deadLocked(p) {
+				s.localGoneLocked(l, p, "terminated")
+			}
 		}
 	}
 	if len(l.arrived) == len(l.expect) && !l.contributed {
