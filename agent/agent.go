@@ -18,6 +18,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
@@ -51,6 +52,7 @@ type Agent struct {
 	onConnect atomic.Pointer[[]func(ConnectReport)]
 
 	launcher  atomic.Pointer[launch.Daemon]             // the launch service (launch.go)
+	output    *iof.Service                              // the output service (output.go); set by Start
 	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
 	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write
 	// abortFuncs: the host's OnAbort functions, copy-on-write (lifecycle.go).
@@ -108,9 +110,10 @@ type clientEntry struct {
 
 	// Its life (lifecycle.go), guarded by Agent.mu.
 	state        ClientState
-	exitWatched  bool   // WithExitWatched: the host reports its end
-	lostReported bool   // PMIX_ERR_PROC_TERM_WO_SYNC raised for it
-	incarnation  string // tells its termination events from another registration's
+	exitWatched  bool        // WithExitWatched: the host reports its end
+	lostReported bool        // PMIX_ERR_PROC_TERM_WO_SYNC raised for it
+	incarnation  string      // tells its termination events from another registration's
+	diag         *iof.Source // its logs, when the launch service did not start it (log.go)
 }
 
 // New validates cfg and returns an agent that is not yet running.
@@ -214,6 +217,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.ln, a.addr = ln, addr
 	if err := a.startLiveness(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "liveness: %w", err)
+	}
+	if err := a.startOutput(ctx); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "output: %w", err)
 	}
 	if err := a.startLaunch(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "launch: %w", err)
@@ -365,6 +371,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	// The processes this agent started end first, while their ends can
 	// still be raised and reported.
 	a.stopLaunch(ctx)
+	a.stopOutput()
 	a.goMu.Lock()
 	a.stopping = true
 	a.goMu.Unlock()

@@ -140,6 +140,14 @@ type Config struct {
 	// agent launches: where pmixbus's libpmix.so.2 is (docs/cabi.md).
 	PMIxLibDir string
 
+	// Output (package iof, docs/iof.md): what the launched processes write
+	// is kept in the cluster's PMIXBUS_IOF stream for OutputMaxAge
+	// (iof.DefaultMaxAge, a day) and at most OutputStreamBytes in all
+	// (iof.DefaultStreamBytes); zero means those defaults. The stream is
+	// in memory when CacheMemory is set.
+	OutputMaxAge      time.Duration
+	OutputStreamBytes int64
+
 	// Logger receives the agent's logs. Nil discards them.
 	Logger *slog.Logger
 
@@ -204,6 +212,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxFrame < 1024 {
 		errs = append(errs, fmt.Errorf("max frame %d: must be at least 1024 bytes", c.MaxFrame))
+	}
+	if c.OutputMaxAge < 0 || c.OutputStreamBytes < 0 {
+		errs = append(errs, fmt.Errorf("output max age %v, stream bytes %d: must not be negative", c.OutputMaxAge, c.OutputStreamBytes))
 	}
 	if c.KillGrace < 0 || c.LauncherGrace < 0 {
 		errs = append(errs, fmt.Errorf("kill grace %v, launcher grace %v: must not be negative", c.KillGrace, c.LauncherGrace))

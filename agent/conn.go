@@ -45,6 +45,9 @@ type clientConn struct {
 	dropped  atomic.Bool
 	released sync.Once // the entry's detach, see release
 	admitted bool      // counted in Agent.hellos; false: one too many waiting to say hello
+	// logs holds a token per log frame whose record is not stored yet
+	// (log.go); used by the dispatch goroutine, made on the first log.
+	logs chan struct{}
 }
 
 type pendingInvoke struct {
@@ -255,6 +258,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.collective(f) // collective.go
 	case proto.TypeAbort:
 		cc.reply(f, cc.abort(cc.entry, f), nil) // lifecycle.go
+	case proto.TypeLog:
+		cc.log(f) // log.go
 	case proto.TypeFinalize:
 		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -109,15 +110,18 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	delete(a.jobs, nspace)
 	a.stopRetainingLocked(nspace)
 	var conns []*clientConn
+	var diags []*iof.Source
 	for p, e := range a.expected {
 		if p.Nspace == nspace {
 			delete(a.expected, p)
 			if e.conn != nil {
 				conns = append(conns, e.conn)
 			}
+			diags = append(diags, takeDiagLocked(e))
 		}
 	}
 	a.mu.Unlock()
+	a.closeDiag(diags...)
 	for _, c := range conns {
 		c.close(pmix.NewError(pmix.EventJobEnd, "job deregistered"))
 	}
@@ -206,14 +210,17 @@ func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 		return ErrClosed
 	}
 	e, ok := a.expected[proc]
+	var diag *iof.Source
 	if ok {
 		delete(a.expected, proc)
 		a.clientGoneLocked(proc) // nothing is owed to a client that is gone
+		diag = takeDiagLocked(e)
 	}
 	a.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrUnknownClient, proc)
 	}
+	a.closeDiag(diag)
 	if e.conn != nil {
 		e.conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
 	}

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -27,6 +30,13 @@ const (
 	// prints each termination as an eventLine; every rank prints
 	// readyLine, then waits until ctx ends (SIGTERM) and Finalizes.
 	rankWatch = "watch"
+	// rankWrite N writes N bytes of 100-byte lines to stdout as fast as
+	// a program with a buffered stdout does, and exits (bench iof); no
+	// Init: output needs none.
+	rankWrite = "write"
+	// rankLines N writes N lines, each holding the time it is written,
+	// one every few milliseconds (bench iof's latency).
+	rankLines = "lines"
 )
 
 // readyLine and eventLine are what a rank in rankWatch mode prints.
@@ -41,6 +51,16 @@ const (
 func LaunchRank(ctx context.Context, mode string, stdout io.Writer) error {
 	if mode == rankPlain {
 		return nil
+	}
+	if f := strings.Fields(mode); len(f) == 2 && (f[0] == rankWrite || f[0] == rankLines) {
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 0 {
+			return fmt.Errorf("mode %q: want a count", mode)
+		}
+		if f[0] == rankWrite {
+			return writeLines(stdout, n)
+		}
+		return timedLines(stdout, n)
 	}
 	if mode != rankTrivial && mode != rankWatch {
 		return fmt.Errorf("unknown mode %q: want none, %s or %s", mode, rankPlain, rankWatch)
@@ -82,4 +102,31 @@ func watchTerminations(ctx context.Context, c *client.Client, stdout io.Writer) 
 	}
 	_, err := fmt.Fprintf(stdout, readyLine+"\n", me.Rank)
 	return err
+}
+
+// writeLines writes n bytes of 100-byte lines through a 64 KiB buffer.
+func writeLines(stdout io.Writer, n int) error {
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	for ; n >= len(line); n -= len(line) {
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(line[len(line)-n:]); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// timedLines writes n lines "t <unix ns>", one every 5 ms, each in one
+// write.
+func timedLines(stdout io.Writer, n int) error {
+	for range n {
+		if _, err := fmt.Fprintf(stdout, "t %d\n", time.Now().UnixNano()); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
 }

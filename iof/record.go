@@ -55,4 +55,7 @@ type Record struct {
 	Time     time.Time
 	Data     []byte
 	Complete bool
+	// Help is set on a STDDIAG record that is a help message: the
+	// launcher shows the first of its (file, topic) and counts the rest.
+	Help *Help
 }

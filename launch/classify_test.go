@@ -95,24 +95,6 @@ func TestParseHosts(t *testing.T) {
 	}
 }
 
-func TestLineWriter(t *testing.T) {
-	var got []string
-	w := &lineWriter{send: func(b []byte) { got = append(got, string(b)) }}
-	_, _ = w.Write([]byte("one\ntw"))
-	_, _ = w.Write([]byte("o\nthree"))
-	_, _ = w.Write([]byte(strings.Repeat("x", MaxLine+10)))
-	_ = w.Close()
-	want := []string{"one\n", "two\n", "three" + strings.Repeat("x", MaxLine-5), strings.Repeat("x", 15)}
-	if len(got) != len(want) {
-		t.Fatalf("sent %d pieces, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("piece %d: %d bytes %.20q, want %d bytes %.20q", i, len(got[i]), got[i], len(want[i]), want[i])
-		}
-	}
-}
-
 func TestSpawnRequestCheck(t *testing.T) {
 	ok := SpawnRequest{Nspace: "j", Map: []Placement{{0, "a"}, {1, "b"}}, App: App{Path: "/bin/true"}}
 	if err := ok.check(); err != nil {
@@ -128,6 +110,8 @@ func TestSpawnRequestCheck(t *testing.T) {
 		"bad env":       func(r *SpawnRequest) { r.App.Env = map[string]string{"A=B": "x"} },
 		"relative dir":  func(r *SpawnRequest) { r.App.Dir = "tmp" },
 		"wildcard rank": func(r *SpawnRequest) { r.Map = []Placement{{pmix.RankWildcard, "a"}} },
+		"huge limit":    func(r *SpawnRequest) { r.Output.Limit = 2 << 30 },
+		"neg limit":     func(r *SpawnRequest) { r.Output.Limit = -1 },
 	} {
 		r := ok
 		r.Map = append([]Placement(nil), ok.Map...)

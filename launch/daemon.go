@@ -21,6 +21,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -74,6 +75,9 @@ type DaemonConfig struct {
 	// the daemon starts: the directory of pmixbus's libpmix.so.2, so that
 	// unmodified PMIx C programs load it instead of OpenPMIx's.
 	LibDir string
+	// Output captures the processes' stdout and stderr into the cluster's
+	// output stream (the agent's iof service); nil discards them.
+	Output *iof.Service
 	Logger *slog.Logger
 }
 
@@ -104,6 +108,12 @@ type localJob struct {
 	started time.Time
 }
 
+// incarnation tells this run of the job from an earlier one of the same
+// nspace: its launcher and start.
+func (j *localJob) incarnation() string {
+	return j.req.Launcher + "/" + j.started.Format(time.RFC3339Nano)
+}
+
 type localProc struct {
 	proc   pmix.Proc
 	p      *Process
@@ -111,9 +121,10 @@ type localProc struct {
 	silent bool // ended as part of ending the job: no event
 	ended  string
 	done   chan struct{}
-	// out and err cut the output into lines; closed once the process has
-	// ended, which sends an unterminated last line.
-	out, err *lineWriter
+	// out captures the process's stdout and stderr; closed once the
+	// process has ended, which stores an unterminated last line and ends
+	// both channels. Nil when the daemon has no output service.
+	out *iof.Source
 }
 
 // NewDaemon checks cfg and returns a Daemon; Start starts it.
@@ -299,6 +310,14 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		}()
 	}
 	d.mu.Unlock()
+	if d.cfg.Output != nil && slices.ContainsFunc(req.Map, func(p Placement) bool { return p.Rank == 0 && p.Node == d.cfg.Node }) {
+		// Rank 0's agent tells viewers the job's size: they are done when
+		// every rank's output has ended.
+		meta, _ := json.Marshal(iof.JobMetaRecord{Size: len(req.Map)})
+		if err := d.cfg.Output.JobRecord(ctx, req.Nspace, iof.JobMeta, meta); err != nil {
+			d.log.Warn("recording the job's size for its viewers", "nspace", req.Nspace, "err", err)
+		}
+	}
 	d.log.Info("job started", "nspace", req.Nspace, "ranks", FormatRanks(ranks), "launcher", req.Launcher)
 	return pids, nil
 }
@@ -319,15 +338,28 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 	if dir := d.cfg.LibDir; dir != "" {
 		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
 	}
-	c := d.cfg.Cluster
-	out := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "out"), b) }}
-	errw := &lineWriter{send: func(b []byte) { _ = d.cfg.Conn.Publish(OutputSubject(c, proc.Nspace, r, "err"), b) }}
-	p, err := Start(Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir, Stdout: out, Stderr: errw})
+	cmd := Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir}
+	var out *iof.Source
+	if d.cfg.Output != nil {
+		spec := j.req.Output
+		out, err = d.cfg.Output.Source(proc, iof.SourceOptions{
+			Incarnation: j.incarnation(), Raw: spec.Raw, Limit: iof.Limit{Bytes: spec.Limit, DropOldest: spec.DropOldest},
+		})
+		if err != nil {
+			_ = d.cfg.Host.DeregisterClient(ctx, proc)
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
+	}
+	p, err := Start(cmd)
 	if err != nil {
+		if out != nil {
+			_ = out.Close()
+		}
 		_ = d.cfg.Host.DeregisterClient(ctx, proc)
 		return nil, fmt.Errorf("%w: rank %v on node %s: %v", ErrStart, r, d.cfg.Node, err)
 	}
-	lp := &localProc{proc: proc, p: p, done: make(chan struct{}), out: out, err: errw}
+	lp := &localProc{proc: proc, p: p, done: make(chan struct{}), out: out}
 	d.mu.Lock()
 	j.procs[r] = lp
 	j.left++
@@ -353,7 +385,12 @@ func (d *Daemon) undo(j *localJob) {
 // reap waits for a process to end, then reports it.
 func (d *Daemon) reap(j *localJob, lp *localProc) {
 	<-lp.p.Done()
-	_, _ = lp.out.Close(), lp.err.Close() // before the end is reported: the launcher sees all output first
+	if lp.out != nil {
+		// Before the end is reported: the launcher sees the output end first.
+		if err := lp.out.Close(); err != nil {
+			d.log.Warn("storing a process's last output", "proc", lp.proc, "err", err)
+		}
+	}
 	exit := lp.p.exit
 	st, _ := d.cfg.Host.ClientState(lp.proc)
 	d.mu.Lock()
@@ -373,7 +410,7 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	if raise {
 		m := event.TerminationEvent(event.Termination{
 			Proc: lp.proc, Cluster: string(d.cfg.Cluster), Node: d.cfg.Node, Session: j.req.Session,
-			Code: state, ExitCode: code, HasExitCode: true, Incarnation: j.req.Launcher + "/" + j.started.Format(time.RFC3339Nano),
+			Code: state, ExitCode: code, HasExitCode: true, Incarnation: j.incarnation(),
 			Text: fmt.Sprintf("%v on node %s %s", lp.proc, d.cfg.Node, text),
 		})
 		if state == pmix.EventProcTerminated && !asked {

@@ -25,7 +25,6 @@ import (
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
-	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // JobSpec is one app context of a run (one job, its own nspace, in one
@@ -68,9 +67,15 @@ type Config struct {
 	// discards. Unused when Display is set.
 	Stdout, Stderr io.Writer
 	// Display, if set, renders the output instead (pmixbus run --output:
-	// tags, XML, JSON, files; package iof). Records are stamped and
-	// numbered where the launcher receives them.
+	// tags, XML, JSON, files; package iof).
 	Display *iof.Display
+	// Help, if set, shows the processes' help messages once per (file,
+	// topic) with a count of the duplicates, across every job of the run;
+	// nil shows each as it comes.
+	Help *iof.Aggregator
+	// Output is how the agents capture the output: raw, and the limit
+	// per channel of each job.
+	Output OutputSpec
 	// Started, if set, is called with the run once every rank has started
 	// and before any of its output or ends is handled.
 	Started func(*Run)
@@ -126,13 +131,18 @@ type Run struct {
 	subs []*nats.Subscription
 	msgs chan *nats.Msg
 
+	// output (output.go)
+	recs      chan iof.Delivered
+	followers []*iof.Follower
+	completes map[rankKey]int // channels of a rank whose end was read
+	held      map[rankKey]heldEnd
+
 	mu       sync.Mutex
 	left     int
 	first    *ProcEnd
 	aborting bool
 	canceled bool
 	lost     bool
-	seqs     map[outputKey]uint64 // per (nspace, rank, channel), for Display
 	stop     chan struct{}
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -165,11 +175,16 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
+		recs: make(chan iof.Delivered, 1024), completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}}
 	if err := r.plan(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.subscribe(); err != nil {
+		r.release()
+		return nil, err
+	}
+	if err := r.followOutput(ctx); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -246,7 +261,7 @@ func (r *Run) plan(ctx context.Context) error {
 		if c == "" {
 			if local == "" {
 				var err error
-				if local, err = localCluster(ctx, r.cfg.Conn); err != nil {
+				if local, err = LocalCluster(ctx, r.cfg.Conn); err != nil {
 					return err
 				}
 			}
@@ -317,9 +332,9 @@ func (r *Run) plan(ctx context.Context) error {
 	return nil
 }
 
-// localCluster is the cluster of the server nc is connected to: its
+// LocalCluster is the cluster of the server nc is connected to: its
 // JetStream domain.
-func localCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
+func LocalCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return "", pmix.Errorf(pmix.ErrUnreach, "JetStream: %v", err)
@@ -343,19 +358,16 @@ func newNspace() string {
 	return "job-" + hex.EncodeToString(b[:])
 }
 
-// subscribe listens for the jobs' process ends and output before any
-// rank starts. One channel keeps them in the order an agent sent them: a
-// rank's output before its end.
+// subscribe listens for the jobs' process ends before any rank starts.
 func (r *Run) subscribe() error {
 	for _, j := range r.jobs {
-		for _, subj := range []string{StateSubject(j.cluster, j.nspace), OutputWildcard(j.cluster, j.nspace)} {
-			sub, err := r.cfg.Conn.ChanSubscribe(subj, r.msgs)
-			if err != nil {
-				return pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %v", subj, err)
-			}
-			_ = sub.SetPendingLimits(-1, -1)
-			r.subs = append(r.subs, sub)
+		subj := StateSubject(j.cluster, j.nspace)
+		sub, err := r.cfg.Conn.ChanSubscribe(subj, r.msgs)
+		if err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %v", subj, err)
 		}
+		_ = sub.SetPendingLimits(-1, -1)
+		r.subs = append(r.subs, sub)
 	}
 	if err := r.cfg.Conn.Flush(); err != nil {
 		return pmix.Errorf(pmix.ErrUnreach, "subscribing: %v", err)
@@ -373,7 +385,7 @@ func (r *Run) spawn(ctx context.Context) error {
 		req := SpawnRequest{
 			Version: r.cfg.Version, Nspace: j.nspace, Session: j.spec.Session, Launcher: r.cfg.Launcher,
 			Map: j.places, App: j.spec.App, Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
-			LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(),
+			LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output,
 		}
 		info := append(slices.Clone(j.spec.Info), pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(uint32(j.spec.N))))
 		if r.cfg.Continuous {
@@ -438,6 +450,9 @@ func (r *Run) release() {
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
+	for _, f := range r.followers {
+		f.Stop()
+	}
 	for _, j := range r.jobs {
 		if j.claimed {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -484,7 +499,15 @@ func (r *Run) follow() {
 		select {
 		case m := <-r.msgs:
 			r.handle(m)
-		case <-poll.C:
+		case d := <-r.recs:
+			r.record(d)
+		case now := <-poll.C:
+			r.releaseHeld(now)
+			if r.cfg.Help != nil {
+				if err := r.cfg.Help.Tick(now); err != nil {
+					r.log.Warn("writing the help message counts", "err", err)
+				}
+			}
 			if r.cfg.Conn.IsClosed() {
 				r.mu.Lock()
 				r.lost = true
@@ -504,59 +527,13 @@ func (r *Run) follow() {
 	}
 }
 
-type outputKey struct {
-	nspace  string
-	rank    pmix.Rank
-	channel iof.Channel
-}
-
 func (r *Run) handle(m *nats.Msg) {
-	if strings.HasPrefix(m.Subject, OutputPrefix+".") && r.cfg.Display != nil {
-		r.display(m)
-		return
-	}
-	if strings.HasPrefix(m.Subject, OutputPrefix+".") {
-		w := r.cfg.Stdout
-		if strings.HasSuffix(m.Subject, ".err") {
-			w = r.cfg.Stderr
-		}
-		_, _ = w.Write(m.Data)
-		return
-	}
 	var end ProcEnd
 	if err := decode(m.Data, &end); err != nil {
 		r.log.Warn("a process end report that does not parse", "subject", m.Subject, "err", err)
 		return
 	}
-	r.ended(end)
-}
-
-// display hands one output message to the Display as a record.
-func (r *Run) display(m *nats.Msg) {
-	tok := strings.Split(m.Subject, ".") // pmix.iof.<cluster>.<nspace>.<rank>.<out|err>
-	if len(tok) != 6 {
-		return
-	}
-	rank, err := pmix.ParseRank(tok[4])
-	if err != nil {
-		return
-	}
-	ch := iof.STDOUT
-	if tok[5] == "err" {
-		ch = iof.STDERR
-	}
-	rec := iof.Record{Cluster: subjects.Unescaped(tok[2]), Nspace: subjects.Unescaped(tok[3]), Rank: rank, Channel: ch, Time: time.Now(), Data: m.Data}
-	k := outputKey{rec.Nspace, rank, ch}
-	r.mu.Lock()
-	if r.seqs == nil {
-		r.seqs = map[outputKey]uint64{}
-	}
-	r.seqs[k]++
-	rec.Seq = r.seqs[k]
-	r.mu.Unlock()
-	if err := r.cfg.Display.Write(rec); err != nil {
-		r.log.Warn("writing a process's output", "proc", fmt.Sprintf("%s.%d", rec.Nspace, rank), "err", err)
-	}
+	r.procEnd(end)
 }
 
 // JobSize is the number of ranks of one of the run's jobs, 0 for another
@@ -814,6 +791,7 @@ func (r *Run) finish() {
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
+	r.stopOutput()
 	r.mu.Lock()
 	r.result = res
 	r.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -21,8 +22,6 @@ const (
 	// StatePrefix roots the reports of a job's processes to its launcher:
 	// pmix.jobstate.<cluster>.<nspace>.
 	StatePrefix = "pmix.jobstate"
-	// OutputPrefix roots a job's output: pmix.iof.<cluster>.<nspace>.<rank>.<out|err>.
-	OutputPrefix = "pmix.iof"
 )
 
 // Control operations.
@@ -44,16 +43,6 @@ func ControlSubject(c cluster.ID, node, op string) string {
 // StateSubject is where the agents report the ends of nspace's processes.
 func StateSubject(c cluster.ID, nspace string) string {
 	return StatePrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace)
-}
-
-// OutputSubject is where rank's output on stream ("out" or "err") goes.
-func OutputSubject(c cluster.ID, nspace string, rank pmix.Rank, stream string) string {
-	return OutputPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace) + "." + rank.String() + "." + stream
-}
-
-// OutputWildcard matches every output subject of nspace.
-func OutputWildcard(c cluster.ID, nspace string) string {
-	return OutputPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace) + ".>"
 }
 
 // App is what each rank of a job runs.
@@ -96,6 +85,17 @@ type SpawnRequest struct {
 	// LauncherGraceMS is how long the agents wait, once the launcher's
 	// key expired, before they end the job's processes.
 	LauncherGraceMS int64 `json:"launcher_grace_ms,omitempty"`
+	// Output is how the agents capture the ranks' output (package iof).
+	Output OutputSpec `json:"output,omitzero"`
+}
+
+// OutputSpec is a job's output capture: PMIX_IOF_OUTPUT_RAW, and the bytes
+// per channel the job's stream keeps (PMIX_IOF_CACHE_SIZE, 0 for the
+// default) with what goes beyond (PMIX_IOF_DROP_OLDEST, else NEWEST).
+type OutputSpec struct {
+	Raw        bool  `json:"raw,omitempty"`
+	Limit      int64 `json:"limit,omitempty"`
+	DropOldest bool  `json:"drop_oldest,omitempty"`
 }
 
 // SpawnReply answers a SpawnRequest.
@@ -231,6 +231,9 @@ func (r *SpawnRequest) check() error {
 	}
 	if r.App.Path == "" {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: no program", r.Nspace)
+	}
+	if r.Output.Limit < 0 || r.Output.Limit > iof.MaxLimit {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: output limit %d bytes, want 0 (the default) to %d", r.Nspace, r.Output.Limit, iof.MaxLimit)
 	}
 	for k := range r.App.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

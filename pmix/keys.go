@@ -87,6 +87,15 @@ const (
 	KeyCollectData = "pmix.collect"   // bool: a fence carries the committed data to every participant
 	KeyImmediate   = "pmix.immediate" // bool: Get answers from what the agent holds, never waiting or asking further
 	KeyOptional    = "pmix.optional"  // bool: Get looks in the client's own store only
+
+	// Logging (PMIx_Log): data keys say where a message goes, directives
+	// how. KEY and VAL name a help message (its file and topic), which
+	// the launcher aggregates unless AGG is false.
+	KeyLogStderr = "pmix.log.stderr" // string: a message for the launcher's stderr
+	KeyLogStdout = "pmix.log.stdout" // string: likewise; pmixbus records it as a diagnostic too
+	KeyLogAgg    = "pmix.log.agg"    // bool: aggregate duplicate help messages (default true)
+	KeyLogKey    = "pmix.log.key"    // string: the help message's file
+	KeyLogVal    = "pmix.log.val"    // string: the help message's topic
 )
 
 // Keys pmixbus defines where the RFCs describe something OpenPMIx never

@@ -33,6 +33,11 @@ const (
 	MaxAbortProcs   = 1 << 16 // procs it names
 )
 
+// MaxLogText is the most bytes one message of a log frame may carry; the
+// agent refuses a longer one with PMIX_ERR_BAD_PARAM. A help message is a
+// few KiB.
+const MaxLogText = 64 << 10
+
 // Type is a frame's type.
 type Type uint8
 
@@ -68,6 +73,10 @@ const (
 	// Abort (PMIx_Abort; docs/protocol.md): the agent replies once it has
 	// recorded the request and handed it to its host.
 	TypeAbort Type = 18 // c→a: Status, Message, Procs (none: the caller's whole job)
+
+	// Log (PMIx_Log; docs/protocol.md): the agent replies once the
+	// messages are stored in the cluster's output stream.
+	TypeLog Type = 19 // c→a: Info (the data), Results (the directives)
 )
 
 var typeNames = map[Type]string{
@@ -75,7 +84,7 @@ var typeNames = map[Type]string{
 	TypeNotify: "notify", TypeFinalize: "finalize", TypeInvoke: "invoke", TypeInvokeDone: "invoke-done",
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
-	TypeDisconnect: "disconnect", TypeAbort: "abort",
+	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log",
 }
 
 func (t Type) String() string {

@@ -46,6 +46,7 @@ func sampleFrames() map[string]*Frame {
 		"disconnect":              {Type: TypeDisconnect, Seq: 27, Nspace: "A:cnct.x.1", Info: infos},
 		"abort":                   {Type: TypeAbort, Seq: 28, Status: 3, Message: "giving up", Procs: []pmix.Proc{{Nspace: "job", Rank: 2}}},
 		"abort whole job":         {Type: TypeAbort, Seq: 29},
+		"log":                     {Type: TypeLog, Seq: 30, Info: []pmix.Info{pmix.NewInfo(pmix.KeyLogStderr, pmix.String("help!\n"))}, Results: []pmix.Info{pmix.NewInfo(pmix.KeyLogKey, pmix.String("help-x.txt")), pmix.NewInfo(pmix.KeyLogVal, pmix.String("topic"))}},
 		"get":                     {Type: TypeGet, Seq: 25, Source: pmix.Proc{Nspace: "B:viz", Rank: 0}, Keys: []string{"a"}, Info: infos},
 	}
 }

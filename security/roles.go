@@ -75,7 +75,9 @@ const (
 	controlOps   = "pmix.ctl.*.*.*"
 	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
 	jobState     = "pmix.jobstate.>"
-	jobOutput    = "pmix.iof.>"
+	// OutputStream is package iof's, one per domain: launchers and
+	// viewers read it through ordered consumers.
+	OutputStream = "PMIXBUS_IOF"
 )
 
 // AgentsStream is the stream of the agents bucket (liveness), which the
@@ -119,10 +121,11 @@ func Permissions(r Role) *server.Permissions {
 			pub = append(pub, streamAPI(api, JobsStream)...)
 		}
 		pub = append(pub, agentsRead()...)
+		pub = append(pub, outputRead()...)
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				jobState, jobOutput, LauncherInboxPrefix + ".>",
+				jobState, LauncherInboxPrefix + ".>",
 			}},
 		}
 	case RoleWatch:
@@ -133,7 +136,7 @@ func Permissions(r Role) *server.Permissions {
 		// It may also get the last event on an event subject from any
 		// stream (a late watcher's JOB_END, pmixbus watch --job): events
 		// it may watch live anyway; no bucket's subject starts so.
-		pub := append(agentsRead(), DiscoverySubject, controlJobs,
+		pub := append(append(agentsRead(), outputRead()...), DiscoverySubject, controlJobs, "$JS.API.INFO",
 			"$JS.API.DIRECT.GET.*."+subjects.Prefix+".>", "$JS.*.API.DIRECT.GET.*."+subjects.Prefix+".>")
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
@@ -168,6 +171,17 @@ func agentsRead() []string {
 		pub = append(pub, streamAPI(api, AgentsStream)...)
 	}
 	return append(pub, "$JS.FC."+AgentsStream+".>")
+}
+
+// outputRead is what reading jobs' output takes (pmixbus run, attach):
+// ordered consumers on the output stream, delivered to the reader's
+// inbox.
+func outputRead() []string {
+	var pub []string
+	for _, api := range []string{"STREAM.INFO", "CONSUMER.CREATE", "CONSUMER.DELETE", "CONSUMER.INFO"} {
+		pub = append(pub, streamAPI(api, OutputStream)...)
+	}
+	return append(pub, "$JS.FC."+OutputStream+".>")
 }
 
 // both allows subjects for publishing and subscribing alike.

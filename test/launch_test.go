@@ -99,6 +99,13 @@ func runJob(t *testing.T, cfg launch.Config) (launch.Result, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
 	cfg.Stdout, cfg.Stderr = out, out
+	return launchAndWait(t, cfg, out), out
+}
+
+// launchAndWait launches cfg and waits for its end; out is shown if it
+// does not end.
+func launchAndWait(t *testing.T, cfg launch.Config, out fmt.Stringer) launch.Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := launch.Launch(ctx, cfg)
@@ -109,7 +116,7 @@ func runJob(t *testing.T, cfg launch.Config) (launch.Result, *syncBuffer) {
 	if err != nil {
 		t.Fatalf("wait: %v\noutput:\n%s", err, out)
 	}
-	return res, out
+	return res
 }
 
 // checkNoOrphans fails t if a process started from prog still runs.

@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
@@ -116,6 +117,8 @@ var agentEnv = envBindings{
 	"cluster-grace":     "PMIXBUS_CLUSTER_GRACE",
 	"pmix-lib":          "PMIXBUS_PMIX_LIB",
 	"launcher-grace":    "PMIXBUS_LAUNCHER_GRACE",
+	"iof-max-age":       "PMIXBUS_IOF_MAX_AGE",
+	"iof-stream-bytes":  "PMIXBUS_IOF_STREAM_BYTES",
 	"keys":              security.EnvKeysDir,
 }
 
@@ -144,6 +147,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		killGrace      = fs.Duration("kill-grace", 2*time.Second, "how long a launched process asked to end (SIGTERM) has before SIGKILL (PMIXBUS_KILL_GRACE)")
 		launcherGrace  = fs.Duration("launcher-grace", launch.DefaultLauncherGrace, "how long a job's processes outlive their launcher once its key expired (PMIXBUS_LAUNCHER_GRACE)")
 		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
+		iofMaxAge      = fs.Duration("iof-max-age", iof.DefaultMaxAge, "how long the cluster's output stream keeps a job's output for pmixbus attach (PMIXBUS_IOF_MAX_AGE)")
+		iofStreamBytes = fs.Int64("iof-stream-bytes", iof.DefaultStreamBytes, "byte limit of the cluster's whole output stream, the oldest output of any job dropped first (PMIXBUS_IOF_STREAM_BYTES)")
 		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
 		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
@@ -208,6 +213,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
 	cfg.ClusterGrace = *clusterGrace
+	cfg.OutputMaxAge, cfg.OutputStreamBytes = *iofMaxAge, *iofStreamBytes
 	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch, cfg.PMIxLibDir = *killGrace, *launcherGrace, *noLaunch, *pmixLib
 	var log *slog.Logger
 	if level != nil {

@@ -161,6 +161,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
 		output     = first.fs.String("output", "", "how to show the ranks' output, as prterun: comma list of tag, tag-detailed, tag-fullname, rank, timestamp, xml, merge-stderr-to-stdout, file=PATH, dir=DIR, raw, json, cluster (unique prefixes)")
 		noteTerm   = first.fs.Bool("notify-termination", false, "raise PMIX_EVENT_PROC_TERMINATED for normal exits too")
+		allHelp    = first.fs.Bool("no-aggregate-help", false, "show every help message the ranks send, not the first of each kind and a count of the rest")
+		iofLimit   = first.fs.String("iof-limit", "10MiB", "the `size` of each output channel (stdout, stderr) of a job that is kept, across its ranks (PMIX_IOF_CACHE_SIZE; at most 1GiB)")
+		iofDrop    = first.fs.String("iof-drop", "newest", "what goes when a channel reaches --iof-limit: `newest` (later output, with one warning) or oldest")
 	)
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
 		return code
@@ -171,6 +174,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := iof.ParseOutput(*output)
 	if err != nil {
 		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))
+	}
+	limit, err := iof.ParseSize(*iofLimit)
+	if err != nil || limit < 1 || limit > iof.MaxLimit {
+		return usageError(first.fs, stderr, "--iof-limit %s: want a size from 1 to 1GiB, such as 512KiB or 10MiB", *iofLimit)
+	}
+	if *iofDrop != "newest" && *iofDrop != "oldest" {
+		return usageError(first.fs, stderr, "--iof-drop %s: want newest or oldest", *iofDrop)
 	}
 	var specs []launch.JobSpec
 	for i, argv := range contexts {
@@ -224,7 +234,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
-		Display: display, Started: func(r *launch.Run) { run.Store(r) }})
+		Display: display, Started: func(r *launch.Run) { run.Store(r) },
+		Help:   iof.NewAggregator(iof.HelpConfig{Out: stderr, All: *allHelp}),
+		Output: launch.OutputSpec{Raw: opts.Raw, Limit: limit, DropOldest: *iofDrop == "oldest"}})
 	if err != nil {
 		if errors.Is(err, pmix.ErrNoPermissions) {
 			return fail("%v (signed in with %s)", err, identity)

@@ -11,7 +11,9 @@
 // fences with every rank of the job, so that a failure comes only once
 // every rank watches. Failures (-fail, for the rank -fail-rank or every
 // rank when -1): exit:N, signal (SIGKILL itself), abort:N (client.Abort),
-// nofinalize (exit 0 without Finalize). -no-pmix runs as a plain program.
+// nofinalize (exit 0 without Finalize). -help FILE/TOPIC sends the help
+// message "testprog: help message TOPIC of FILE" (client.ShowHelp) once
+// -say has printed. -no-pmix runs as a plain program.
 //
 // -rendezvous mine,theirs is RFC0003's example between two jobs, each
 // launched with the keys the other way round: rank 0 publishes its job's

@@ -28,6 +28,7 @@ func main() {
 		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
 		rdv      = flag.String("rendezvous", "", "mine,theirs: RFC0003's rendezvous and connect (rank 0 publishes the job's cluster:nspace as mine; every rank looks up theirs, then connects both jobs)")
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
+		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -45,6 +46,12 @@ func main() {
 	if *say != "" {
 		fmt.Printf("%d: %s\n", me.Rank, *say)
 		fmt.Fprintf(os.Stderr, "%d: %s\n", me.Rank, *say)
+	}
+	if file, topic, ok := strings.Cut(*help, "/"); ok {
+		if err := c.ShowHelp(ctx, file, topic, fmt.Sprintf("testprog: help message %s of %s\n", topic, file)); err != nil {
+			fmt.Fprintln(os.Stderr, "show help:", err)
+			os.Exit(93)
+		}
 	}
 	for _, k := range strings.Split(*get, ",") {
 		if k == "" {

@@ -1,0 +1,233 @@
+package iof
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// channel is one process channel being captured: Write appends to a
+// buffer, and a goroutine of the Service stores the buffer as records —
+// whole lines, at most MaxRecord bytes, as many lines as are there when
+// the previous record is stored. So a quiet process's line goes out at
+// once, and a fast writer's lines go out in big records, with no timer.
+// A partial line waits Idle for its end; Close flushes it.
+type channel struct {
+	svc *Service
+	src *Source
+	ch  Channel
+	bud *budget
+
+	mu       sync.Mutex
+	space    *sync.Cond // signalled when the buffer shrinks or the channel ends
+	pending  []byte
+	lastW    time.Time // the last Write, for the idle flush
+	seq      uint64
+	help     []helpRecord // queued diag records, each its own record
+	storing  chan<- error // told how the diag record being stored went; nil when nobody waits
+	closing  bool
+	finished bool // the Complete record is stored (or the service closed)
+	err      error
+	kick     chan struct{}
+	done     chan struct{}
+}
+
+type helpRecord struct {
+	help   *Help
+	text   []byte
+	stored chan<- error // buffered; nil when nobody waits (DiagStored)
+}
+
+// newChannel starts a channel's writer. s.mu is held.
+func (s *Service) newChannel(src *Source, ch Channel) *channel {
+	c := &channel{svc: s, src: src, ch: ch, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c.space = sync.NewCond(&c.mu)
+	if ch != STDDIAG {
+		c.bud = s.budgetFor(src.proc.Nspace, ch, src.opts.Limit)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(c.done)
+		c.run()
+	}()
+	return c
+}
+
+// Write queues p, waiting while the channel holds highWater bytes. It
+// never fails: a process's write must not see an error because a viewer
+// is slow; after the channel ended, bytes are dropped.
+func (c *channel) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.pending) >= highWater && !c.finished {
+		c.space.Wait()
+	}
+	if c.finished || c.closing {
+		return len(p), nil
+	}
+	c.pending = append(c.pending, p...)
+	c.lastW = time.Now()
+	c.signal()
+	return len(p), nil
+}
+
+// record queues a diag record of its own; stored, if set, is told how
+// storing it went.
+func (c *channel) record(help *Help, text []byte, stored chan<- error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished || c.closing {
+		return ErrClosed
+	}
+	// Never nil, which take would read as nothing to store.
+	c.help = append(c.help, helpRecord{help, append([]byte{}, text...), stored})
+	c.signal()
+	return nil
+}
+
+func (c *channel) signal() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *channel) close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *channel) wait() error {
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *channel) release() {
+	if c.bud != nil {
+		c.svc.releaseBudget(c.bud)
+	}
+}
+
+// run stores the channel's records until its Complete record is stored.
+func (c *channel) run() {
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+		c.mu.Lock()
+		c.finished = true
+		c.space.Broadcast()
+		c.mu.Unlock()
+	}()
+	for {
+		c.mu.Lock()
+		data, help, complete, wait := c.take()
+		c.mu.Unlock()
+		if data != nil || complete {
+			err := c.store(data, help, complete)
+			c.mu.Lock()
+			if c.storing != nil {
+				c.storing <- err
+				c.storing = nil
+			}
+			if err != nil {
+				c.err = err
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Unlock()
+			if complete {
+				return
+			}
+			continue
+		}
+		var timeout <-chan time.Time
+		if wait > 0 {
+			if idle == nil {
+				idle = time.NewTimer(wait)
+			} else {
+				idle.Reset(wait)
+			}
+			timeout = idle.C
+		}
+		select {
+		case <-c.kick:
+		case <-timeout:
+		case <-c.svc.ctx.Done():
+			c.mu.Lock()
+			c.err = ErrClosed
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// take picks the next record's bytes (nil when there is none yet), or
+// says the channel is complete, or how long a partial line may still
+// wait (0: until kicked). c.mu is held.
+func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Duration) {
+	if len(c.help) > 0 {
+		h := c.help[0]
+		c.help = c.help[1:]
+		c.storing = h.stored
+		return h.text, h.help, false, 0
+	}
+	n := c.cut()
+	if n == 0 && len(c.pending) > 0 {
+		idle := c.svc.cfg.Idle - time.Since(c.lastW)
+		if !c.closing && idle > 0 {
+			return nil, nil, false, idle
+		}
+		n = min(len(c.pending), MaxRecord)
+	}
+	if n > 0 {
+		data = bytes.Clone(c.pending[:n])
+		c.pending = append(c.pending[:0], c.pending[n:]...)
+		c.space.Broadcast()
+		return data, nil, false, 0
+	}
+	if c.closing {
+		return nil, nil, true, 0
+	}
+	return nil, nil, false, 0
+}
+
+// cut is how many pending bytes make the next record: the whole lines in
+// the first MaxRecord bytes, or MaxRecord bytes of a longer line; in RAW
+// mode whatever is there, up to MaxRecord.
+func (c *channel) cut() int {
+	head := c.pending[:min(len(c.pending), MaxRecord)]
+	if c.src.opts.Raw {
+		return len(head)
+	}
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		return i + 1
+	}
+	if len(head) == MaxRecord {
+		return MaxRecord
+	}
+	return 0
+}
+
+// store publishes one record (or the Complete one, with no data), within
+// the job's limit.
+func (c *channel) store(data []byte, help *Help, complete bool) error {
+	if len(data) > 0 && c.bud != nil && !c.bud.take(len(data)) {
+		if !complete {
+			return nil // over the limit: dropped, the warning was given once
+		}
+		data = nil
+	}
+	c.seq++
+	p := c.src.proc
+	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
+	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
+	return c.svc.publish(r.Message(id), "output of "+p.String())
+}

@@ -1,0 +1,300 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/iof"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+// shJob is a job of n ranks running script with /bin/sh; $PMIX_RANK is
+// the rank.
+func shJob(n int, script string) launch.JobSpec {
+	return launch.JobSpec{N: n, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script}}}
+}
+
+// runDisplayed launches cfg with a Display of the given --output and
+// returns what it printed on stdout and stderr.
+func runDisplayed(t *testing.T, cfg launch.Config, output string) (launch.Result, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	opts, err := iof.ParseOutput(output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	d, err := iof.NewDisplay(iof.Config{Options: opts, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Display, cfg.Stderr = d, stderr
+	res := launchAndWait(t, cfg, stdout)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return res, stdout, stderr
+}
+
+// Lines written in pieces by many ranks at once come out whole, each with
+// its own tag, every rank's in order, none lost: the tag is never in
+// mid-line (psij-python #510).
+func TestOutputTaggedLinesStayWhole(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	const lines = 300
+	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf "r$PMIX_RANK "; printf "line $i "; printf "end\n"; i=$((i+1)); done; printf "r$PMIX_RANK last"`, lines)
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(4, script)}}, "tag")
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	tagged := regexp.MustCompile(`^\[([^,\]]+),(\d+)\]<stdout>: r(\d+) (line (\d+) end|last)$`)
+	next := map[int]int{}
+	lastSeen := map[int]bool{}
+	sc := bufio.NewScanner(strings.NewReader(stdout.String()))
+	for sc.Scan() {
+		m := tagged.FindStringSubmatch(sc.Text())
+		if m == nil {
+			t.Fatalf("a line that is not one tagged line: %q", sc.Text())
+		}
+		tagRank, _ := strconv.Atoi(m[2])
+		rank, _ := strconv.Atoi(m[3])
+		if tagRank != rank || m[1] != res.Jobs[0].Nspace[strings.LastIndexByte(res.Jobs[0].Nspace, '@')+1:] {
+			t.Fatalf("rank %d's line under the tag of %s,%d", rank, m[1], tagRank)
+		}
+		if m[4] == "last" {
+			lastSeen[rank] = true
+			continue
+		}
+		if n, _ := strconv.Atoi(m[5]); n != next[rank] {
+			t.Fatalf("rank %d: line %d after %d", rank, n, next[rank]-1)
+		}
+		next[rank]++
+	}
+	for r := range 4 {
+		if next[r] != lines || !lastSeen[r] {
+			t.Errorf("rank %d: %d lines, the partial last line shown: %v", r, next[r], lastSeen[r])
+		}
+	}
+}
+
+// Every byte arrives as written, in RAW and in JSON (base64 where not
+// UTF-8), and stdout stays stdout and stderr stderr.
+func TestOutputBinaryExact(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	var all bytes.Buffer
+	for i := range 256 {
+		all.WriteByte(byte(i))
+	}
+	all.WriteString("\nand text\n")
+	file := filepath.Join(t.TempDir(), "bytes")
+	if err := os.WriteFile(file, all.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := "cat " + file + "; cat " + file + " >&2"
+	for _, output := range []string{"raw", "json"} {
+		t.Run(output, func(t *testing.T) {
+			res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(2, script)}}, output)
+			if res.ExitCode != 0 {
+				t.Fatalf("result %+v", res)
+			}
+			if output == "raw" {
+				want := bytes.Repeat(all.Bytes(), 2)
+				if !bytes.Equal([]byte(stdout.String()), want) || !bytes.Equal([]byte(stderr.String()), want) {
+					t.Fatalf("raw: %d bytes out, %d err, want %d each", len(stdout.String()), len(stderr.String()), len(want))
+				}
+				return
+			}
+			got := map[string]*bytes.Buffer{}
+			sc := bufio.NewScanner(strings.NewReader(stdout.String() + stderr.String()))
+			for sc.Scan() {
+				r, err := iof.ParseJSON(sc.Bytes())
+				if err != nil {
+					t.Fatalf("%v: %s", err, sc.Text())
+				}
+				k := fmt.Sprintf("%d.%v", r.Rank, r.Channel)
+				if got[k] == nil {
+					got[k] = &bytes.Buffer{}
+				}
+				got[k].Write(r.Data)
+			}
+			for r := range 2 {
+				for _, ch := range []iof.Channel{iof.STDOUT, iof.STDERR} {
+					if b := got[fmt.Sprintf("%d.%v", r, ch)]; b == nil || !bytes.Equal(b.Bytes(), all.Bytes()) {
+						t.Errorf("rank %d %v differs", r, ch)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The XML output parses as XML, with the escapes OpenPMIx uses. (A
+// control character other than tab, newline and return is written as
+// &#NNN; too, as OpenPMIx does, which only XML 1.1 accepts: docs/iof.md.)
+func TestOutputXMLWellFormed(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(3, `echo "a <b> & c"; printf 'tab\there\n'; echo oops >&2`)}}, "xml,merge")
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	dec := xml.NewDecoder(strings.NewReader("<output>" + stdout.String() + "</output>"))
+	texts := map[string]int{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("not well-formed XML: %v\n%s", err, stdout)
+			}
+			break
+		}
+		if cd, ok := tok.(xml.CharData); ok && strings.TrimSpace(string(cd)) != "" {
+			texts[strings.TrimSpace(string(cd))]++
+		}
+	}
+	if texts["a <b> & c"] != 3 || texts["oops"] != 3 || texts["tab\there"] != 3 {
+		t.Errorf("texts %v\n%s", texts, stdout)
+	}
+}
+
+// A viewer that attaches, detaches and attaches again sees every record
+// once each time, in order per process; --tail shows the last lines; a job
+// that never ran is ErrNoJob.
+func TestAttachReattach(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, _ := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 50 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done; echo bye >&2`)}})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	ns := res.Jobs[0].Nspace
+	watch := clustertest.Connect(t, w.URL("B"), w.Keys().Option(security.RoleWatch), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+	read := func(opts iof.AttachOptions) []iof.Parsed {
+		var recs []iof.Parsed
+		ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+		defer cancel()
+		if err := iof.Attach(ctx, watch, "A", ns, opts, func(p iof.Parsed) { recs = append(recs, p) }); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	first := read(iof.AttachOptions{})
+	second := read(iof.AttachOptions{Follow: true})
+	if len(first) != len(second) {
+		t.Fatalf("%d records, then %d", len(first), len(second))
+	}
+	seq := map[string]uint64{}
+	lines := 0
+	for i, p := range first {
+		q := second[i]
+		if p.Job != q.Job || p.Rank != q.Rank || p.Channel != q.Channel || p.Seq != q.Seq || !bytes.Equal(p.Data, q.Data) {
+			t.Fatalf("record %d differs: %+v, then %+v", i, p, q)
+		}
+		if p.Job != "" {
+			continue
+		}
+		k := fmt.Sprintf("%d.%v", p.Rank, p.Channel)
+		if seq[k]++; p.Seq != seq[k] {
+			t.Fatalf("%s: seq %d after %d", k, p.Seq, seq[k]-1)
+		}
+		if p.Channel == iof.STDOUT {
+			lines += bytes.Count(p.Data, []byte{'\n'})
+		}
+	}
+	if lines != 200 {
+		t.Errorf("%d lines of stdout, want 200", lines)
+	}
+	var tail bytes.Buffer
+	for _, p := range read(iof.AttachOptions{Tail: 3}) {
+		tail.Write(p.Data)
+	}
+	if n := strings.Count(tail.String(), "\n"); n != 3 {
+		t.Errorf("--tail 3 showed %d lines: %q", n, tail.String())
+	}
+	err := iof.Attach(t.Context(), watch, "A", "never-ran", iof.AttachOptions{}, func(iof.Parsed) {})
+	if !errors.Is(err, iof.ErrNoJob) || pmix.StatusOf(err) != pmix.ErrNotFound {
+		t.Errorf("attach to a job that never ran: %v", err)
+	}
+}
+
+// The launcher's consumer survives a reconnect: every line once, in
+// order.
+func TestOutputAcrossReconnect(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	out := &syncBuffer{}
+	var once sync.Once
+	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
+		shJob(2, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $i -eq 200 ]; then sleep 0.3; fi; done`)}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := launch.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !strings.Contains(out.String(), " 100\n") {
+			return fmt.Errorf("not yet")
+		}
+		once.Do(func() { _ = nc.ForceReconnect() })
+		return nil
+	})
+	res, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	next := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			t.Fatalf("line %q", l)
+		}
+		if n, _ := strconv.Atoi(f[1]); n != next[f[0]] {
+			t.Fatalf("rank %s: line %d after %d", f[0], n, next[f[0]]-1)
+		}
+		next[f[0]]++
+	}
+	if next["0"] != 400 || next["1"] != 400 {
+		t.Errorf("lines per rank %v", next)
+	}
+}
+
+// A job over its output limit is truncated with one warning, whatever the
+// number of ranks and agents writing.
+func TestOutputLimitOneWarning(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Output: launch.OutputSpec{Limit: 32 << 10},
+		Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 400 ]; do echo "rank $PMIX_RANK writes line number $i of many"; i=$((i+1)); done`)}}, "")
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if n := strings.Count(stderr.String(), "reached its limit of 32 KiB"); n != 1 {
+		t.Errorf("%d truncation warnings:\n%s", n, stderr)
+	}
+	if n := len(stdout.String()); n > 32<<10 || n < 16<<10 {
+		t.Errorf("%d bytes of stdout shown, limit 32 KiB", n)
+	}
+}
