@@ -115,12 +115,26 @@ func TestEvents(t *testing.T) {
 		}
 		out := listener.wait(t)
 		checkChains(t, out, "capp.1", true)
-		for _, want := range []string{"publish-in-handler -15", "get-in-handler -15", "fence-in-handler -15", "init-in-handler 0", "finalize-in-handler 0"} {
-			if n := strings.Count(out, want+"\n"); n != 3 {
+		for _, want := range []string{"publish-in-handler -15", "get-in-handler -15", "fence-in-handler -15",
+			"lookup-in-handler -15", "unpublish-in-handler -15", "connect-in-handler -15", "disconnect-in-handler -15",
+			"register-in-handler -15", "deregister-in-handler -15", "notify-in-handler -15",
+			"init-in-handler 0", "finalize-in-handler 0"} {
+			if n := countLines(out, want); n != 3 {
 				t.Errorf("%q %d times, want 3 (a blocking call inside a handler returns PMIX_ERR_WOULD_BLOCK; a nested Init/Finalize only counts):\n%s", want, n, out)
 			}
 		}
 	})
+}
+
+// countLines counts the lines of out that are want, whole.
+func countLines(out, want string) int {
+	n := 0
+	for line := range strings.Lines(out) {
+		if strings.TrimSuffix(line, "\n") == want {
+			n++
+		}
+	}
+	return n
 }
 
 // TestRendezvous has two C processes on different nodes meet through
@@ -200,9 +214,10 @@ func TestAbort(t *testing.T) {
 	}
 }
 
-// TestThreads has eight C threads register, notify PROC_LOCAL, deregister
-// and initialise/finalize (nested) at once, fifty times each: every entry
-// point is safe from any thread.
+// TestThreads has eight C threads register, notify PROC_LOCAL, put,
+// commit and get, deregister and initialise/finalize (nested) at once,
+// fifty times each, and publish, look up and unpublish in five of them:
+// every entry point is safe from any thread.
 func TestThreads(t *testing.T) {
 	h := headers(t)[0]
 	bin := compile(t, "threads.c", h, true)

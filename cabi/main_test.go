@@ -185,3 +185,14 @@ func run(t testing.TB, ctx context.Context, bin string, env map[string]string, a
 	}
 	return string(out)
 }
+
+// buildGo builds the Go program pkg (a path relative to this package)
+// and returns the binary.
+func buildGo(t testing.TB, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	if b, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return bin
+}

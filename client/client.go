@@ -278,6 +278,16 @@ func (c *Client) request(ctx context.Context, f *proto.Frame) (*proto.Frame, err
 // requestRegistering is request for a register frame: reg is installed by
 // the read loop as soon as the agent's reply arrives.
 func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *registered) (*proto.Frame, error) {
+	ch, err := c.send(f, reg)
+	if err != nil {
+		return nil, err
+	}
+	return c.await(ctx, f, ch)
+}
+
+// send writes a request frame now, numbered, and returns the channel its
+// reply comes on (see await).
+func (c *Client) send(f *proto.Frame, reg *registered) (chan *proto.Frame, error) {
 	ch := make(chan *proto.Frame, 1)
 	c.mu.Lock()
 	if c.lost != nil {
@@ -303,6 +313,11 @@ func (c *Client) requestRegistering(ctx context.Context, f *proto.Frame, reg *re
 		c.forget(f.Seq)
 		return nil, fmt.Errorf("%w: sending %v: %w", ErrLostConnection, f.Type, err)
 	}
+	return ch, nil
+}
+
+// await waits for the reply to f, sent by send.
+func (c *Client) await(ctx context.Context, f *proto.Frame, ch chan *proto.Frame) (*proto.Frame, error) {
 	select {
 	case r, ok := <-ch:
 		if !ok {

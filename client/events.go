@@ -123,9 +123,24 @@ func (c *Client) NotifyEvent(ctx context.Context, code pmix.Status, rng pmix.Ran
 	return err
 }
 
-// NotifyEventCB is the callback form of NotifyEvent.
+// NotifyEventCB is the callback form of NotifyEvent. The event is sent
+// before NotifyEventCB returns, so events notified one after another go
+// out in that order, and an event notified from inside a handler leaves
+// ahead of that handler's completion instead of behind it; only the wait
+// for the agent's answer (and cb) happen on another goroutine.
 func (c *Client) NotifyEventCB(code pmix.Status, rng pmix.Range, info []pmix.Info, cb func(error)) {
-	c.async(func(ctx context.Context) { cb(c.NotifyEvent(ctx, code, rng, info)) })
+	if rng == pmix.RangeProcLocal || !rng.Valid() {
+		c.async(func(ctx context.Context) { cb(c.NotifyEvent(ctx, code, rng, info)) })
+		return
+	}
+	f := &proto.Frame{Type: proto.TypeNotify, Code: code, Range: rng, Info: info}
+	ch, err := c.send(f, nil)
+	c.async(func(ctx context.Context) {
+		if err == nil {
+			_, err = c.await(ctx, f, ch)
+		}
+		cb(err)
+	})
 }
 
 // abandon removes a registration whose call gave up before the agent

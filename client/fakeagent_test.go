@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,7 +36,10 @@ type fakeAgent struct {
 	ids     map[string]uint64 // agent registration id by handler name
 	seq     uint64
 	invokes chan *proto.Frame // invoke-done frames from the client
-	done    chan struct{}
+	// received: the notify and invoke-done frames from the client, in
+	// the order they arrived.
+	received []*proto.Frame
+	done     chan struct{}
 }
 
 // startFakeAgent starts the fake agent and attaches a client to it.
@@ -85,6 +89,11 @@ func (a *fakeAgent) serve() {
 			return
 		}
 		reply := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		if f.Type == proto.TypeNotify || f.Type == proto.TypeInvokeDone {
+			a.mu.Lock()
+			a.received = append(a.received, f)
+			a.mu.Unlock()
+		}
 		switch f.Type {
 		case proto.TypeHello:
 			reply.Info = []pmix.Info{
@@ -139,6 +148,13 @@ func (a *fakeAgent) send(name string, code pmix.Status) {
 	f := &proto.Frame{Type: proto.TypeInvoke, Seq: a.seq, ID: a.ids[name], Name: name, Code: code}
 	a.mu.Unlock()
 	a.write(proto.AppendFrame(nil, f))
+}
+
+// receivedFrames returns the notify and invoke-done frames received so far.
+func (a *fakeAgent) receivedFrames() []*proto.Frame {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.received)
 }
 
 // waitUntil polls cond until it holds.

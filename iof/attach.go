@@ -36,7 +36,7 @@ func Attach(ctx context.Context, nc *nats.Conn, cluster, nspace string, opts Att
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	v := &viewer{opts: opts, show: show, done: cancel, size: -1, ended: map[pmix.Rank]int{}}
-	f, err := Follow(ctx, nc, cluster, nspace, true, v.deliver, opts.Bad)
+	f, err := Follow(ctx, nc, cluster, nspace, FollowOptions{MustExist: true, Bad: opts.Bad}, v.deliver)
 	if err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Dura
 	}
 	if n > 0 {
 		data = bytes.Clone(c.pending[:n])
-		c.pending = append(c.pending[:0], c.pending[n:]...)
+		c.pending = c.pending[n:] // no shifting: append moves the rest when it grows
 		c.space.Broadcast()
 		return data, nil, false, 0
 	}

@@ -20,27 +20,40 @@ type Follower struct {
 	once sync.Once
 }
 
-// Delivered is one record as a Follower hands it over: the record, and how
-// many of the job's records the stream held after it when it was sent
-// (0: the reader has caught up).
+// Delivered is one record as a Follower hands it over: the record, its
+// sequence in the stream, and how many of the job's records the stream
+// held after it when it was sent (0: the reader has caught up).
 type Delivered struct {
 	Parsed
-	Pending uint64
+	StreamSeq uint64
+	Pending   uint64
+}
+
+// FollowOptions say where a Follower starts and what it checks.
+type FollowOptions struct {
+	// StartSeq, if set, starts at this stream sequence instead of the
+	// job's first record.
+	StartSeq uint64
+	// MustExist makes Follow fail with ErrNoJob when the stream holds
+	// nothing of the job.
+	MustExist bool
+	// Bad, if set, is told of messages that do not parse; they are
+	// skipped.
+	Bad func(error)
 }
 
 // Follow calls handle with every record of nspace on cluster, in stream
 // order, from one goroutine; a handle that blocks holds the consumer back
-// (the server waits on flow control), never the stream. Messages that do
-// not parse are passed to bad, if set, and skipped.
+// (the server waits on flow control), never the stream.
 //
-// Errors: ErrNoJob when the stream holds nothing of the job (when
-// mustExist); pmix.ErrUnreach when the cluster's stream does not answer.
-func Follow(ctx context.Context, nc *nats.Conn, cluster, nspace string, mustExist bool, handle func(Delivered), bad func(error)) (*Follower, error) {
+// Errors: ErrNoJob when the stream holds nothing of the job (with
+// MustExist); pmix.ErrUnreach when the cluster's stream does not answer.
+func Follow(ctx context.Context, nc *nats.Conn, cluster, nspace string, opts FollowOptions, handle func(Delivered)) (*Follower, error) {
 	js, err := nc.JetStream(nats.Domain(cluster), nats.Context(ctx))
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: JetStream of cluster %s: %v", cluster, err)
 	}
-	if mustExist {
+	if opts.MustExist {
 		n, err := JobRecords(ctx, nc, cluster, nspace)
 		if err != nil {
 			return nil, err
@@ -49,20 +62,24 @@ func Follow(ctx context.Context, nc *nats.Conn, cluster, nspace string, mustExis
 			return nil, fmt.Errorf("%w: %s:%s has no output in stream %s of cluster %s (it never ran there, or its output aged out)", ErrNoJob, cluster, nspace, StreamName, cluster)
 		}
 	}
+	start := nats.DeliverAll()
+	if opts.StartSeq > 0 {
+		start = nats.StartSequence(opts.StartSeq)
+	}
 	sub, err := js.Subscribe(JobFilter(cluster, nspace), func(m *nats.Msg) {
 		p, err := ParseMessage(m.Subject, m.Header, m.Data)
 		if err != nil {
-			if bad != nil {
-				bad(err)
+			if opts.Bad != nil {
+				opts.Bad(err)
 			}
 			return
 		}
 		d := Delivered{Parsed: p}
 		if md, err := m.Metadata(); err == nil {
-			d.Pending = md.NumPending
+			d.StreamSeq, d.Pending = md.Sequence.Stream, md.NumPending
 		}
 		handle(d)
-	}, nats.OrderedConsumer(), nats.DeliverAll(), nats.BindStream(StreamName))
+	}, nats.OrderedConsumer(), start, nats.BindStream(StreamName))
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: following the output of %s on cluster %s: %v", nspace, cluster, err)
 	}

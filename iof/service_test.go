@@ -71,7 +71,7 @@ func (c *collector) completes(t *testing.T, n int) []Parsed {
 func follow(t *testing.T, nc *nats.Conn, nspace string) *collector {
 	t.Helper()
 	c := &collector{}
-	f, err := Follow(t.Context(), nc, "A", nspace, false, c.add, func(err error) { t.Error(err) })
+	f, err := Follow(t.Context(), nc, "A", nspace, FollowOptions{Bad: func(err error) { t.Error(err) }}, c.add)
 	if err != nil {
 		t.Fatal(err)
 	}

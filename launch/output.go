@@ -3,23 +3,37 @@ package launch
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// The launcher's half of I/O forwarding: it reads each job's records from
-// its cluster's output stream (package iof) through an ordered consumer,
-// from the first, and hands them to the Display, the help Aggregator or
-// the plain writers. A rank's end is acted on only once both its output
-// channels have ended in the stream, so the last line of a rank that
-// failed is printed before the run reports it (prrte #109).
+// The launcher's half of I/O forwarding. Each job's records are stored in
+// its cluster's output stream (package iof); the launcher takes them as
+// they are published, on a plain subscription to the job's output
+// subjects, which costs one hop, and shows each (process, channel)'s
+// records in sequence. Whenever it may have missed one — a sequence that
+// skips, a rank that ended before its output did, a reconnect — it reads
+// the stream from where it last read it up to the end (a repair), and the
+// sequences put the two sources together: every record once, in order.
+// A rank's end is acted on only once both its output channels have ended,
+// so the last line of a rank that failed is printed before the run
+// reports it (prrte #109).
 
-// outputWait bounds how long a rank's end waits for its output to end: an
-// agent that reported the end stored the output before, so only a stream
-// that lost it makes the launcher wait this long.
+// outputWait bounds how long a rank's end waits for its output to end
+// once a repair has read the whole stream: an agent stores the output
+// before it reports the end, so only a stream that lost it makes the
+// launcher wait this long.
 const outputWait = 5 * time.Second
+
+// maxHeld bounds the bytes of records taken ahead of a missing one; past
+// it they are dropped, and the repair brings them.
+const maxHeld = 8 << 20
 
 type rankKey struct {
 	nspace string
@@ -32,38 +46,181 @@ type heldEnd struct {
 	until time.Time
 }
 
-// followOutput starts reading every job's output.
-func (r *Run) followOutput(ctx context.Context) error {
+type chanKey struct {
+	nspace  string
+	rank    pmix.Rank
+	channel iof.Channel
+}
+
+// chanState is where a (process, channel) is: the next sequence to show,
+// and records that came ahead of it.
+type chanState struct {
+	next uint64
+	held map[uint64]iof.Record
+}
+
+// incoming is a record from the subscription, or from a repair of job.
+type incoming struct {
+	iof.Delivered
+	repair *runJob
+}
+
+// outputState is the follow loop's: touched by it only.
+type outputState struct {
+	chans     map[chanKey]*chanState
+	heldBytes int
+	seenJob   map[string]bool // job records shown (no sequence: keyed by subject and time)
+}
+
+// repairState is a job's repair: the Follower reading the stream, and the
+// stream sequence the last one read to.
+type repairState struct {
+	f      *iof.Follower
+	readTo uint64
+}
+
+// subscribeOutput subscribes to every job's records before any rank
+// starts.
+func (r *Run) subscribeOutput() error {
 	for _, j := range r.jobs {
-		f, err := iof.Follow(ctx, r.cfg.Conn, string(j.cluster), j.nspace, false, r.deliver, func(err error) {
-			r.log.Warn("a record of the output stream that does not parse", "err", err)
+		subj := iof.JobFilter(string(j.cluster), j.nspace)
+		sub, err := r.cfg.Conn.Subscribe(subj, func(m *nats.Msg) {
+			p, err := iof.ParseMessage(m.Subject, m.Header, m.Data)
+			if err != nil {
+				r.log.Warn("an output record that does not parse", "subject", m.Subject, "err", err)
+				return
+			}
+			select {
+			case r.recs <- incoming{Delivered: iof.Delivered{Parsed: p}}:
+			default: // the launcher is behind: the stream keeps it, a repair brings it
+			}
 		})
 		if err != nil {
-			return err
+			return pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %v", subj, err)
 		}
-		r.followers = append(r.followers, f)
+		_ = sub.SetPendingLimits(-1, 256<<20)
+		r.subs = append(r.subs, sub)
 	}
 	return nil
 }
 
-// deliver passes a record from a Follower's goroutine to the run's; it
-// blocks while the run is busy, which holds the consumer back.
-func (r *Run) deliver(d iof.Delivered) {
-	select {
-	case r.recs <- d:
-	case <-r.stop:
+// repair reads job's records from the stream, from where the last repair
+// stopped, unless one is reading already.
+func (r *Run) repair(j *runJob) {
+	rs := r.repairs[j]
+	if rs == nil {
+		rs = &repairState{}
+		r.repairs[j] = rs
+	}
+	if rs.f != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Poll)
+	defer cancel()
+	f, err := iof.Follow(ctx, r.cfg.Conn, string(j.cluster), j.nspace, iof.FollowOptions{StartSeq: rs.readTo + 1, Bad: func(err error) {
+		r.log.Warn("a record of the output stream that does not parse", "err", err)
+	}}, func(d iof.Delivered) {
+		select {
+		case r.recs <- incoming{Delivered: d, repair: j}:
+		case <-r.stop:
+		}
+	})
+	if err != nil {
+		r.log.Warn("reading a job's output from its stream", "nspace", j.nspace, "err", err)
+		return
+	}
+	rs.f = f
+}
+
+// record shows what came in, in sequence per (process, channel).
+func (r *Run) record(in incoming) {
+	if j := in.repair; j != nil {
+		rs := r.repairs[j]
+		if rs == nil || rs.f == nil {
+			return // from a repair that has been stopped
+		}
+		rs.readTo = max(rs.readTo, in.StreamSeq)
+		if in.Pending == 0 { // caught up: what the subscription misses next triggers the next one
+			rs.f.Stop()
+			rs.f = nil
+		}
+	}
+	p := in.Parsed
+	if p.Job != "" {
+		k := p.Job + "/" + p.Nspace + "/" + p.Time.String()
+		if p.Job == iof.JobDiag && !r.out.seenJob[k] {
+			r.out.seenJob[k] = true
+			_, _ = r.cfg.Stderr.Write(p.Data)
+		}
+		return
+	}
+	k := chanKey{p.Nspace, p.Rank, p.Channel}
+	st := r.out.chans[k]
+	if st == nil {
+		st = &chanState{next: 1}
+		r.out.chans[k] = st
+	}
+	switch {
+	case p.Seq < st.next:
+		return // seen
+	case p.Seq > st.next && in.repair == nil:
+		if _, dup := st.held[p.Seq]; !dup && r.out.heldBytes+len(p.Data) <= maxHeld {
+			if st.held == nil {
+				st.held = map[uint64]iof.Record{}
+			}
+			st.held[p.Seq] = p.Record
+			r.out.heldBytes += len(p.Data)
+		}
+		if j := r.jobOf(p.Nspace); j != nil {
+			r.repair(j)
+		}
+		return
+	case p.Seq > st.next:
+		// The stream has nothing in between (dropped at its limit): show
+		// what the subscription brought of it, then this.
+		for _, s := range slices.Sorted(maps.Keys(st.held)) {
+			if s < p.Seq {
+				r.show(r.unhold(st, s))
+			}
+		}
+	}
+	r.show(p.Record)
+	st.next = p.Seq + 1
+	for {
+		rec, ok := st.held[st.next]
+		if !ok {
+			break
+		}
+		r.unhold(st, st.next)
+		r.show(rec)
+		st.next++
+	}
+	for s := range st.held {
+		if s < st.next {
+			r.unhold(st, s)
+		}
 	}
 }
 
-// record shows one record and counts the ends of channels.
-func (r *Run) record(d iof.Delivered) {
-	rec := d.Record
+func (r *Run) unhold(st *chanState, seq uint64) iof.Record {
+	rec := st.held[seq]
+	delete(st.held, seq)
+	r.out.heldBytes -= len(rec.Data)
+	return rec
+}
+
+func (r *Run) jobOf(nspace string) *runJob {
+	for _, j := range r.jobs {
+		if j.nspace == nspace {
+			return j
+		}
+	}
+	return nil
+}
+
+// show writes one record and counts the ends of channels.
+func (r *Run) show(rec iof.Record) {
 	switch {
-	case d.Job == iof.JobDiag:
-		_, _ = r.cfg.Stderr.Write(rec.Data)
-		return
-	case d.Job != "":
-		return
 	case rec.Help != nil && r.cfg.Help != nil:
 		if err := r.cfg.Help.Show(rec.Help.File, rec.Help.Topic, string(rec.Data)); err != nil {
 			r.log.Warn("writing a help message", "err", err)
@@ -95,23 +252,35 @@ func (r *Run) record(d iof.Delivered) {
 }
 
 // procEnd takes an agent's report of a rank's end: acted on now if the
-// rank's output has ended, else once it has.
+// rank's output has ended, else once it has — the agent stored the end
+// of the output before it reported, so the stream has it if the
+// subscription missed it.
 func (r *Run) procEnd(end ProcEnd) {
 	k := rankKey{end.Nspace, end.Rank}
 	r.mu.Lock()
-	if r.completes[k] < 2 && len(r.followers) > 0 {
+	if r.completes[k] < 2 {
 		if _, dup := r.held[k]; !dup {
 			r.held[k] = heldEnd{end: end, until: time.Now().Add(outputWait)}
 		}
 		r.mu.Unlock()
+		if j := r.jobOf(end.Nspace); j != nil {
+			r.repair(j)
+		}
 		return
 	}
 	r.mu.Unlock()
 	r.ended(end)
 }
 
-// releaseHeld acts on the ends whose output has not ended in time.
-func (r *Run) releaseHeld(now time.Time) {
+// checkOutput, at each poll: a reconnect may have lost records, so every
+// job is repaired; ends whose output has not ended in time are acted on.
+func (r *Run) checkOutput(now time.Time) {
+	if n := r.cfg.Conn.Stats().Reconnects; n != r.reconnects {
+		r.reconnects = n
+		for _, j := range r.jobs {
+			r.repair(j)
+		}
+	}
 	r.mu.Lock()
 	var late []ProcEnd
 	for k, h := range r.held {
@@ -127,10 +296,12 @@ func (r *Run) releaseHeld(now time.Time) {
 	}
 }
 
-// stopOutput stops the Followers and writes the help counts left.
+// stopOutput stops the repairs and writes the help counts left.
 func (r *Run) stopOutput() {
-	for _, f := range r.followers {
-		f.Stop()
+	for _, rs := range r.repairs {
+		if rs.f != nil {
+			rs.f.Stop()
+		}
 	}
 	if r.cfg.Help != nil {
 		if err := r.cfg.Help.Close(); err != nil {

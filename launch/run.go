@@ -131,11 +131,14 @@ type Run struct {
 	subs []*nats.Subscription
 	msgs chan *nats.Msg
 
-	// output (output.go)
-	recs      chan iof.Delivered
-	followers []*iof.Follower
-	completes map[rankKey]int // channels of a rank whose end was read
-	held      map[rankKey]heldEnd
+	// output (output.go); recs, repairs, out and reconnects are the
+	// follow loop's
+	recs       chan incoming
+	repairs    map[*runJob]*repairState
+	out        outputState
+	reconnects uint64
+	completes  map[rankKey]int // channels of a rank whose end was shown
+	held       map[rankKey]heldEnd
 
 	mu       sync.Mutex
 	left     int
@@ -176,15 +179,13 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan iof.Delivered, 1024), completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}}
+		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
+	r.reconnects = cfg.Conn.Stats().Reconnects
 	if err := r.plan(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.subscribe(); err != nil {
-		r.release()
-		return nil, err
-	}
-	if err := r.followOutput(ctx); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -369,6 +370,9 @@ func (r *Run) subscribe() error {
 		_ = sub.SetPendingLimits(-1, -1)
 		r.subs = append(r.subs, sub)
 	}
+	if err := r.subscribeOutput(); err != nil {
+		return err
+	}
 	if err := r.cfg.Conn.Flush(); err != nil {
 		return pmix.Errorf(pmix.ErrUnreach, "subscribing: %v", err)
 	}
@@ -450,8 +454,10 @@ func (r *Run) release() {
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
-	for _, f := range r.followers {
-		f.Stop()
+	for _, rs := range r.repairs {
+		if rs.f != nil {
+			rs.f.Stop()
+		}
 	}
 	for _, j := range r.jobs {
 		if j.claimed {
@@ -499,10 +505,10 @@ func (r *Run) follow() {
 		select {
 		case m := <-r.msgs:
 			r.handle(m)
-		case d := <-r.recs:
-			r.record(d)
+		case in := <-r.recs:
+			r.record(in)
 		case now := <-poll.C:
-			r.releaseHeld(now)
+			r.checkOutput(now)
 			if r.cfg.Help != nil {
 				if err := r.cfg.Help.Tick(now); err != nil {
 					r.log.Warn("writing the help message counts", "err", err)

@@ -75,6 +75,7 @@ const (
 	controlOps   = "pmix.ctl.*.*.*"
 	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
 	jobState     = "pmix.jobstate.>"
+	jobOutput    = "pmix.iof.>"
 	// OutputStream is package iof's, one per domain: launchers and
 	// viewers read it through ordered consumers.
 	OutputStream = "PMIXBUS_IOF"
@@ -125,7 +126,7 @@ func Permissions(r Role) *server.Permissions {
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				jobState, LauncherInboxPrefix + ".>",
+				jobState, jobOutput, LauncherInboxPrefix + ".>",
 			}},
 		}
 	case RoleWatch:

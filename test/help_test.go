@@ -124,7 +124,7 @@ func TestLogOfHostClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := make(chan iof.Delivered, 16)
-	f, err := iof.Follow(t.Context(), launcherConn(t, w, "A"), "A", "rmjob", true, func(d iof.Delivered) { recs <- d }, func(err error) { t.Error(err) })
+	f, err := iof.Follow(t.Context(), launcherConn(t, w, "A"), "A", "rmjob", iof.FollowOptions{MustExist: true, Bad: func(err error) { t.Error(err) }}, func(d iof.Delivered) { recs <- d })
 	if err != nil {
 		t.Fatal(err)
 	}

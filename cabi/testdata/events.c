@@ -24,6 +24,41 @@ static void say(const char *fmt, const char *name, pmix_status_t code, const pmi
     pthread_mutex_unlock(&mu);
 }
 
+static void never(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                  pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
+}
+
+/* blocking_in_handler makes every other blocking call from a handler:
+ * each returns PMIX_ERR_WOULD_BLOCK at once. */
+static void blocking_in_handler(const pmix_proc_t *src)
+{
+    pmix_pdata_t pd;
+    char *keys[] = {"from-handler", NULL};
+    pmix_status_t code = -3999, rc[7];
+    PMIX_PDATA_CONSTRUCT(&pd);
+    PMIX_LOAD_KEY(pd.key, "any.key");
+    rc[0] = PMIx_Lookup(&pd, 1, NULL, 0);
+    PMIX_PDATA_DESTRUCT(&pd);
+    rc[1] = PMIx_Unpublish(keys, NULL, 0);
+    rc[2] = PMIx_Connect(src, 1, NULL, 0);
+    rc[3] = PMIx_Disconnect(src, 1, NULL, 0);
+    rc[4] = PMIx_Register_event_handler(&code, 1, NULL, 0, never, NULL, NULL);
+    rc[5] = PMIx_Deregister_event_handler(0, NULL, NULL);
+    rc[6] = PMIx_Notify_event(code, NULL, PMIX_RANGE_PROC_LOCAL, NULL, 0, NULL, NULL);
+    pthread_mutex_lock(&mu);
+    printf("lookup-in-handler %d\n", rc[0]);
+    printf("unpublish-in-handler %d\n", rc[1]);
+    printf("connect-in-handler %d\n", rc[2]);
+    printf("disconnect-in-handler %d\n", rc[3]);
+    printf("register-in-handler %d\n", rc[4]);
+    printf("deregister-in-handler %d\n", rc[5]);
+    printf("notify-in-handler %d\n", rc[6]);
+    pthread_mutex_unlock(&mu);
+}
+
 static void first(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
@@ -43,6 +78,7 @@ static void first(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_in
     printf("get-in-handler %d\n", grc);
     printf("fence-in-handler %d\n", frc);
     pthread_mutex_unlock(&mu);
+    blocking_in_handler(src);
     /* nested Init/Finalize only count, so they are fine here */
     rc = PMIx_Init(NULL, NULL, 0);
     pthread_mutex_lock(&mu);

@@ -1,0 +1,52 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/iof"
+)
+
+// record puts the subscription's records and a repair's together: every
+// record once, in sequence, whatever the order they come in.
+func TestRecordMergesBySequence(t *testing.T) {
+	rec := func(seq uint64, repair bool) incoming {
+		in := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Rank: 0, Channel: iof.STDOUT, Seq: seq, Data: []byte(fmt.Sprintf("%d\n", seq))}}, Pending: 1}}
+		if repair {
+			in.repair = &runJob{nspace: "j"}
+		}
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   []incoming
+		want string
+	}{
+		{"in order", []incoming{rec(1, false), rec(2, false), rec(3, false)}, "1\n2\n3\n"},
+		{"a gap the repair fills", []incoming{rec(1, false), rec(3, false), rec(4, false), rec(1, true), rec(2, true), rec(3, true)}, "1\n2\n3\n4\n"},
+		{"duplicates", []incoming{rec(1, false), rec(1, true), rec(2, true), rec(2, false)}, "1\n2\n"},
+		{"the stream dropped some", []incoming{rec(1, false), rec(3, false), rec(5, true)}, "1\n3\n5\n"},
+		{"the repair first", []incoming{rec(1, true), rec(2, true), rec(1, false), rec(3, false)}, "1\n2\n3\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler),
+				repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+				out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
+			for _, in := range tc.in {
+				if in.repair != nil {
+					r.repairs[in.repair] = &repairState{f: &iof.Follower{}}
+				}
+				r.record(in)
+			}
+			if out.String() != tc.want {
+				t.Errorf("shown %q, want %q", out.String(), tc.want)
+			}
+			if r.out.heldBytes != 0 {
+				t.Errorf("%d bytes still held", r.out.heldBytes)
+			}
+		})
+	}
+}
