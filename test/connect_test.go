@@ -419,9 +419,10 @@ func launchConnected(t *testing.T, w *agenttest.World, extra ...string) (runs [2
 // TestConnectLaunchedJobs is RFC0003's example end to end with real
 // processes, as `pmixbus run` starts them: two jobs on two clusters
 // rendezvous by publish/lookup and connect; all five ranks get one new
-// nspace and the ranks 0 to 4; a NAMESPACE event to the new nspace
-// reaches every member on both clusters, which then disconnect and end
-// cleanly.
+// nspace and the ranks 0 to 4, and each reads the other job's size (its
+// job-level info, which the connect brought); a NAMESPACE event to the
+// new nspace reaches every member on both clusters, which then
+// disconnect and end cleanly.
 func TestConnectLaunchedJobs(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	const code = pmix.ExternalErrBase - 15
@@ -429,8 +430,11 @@ func TestConnectLaunchedJobs(t *testing.T) {
 	if _, err := w.Agent("a1").Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(group))}); err != nil {
 		t.Fatal(err)
 	}
+	nspaces := [2]string{runs[0].Nspaces()[0], runs[1].Nspaces()[0]}
 	for i, n := range []int{3, 2} {
 		for rk := range n {
+			other, size := nspaces[1-i], 5-n
+			outs[i].waitFor(t, fmt.Sprintf("%d: get %s of %s = %d err=<nil>", rk, pmix.KeyJobSize, other, size))
 			outs[i].waitFor(t, fmt.Sprintf("%d: event %d ", rk, int(code)))
 			outs[i].waitFor(t, fmt.Sprintf("%d: disconnected", rk))
 		}

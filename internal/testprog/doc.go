@@ -19,7 +19,9 @@
 // launched with the keys the other way round: rank 0 publishes its job's
 // "cluster:nspace" (range GLOBAL) as mine, every rank looks up theirs
 // (PMIX_WAIT) and connects both jobs, printing "<rank>: connected
-// <new nspace> rank <new rank>". -await CODE (with -watch) then waits for
+// <new nspace> rank <new rank>" and the other job's size as the connect
+// brought it ("<rank>: get pmix.job.size of <cluster:nspace> = …").
+// -await CODE (with -watch) then waits for
 // an event of that code, disconnects from the new nspace ("<rank>:
 // disconnected") and ends.
 //

@@ -170,5 +170,9 @@ func rendezvous(ctx context.Context, c *client.Client, spec string) string {
 		os.Exit(97)
 	}
 	fmt.Printf("%d: connected %s rank %d\n", me.Rank, ns, rank)
+	// RFC0003: the connect gave every member the job-level info of the
+	// other job.
+	size, err := c.Get(ctx, pmix.Proc{Nspace: remote, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
+	fmt.Printf("%d: get %s of %s = %v err=%v\n", me.Rank, pmix.KeyJobSize, remote, size, err)
 	return ns
 }
