@@ -276,7 +276,13 @@ func (s *Service) procGone(g goneNotice, from origin) {
 			delete(s.dead, d)
 		}
 	}
-	if _, seen := s.dead[p]; seen || s.closed {
+	if dp, seen := s.dead[p]; seen || s.closed {
+		if seen && from != fromNotice && !dp.told {
+			// Heard from another agent first; this one announces it too
+			// now, and answers the asks for it.
+			dp.told = true
+			s.dead[p] = dp
+		}
 		return
 	}
 	s.dead[p] = deadProc{at: now, notice: g, told: from != fromNotice}
