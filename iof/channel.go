@@ -2,9 +2,13 @@ package iof
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // channel is one process channel being captured: Write appends to a
@@ -26,11 +30,20 @@ type channel struct {
 	seq      uint64
 	help     []helpRecord // queued diag records, each its own record
 	storing  chan<- error // told how the diag record being stored went; nil when nobody waits
+	inflight []inflight   // stored asynchronously, not yet acknowledged; run's only
 	closing  bool
 	finished bool // the Complete record is stored (or the service closed)
 	err      error
 	kick     chan struct{}
 	done     chan struct{}
+}
+
+// pipeline is how many records of a channel may be unacknowledged.
+const pipeline = 8
+
+type inflight struct {
+	m *nats.Msg
+	f natsjs.PubAckFuture // nil: the publish failed at once
 }
 
 type helpRecord struct {
@@ -130,6 +143,19 @@ func (c *channel) run() {
 		c.mu.Lock()
 		data, help, complete, wait := c.take()
 		c.mu.Unlock()
+		// DROP_OLDEST marks its reservations with the stream's last
+		// sequence, which only settled records move: no pipeline there.
+		if data != nil && c.ch != STDDIAG && (c.bud == nil || !c.bud.limit.DropOldest) {
+			if err := c.storeAsync(data); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
+		if err := c.settle(0); err != nil { // before the end, before a diag's reply, before waiting
+			c.fail(err)
+			return
+		}
 		if data != nil || complete {
 			err := c.store(data, help, complete)
 			c.mu.Lock()
@@ -167,6 +193,58 @@ func (c *channel) run() {
 			return
 		}
 	}
+}
+
+func (c *channel) fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+// storeAsync stores a stdout or stderr record without waiting for its
+// acknowledgement, so the stream takes several of a fast writer's records
+// at once; at most pipeline are unacknowledged.
+func (c *channel) storeAsync(data []byte) error {
+	m, ok := c.message(data, nil, false)
+	if !ok {
+		return nil
+	}
+	f, err := c.svc.async.PublishMsgAsync(m)
+	if err != nil {
+		f = nil // stored synchronously when settled
+	}
+	c.inflight = append(c.inflight, inflight{m, f})
+	return c.settle(pipeline - 1)
+}
+
+// settle waits for acknowledgements until at most keep records are
+// unacknowledged. A record that failed is stored again, synchronously,
+// with its message id, after the records before it have settled: the
+// stream may then hold a later record first, which a reader tells by the
+// sequence.
+func (c *channel) settle(keep int) error {
+	for len(c.inflight) > keep {
+		in := c.inflight[0]
+		c.inflight = c.inflight[1:]
+		var err error
+		if in.f == nil {
+			err = errors.New("not sent")
+		} else {
+			select {
+			case ack := <-in.f.Ok():
+				c.svc.lastSeq.Store(ack.Sequence)
+				continue
+			case err = <-in.f.Err():
+			case <-c.svc.ctx.Done():
+				return ErrClosed
+			}
+		}
+		c.svc.log.Debug("a record's store failed; storing it again", "subject", in.m.Subject, "err", err)
+		if err := c.svc.publish(in.m, "output of "+c.src.proc.String()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // take picks the next record's bytes (nil when there is none yet), or
@@ -219,9 +297,20 @@ func (c *channel) cut() int {
 // store publishes one record (or the Complete one, with no data), within
 // the job's limit.
 func (c *channel) store(data []byte, help *Help, complete bool) error {
+	m, ok := c.message(data, help, complete)
+	if !ok {
+		return nil
+	}
+	return c.svc.publish(m, "output of "+c.src.proc.String())
+}
+
+// message numbers the next record, within the job's limit: false when it
+// is over the limit and dropped (the warning was given once). A Complete
+// record is never dropped, only its bytes.
+func (c *channel) message(data []byte, help *Help, complete bool) (*nats.Msg, bool) {
 	if len(data) > 0 && c.bud != nil && !c.bud.take(len(data)) {
 		if !complete {
-			return nil // over the limit: dropped, the warning was given once
+			return nil, false
 		}
 		data = nil
 	}
@@ -229,5 +318,5 @@ func (c *channel) store(data []byte, help *Help, complete bool) error {
 	p := c.src.proc
 	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
 	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
-	return c.svc.publish(r.Message(id), "output of "+p.String())
+	return r.Message(id), true
 }

@@ -81,6 +81,7 @@ type Service struct {
 	cfg     ServiceConfig
 	log     *slog.Logger
 	js      natsjs.JetStream
+	async   natsjs.JetStream // for pipelined records: bounded, with a timeout
 	stream  natsjs.Stream
 	limits  natsjs.KeyValue
 	lastSeq atomic.Uint64 // the stream sequence of the latest record stored, for DROP_OLDEST
@@ -147,7 +148,11 @@ func Open(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: the limits bucket %s: %v", LimitsBucket, err)
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, js: js, stream: stream, limits: limits, budgets: map[budgetKey]*budget{}}
+	async, err := natsjs.New(cfg.Conn, natsjs.WithPublishAsyncMaxPending(4096), natsjs.WithPublishAsyncTimeout(5*time.Second))
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: JetStream: %v", err)
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, js: js, async: async, stream: stream, limits: limits, budgets: map[budgetKey]*budget{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -59,10 +59,12 @@ type chanState struct {
 	held map[uint64]iof.Record
 }
 
-// incoming is a record from the subscription, or from a repair of job.
+// incoming is a record from the subscription, or from repair number gen
+// of job.
 type incoming struct {
 	iof.Delivered
 	repair *runJob
+	gen    int
 }
 
 // outputState is the follow loop's: touched by it only.
@@ -76,6 +78,7 @@ type outputState struct {
 // stream sequence the last one read to.
 type repairState struct {
 	f      *iof.Follower
+	gen    int // the current repair's number: records of a stopped one still queued are ignored
 	readTo uint64
 }
 
@@ -115,13 +118,15 @@ func (r *Run) repair(j *runJob) {
 	if rs.f != nil {
 		return
 	}
+	rs.gen++
+	gen := rs.gen
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Poll)
 	defer cancel()
 	f, err := iof.Follow(ctx, r.cfg.Conn, string(j.cluster), j.nspace, iof.FollowOptions{StartSeq: rs.readTo + 1, Bad: func(err error) {
 		r.log.Warn("a record of the output stream that does not parse", "err", err)
 	}}, func(d iof.Delivered) {
 		select {
-		case r.recs <- incoming{Delivered: d, repair: j}:
+		case r.recs <- incoming{Delivered: d, repair: j, gen: gen}:
 		case <-r.stop:
 		}
 	})
@@ -136,7 +141,7 @@ func (r *Run) repair(j *runJob) {
 func (r *Run) record(in incoming) {
 	if j := in.repair; j != nil {
 		rs := r.repairs[j]
-		if rs == nil || rs.f == nil {
+		if rs == nil || rs.f == nil || in.gen != rs.gen {
 			return // from a repair that has been stopped
 		}
 		rs.readTo = max(rs.readTo, in.StreamSeq)

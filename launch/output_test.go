@@ -37,7 +37,7 @@ func TestRecordMergesBySequence(t *testing.T) {
 				out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 			for _, in := range tc.in {
 				if in.repair != nil {
-					r.repairs[in.repair] = &repairState{f: &iof.Follower{}}
+					r.repairs[in.repair] = &repairState{f: &iof.Follower{}, gen: in.gen}
 				}
 				r.record(in)
 			}
@@ -48,5 +48,20 @@ func TestRecordMergesBySequence(t *testing.T) {
 				t.Errorf("%d bytes still held", r.out.heldBytes)
 			}
 		})
+	}
+}
+
+// A record of a repair that was stopped, still queued, neither counts as
+// the current repair's nor stops it.
+func TestRecordIgnoresStoppedRepair(t *testing.T) {
+	var out bytes.Buffer
+	j := &runJob{nspace: "j"}
+	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler),
+		repairs: map[*runJob]*repairState{j: {f: &iof.Follower{}, gen: 2, readTo: 10}}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
+	stale := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Channel: iof.STDOUT, Seq: 1, Data: []byte("x\n")}}, StreamSeq: 50}, repair: j, gen: 1}
+	r.record(stale)
+	if rs := r.repairs[j]; rs.f == nil || rs.readTo != 10 || out.Len() != 0 {
+		t.Fatalf("a stale record was taken: readTo %d, stopped %v, shown %q", rs.readTo, rs.f == nil, out.String())
 	}
 }

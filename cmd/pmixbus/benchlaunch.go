@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/pmixbus/pmixbus/bench"
 	"github.com/pmixbus/pmixbus/launch/liveness"
@@ -62,14 +63,16 @@ with two agents, a1 and a2. Every rank is this executable run as
 }
 
 func runBenchLaunchRank(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet(bench.LaunchRankCommand, "[plain|watch]", `
-A rank of "pmixbus bench launch", started by an agent: Init, Finalize,
-exit; "plain" exits at once (the floor's process); "watch" waits until
-SIGTERM, rank 0 printing every termination event its handler sees.`)
+	fs := newFlagSet(bench.LaunchRankCommand, "[plain|watch|write N|lines N]", `
+A rank of "pmixbus bench launch" and "pmixbus bench iof", started by an
+agent: Init, Finalize, exit; "plain" exits at once (the floor's process);
+"watch" waits until SIGTERM, rank 0 printing every termination event its
+handler sees; "write N" writes N bytes of 100-byte lines and exits;
+"lines N" writes N lines holding the time each was written, 5 ms apart.`)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if err := bench.LaunchRank(ctx, fs.Arg(0), stdout); err != nil {
+	if err := bench.LaunchRank(ctx, strings.Join(fs.Args(), " "), stdout); err != nil {
 		fmt.Fprintf(stderr, "pmixbus %s: %v\n", bench.LaunchRankCommand, err)
 		return exitFail
 	}
