@@ -22,6 +22,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -58,6 +59,8 @@ var sentinels = map[string]error{
 	"collective.ErrNotFound":              collective.ErrNotFound,
 	"collective.ErrClosed":                collective.ErrClosed,
 	"collective.ErrParticipantTerminated": collective.ErrParticipantTerminated,
+	"iof.ErrClosed":                       iof.ErrClosed,
+	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"launch.ErrNspaceTaken":               launch.ErrNspaceTaken,
 	"launch.ErrVersion":                   launch.ErrVersion,
 	"launch.ErrNoProgram":                 launch.ErrNoProgram,
