@@ -71,8 +71,6 @@ var sentinels = map[string]error{
 	"launch.ErrNoAgent":                   launch.ErrNoAgent,
 	"launch.ErrNoStdin":                   launch.ErrNoStdin,
 	"launch.ErrStdinFull":                 launch.ErrStdinFull,
-	"iof.ErrClosed":                       iof.ErrClosed,
-	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"jetstream.ErrKeyExists":              jetstream.ErrKeyExists,
 	"jetstream.ErrRevisionMismatch":       jetstream.ErrRevisionMismatch,
 	"jetstream.ErrUnreachable":            jetstream.ErrUnreachable,
