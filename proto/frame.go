@@ -88,8 +88,10 @@ const (
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
-// refuses it with PMIX_ERR_BAD_PARAM.
-const MaxIOFPush = 1 << 20
+// refuses it with PMIX_ERR_BAD_PARAM. It is what the agent sends a
+// target's agent in one piece (launch.MaxStdinData), and fits the
+// smallest frame limit an agent is likely to be given.
+const MaxIOFPush = 64 << 10
 
 var typeNames = map[Type]string{
 	TypeHello: "hello", TypeReply: "reply", TypeRegister: "register", TypeDeregister: "deregister",
