@@ -3,9 +3,12 @@ package test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -188,5 +191,51 @@ func TestStdinAllAcrossClusters(t *testing.T) {
 		Jobs: []launch.JobSpec{{N: 1, App: wc}, {N: 1, Cluster: "B", App: wc}}})
 	if want := fmt.Sprintf("%d\n", len(stdinInput)); res.ExitCode != 0 || strings.Count(out.String(), want) != 2 {
 		t.Fatalf("result %+v; want %q twice in:\n%s", res, want, out)
+	}
+}
+
+// TestStdinRequestChecked: an agent refuses a stdin request it cannot
+// take, with a PMIx status that says why, and queues nothing.
+func TestStdinRequestChecked(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.Close() })
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: pr, Rank: 0},
+		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes[:1], App: launch.App{Path: "cat"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.Terminate(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = r.Wait(ctx)
+	})
+	ns := r.Nspaces()[0][len("A:"):]
+	for _, tt := range []struct {
+		name string
+		req  launch.StdinRequest
+		want error
+	}{
+		{"too much", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0}, Writer: "w", Data: make([]byte, launch.MaxStdinData+1)}, pmix.ErrBadParam},
+		{"no writer", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0}, Data: []byte("x")}, pmix.ErrBadParam},
+		{"negative offset", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0}, Writer: "w", Offset: -1}, pmix.ErrBadParam},
+		{"no rank", launch.StdinRequest{Nspace: ns, Writer: "w"}, pmix.ErrBadParam},
+		{"unknown job", launch.StdinRequest{Nspace: "nosuch", Ranks: []pmix.Rank{0}, Writer: "w"}, launch.ErrUnknownJob},
+		{"no stdin", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{1}, Writer: "w", Data: []byte("x")}, launch.ErrNoStdin},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var reply launch.StdinReply
+			err := launch.Control(t.Context(), nc, "A", "a1", launch.OpStdin, tt.req, &reply)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("%v, want %v", err, tt.want)
+			}
+		})
+	}
+	// A rank the node does not run is no error: it is not held.
+	reply, err := launch.DeliverStdin(t.Context(), nc, "A", "a1", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0, 7}, Writer: "w", Data: []byte("x")})
+	if err != nil || !slices.Equal(reply.Held, []pmix.Rank{0}) {
+		t.Fatalf("held %v, %v; want rank 0 only", reply.Held, err)
 	}
 }
