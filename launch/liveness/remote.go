@@ -105,6 +105,7 @@ func (s *Service) checkRemote(id cluster.ID, conns []Connection) {
 		s.rem.views[id] = v
 	}
 	if err == nil {
+		s.stats.remoteReads.Add(1)
 		v.entries, v.seen = entries, now
 		if v.declared {
 			s.log.Info("a lost cluster answers again", "cluster", id)
