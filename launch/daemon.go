@@ -431,26 +431,30 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	if err := d.cfg.Host.ProcTerminated(d.ctx, lp.proc, end.State != pmix.Success); err != nil && !errors.Is(err, ErrClosed) {
 		d.log.Debug("reporting a process's end to the collectives", "proc", lp.proc, "err", err)
 	}
-	if b, err := json.Marshal(end); err == nil {
-		if err := d.cfg.Conn.Publish(StateSubject(d.cfg.Cluster, lp.proc.Nspace), b); err != nil {
-			d.log.Warn("could not report a process's end to its launcher", "proc", lp.proc, "err", err)
-		}
-	}
 	_ = d.cfg.Host.DeregisterClient(d.ctx, lp.proc)
 	d.mu.Lock()
 	lp.ended = text
 	close(lp.done)
 	j.left--
 	last := j.left == 0
+	d.mu.Unlock()
 	if last {
-		delete(d.jobs, j.req.Nspace)
+		// Before the launcher hears of the last end: the node's liveness
+		// key no longer counts the job's slots when the next run places.
+		_ = d.cfg.Host.DeregisterJob(d.ctx, j.req.Nspace)
+	}
+	if b, err := json.Marshal(end); err == nil {
+		if err := d.cfg.Conn.Publish(StateSubject(d.cfg.Cluster, lp.proc.Nspace), b); err != nil {
+			d.log.Warn("could not report a process's end to its launcher", "proc", lp.proc, "err", err)
+		}
+	}
+	if last {
+		d.mu.Lock()
+		delete(d.jobs, j.req.Nspace) // after the report: a launcher asking for the job's ranks meanwhile still finds it
 		if j.orphan != nil {
 			j.orphan.Stop()
 		}
-	}
-	d.mu.Unlock()
-	if last {
-		_ = d.cfg.Host.DeregisterJob(d.ctx, j.req.Nspace)
+		d.mu.Unlock()
 		d.log.Info("job's ranks on this node ended", "nspace", j.req.Nspace)
 	}
 }
