@@ -227,6 +227,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.watchGlobalLink(ctx)
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
+	a.goFunc(a.probeOutcomes)
 	a.goFunc(a.acceptLoop)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -66,6 +67,8 @@ var sentinels = map[string]error{
 	"launch.ErrUnknownJob":                launch.ErrUnknownJob,
 	"launch.ErrClosed":                    launch.ErrClosed,
 	"launch.ErrNoAgent":                   launch.ErrNoAgent,
+	"iof.ErrClosed":                       iof.ErrClosed,
+	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"jetstream.ErrKeyExists":              jetstream.ErrKeyExists,
 	"jetstream.ErrRevisionMismatch":       jetstream.ErrRevisionMismatch,
 	"jetstream.ErrUnreachable":            jetstream.ErrUnreachable,
