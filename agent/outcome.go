@@ -43,6 +43,9 @@ const (
 	// somebody does).
 	outcomeProbeInterval = 250 * time.Millisecond
 	outcomeProbeTimeout  = 250 * time.Millisecond
+	// outcomeProbeBacklog reports waiting with no listener known have the
+	// agent probe before the interval is up.
+	outcomeProbeBacklog = 1024
 )
 
 // outcomeQueue holds reports until the publishing goroutine sends them,
@@ -50,11 +53,12 @@ const (
 type outcomeQueue struct {
 	mu      sync.Mutex
 	reports []event.OutcomeReport
-	added   uint64 // reports ever added: reports[i] is number added-len(reports)+i
-	heard   bool   // the last probe found a listener: reports go out
-	dropped int    // not published for the backlog, while heard
-	unheard int    // discarded for the backlog while nobody was known to listen
-	ready   chan struct{}
+	added   uint64        // reports ever added: reports[i] is number added-len(reports)+i
+	heard   bool          // the last probe found a listener: reports go out
+	dropped int           // not published for the backlog, while heard
+	unheard int           // discarded for the backlog while nobody was known to listen
+	ready   chan struct{} // reports to publish
+	probe   chan struct{} // many wait: probe now
 }
 
 func (q *outcomeQueue) add(r event.OutcomeReport) {
@@ -73,10 +77,16 @@ func (q *outcomeQueue) add(r event.OutcomeReport) {
 	}
 	q.reports = append(q.reports, r)
 	q.added++
-	heard := q.heard
+	heard, waiting := q.heard, len(q.reports)
 	q.mu.Unlock()
-	if heard {
+	switch {
+	case heard:
 		q.kick()
+	case waiting%outcomeProbeBacklog == 0:
+		select {
+		case q.probe <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -141,8 +151,11 @@ var outcomeProbe = []byte{0x90}
 
 // probeOutcomes asks NATS, every outcomeProbeInterval until the agent
 // stops, whether anyone subscribes to the agent's outcome subject, and
-// tells the queue.
-func (a *Agent) probeOutcomes() { a.every(outcomeProbeInterval, a.probeOutcomesOnce) }
+// tells the queue. It asks at once when outcomeProbeBacklog reports wait
+// for an answer, so that a burst with nobody listening holds few.
+func (a *Agent) probeOutcomes() {
+	a.everyOr(outcomeProbeInterval, a.outcomes.probe, a.probeOutcomesOnce)
+}
 
 func (a *Agent) probeOutcomesOnce() {
 	q := &a.outcomes

@@ -11,7 +11,7 @@ import (
 // that ended before it was sent, and only those; one that finds a listener
 // lets everything queued out, in order.
 func TestOutcomeQueueProbes(t *testing.T) {
-	q := &outcomeQueue{ready: make(chan struct{}, 1)}
+	q := &outcomeQueue{ready: make(chan struct{}, 1), probe: make(chan struct{}, 1)}
 	add := func(ids ...string) {
 		for _, id := range ids {
 			q.add(event.OutcomeReport{EventID: id})
@@ -56,7 +56,7 @@ func TestOutcomeQueueProbes(t *testing.T) {
 // backlog makes room by forgetting its older half, counted as lost once a
 // listener is found.
 func TestOutcomeQueueBacklogUnheard(t *testing.T) {
-	q := &outcomeQueue{ready: make(chan struct{}, 1)}
+	q := &outcomeQueue{ready: make(chan struct{}, 1), probe: make(chan struct{}, 1)}
 	for i := range outcomeBacklog + 1 {
 		q.add(event.OutcomeReport{EventID: fmt.Sprint(i)})
 	}
