@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
 
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -31,8 +34,8 @@ type collectives struct {
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
 		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
-		Raise: func(ctx context.Context, code pmix.Status, info []pmix.Info) error {
-			_, err := a.Notify(ctx, code, pmix.RangeCustom, false, info)
+		Raise: func(ctx context.Context, id string, code pmix.Status, info []pmix.Info) error {
+			_, err := a.notify(ctx, id, code, pmix.RangeCustom, false, info)
 			return err
 		},
 		Memberships: collective.NewNATSMemberships(a.nc, a.cfg.Cluster.Domain(), collective.DefaultGroupsBucket, a.cfg.PublishReplicas),
@@ -101,6 +104,28 @@ func (a *Agent) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) 
 		return ErrClosed
 	}
 	return a.coll.svc.ProcTerminated(ctx, p, abnormal)
+}
+
+// collectiveNodeDown tells the collectives that a node of this cluster
+// is down with the processes it hosted (collective.Service.NodeDown):
+// they count as terminated in pending operations and in their groups.
+// Every agent that declares the node does so with the same cause, the
+// node's expiry in the agents bucket.
+func (a *Agent) collectiveNodeDown(d liveness.NodeDown) {
+	if a.coll == nil {
+		return
+	}
+	var procs []pmix.Proc
+	for _, j := range d.Jobs {
+		procs = append(procs, j.Procs()...)
+	}
+	if len(procs) == 0 {
+		return
+	}
+	cause := fmt.Sprintf("%s/%s/%d", d.Cluster, d.Node, d.Revision)
+	if err := a.coll.svc.NodeDown(a.ctx, cause, procs); err != nil && !errors.Is(err, collective.ErrClosed) {
+		a.log.Warn("the collectives will not count a down node's processes as terminated", "node", d.Node, "err", err)
+	}
 }
 
 // ConnectReport tells the host that a local process connected (RFC0003's
@@ -321,22 +346,56 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))
 }
 
-// groupEvent turns a NAMESPACE event for a connect's new nspace (named by
-// pmix.KeyNspace) into a CUSTOM event to the group's members: the new
-// nspace is no job of any cluster's job table, so no agent subscribes to
-// its namespace subject, but every member's agent hears its members'.
-// Other events are returned as they are.
-func (a *Agent) groupEvent(rng pmix.Range, info []pmix.Info) (pmix.Range, []pmix.Info) {
-	if rng != pmix.RangeNamespace || a.coll == nil {
-		return rng, info
+// groupEvent addresses a connect's new nspace, which is no job of any
+// cluster's job table — no agent subscribes to its namespace subject —
+// but whose members' agents all hear their members' (RFC0003: processes
+// address the group by its new nspace). A host's NAMESPACE event whose
+// pmix.KeyNspace is a new nspace becomes a CUSTOM event to its members;
+// a CUSTOM event's targets of a new nspace (WILDCARD: every member; a
+// rank: that member) become the members they stand for. Other events are
+// returned as they are.
+//
+// Errors: pmix.ErrBadParam for a target rank the new nspace does not
+// have.
+func (a *Agent) groupEvent(rng pmix.Range, info []pmix.Info) (pmix.Range, []pmix.Info, error) {
+	if a.coll == nil {
+		return rng, info, nil
 	}
-	ns, err := stringInfo(info, pmix.KeyNspace)
-	if err != nil || ns == "" {
-		return rng, info
+	switch rng {
+	case pmix.RangeNamespace:
+		ns, err := stringInfo(info, pmix.KeyNspace)
+		if err != nil || ns == "" {
+			return rng, info, nil
+		}
+		members, ok := a.coll.svc.Members(ns)
+		if !ok {
+			return rng, info, nil
+		}
+		return pmix.RangeCustom, append(slices.Clone(info), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(members))), nil
+	case pmix.RangeCustom:
+		info, err := a.groupTargets(info)
+		return rng, info, err
 	}
-	members, ok := a.coll.svc.Members(ns)
+	return rng, info, nil
+}
+
+// groupTargets replaces the targets of a CUSTOM event that name a
+// connect's new nspace by the members they stand for.
+func (a *Agent) groupTargets(info []pmix.Info) ([]pmix.Info, error) {
+	i := slices.IndexFunc(info, func(in pmix.Info) bool { return in.Key == pmix.KeyEventCustomRange })
+	if i < 0 {
+		return info, nil
+	}
+	targets, ok := info[i].Value.Procs()
 	if !ok {
-		return rng, info
+		return info, nil
 	}
-	return pmix.RangeCustom, append(slices.Clone(info), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(members)))
+	out, replaced, err := a.coll.svc.Targets(targets)
+	if err != nil || !replaced {
+		return info, err
+	}
+	slices.SortFunc(out, pmix.CompareProcs)
+	info = slices.Clone(info)
+	info[i] = pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(slices.Compact(out)))
+	return info, nil
 }

@@ -279,12 +279,20 @@ func (cc *clientConn) notify(f *proto.Frame) error {
 	case !f.Range.Valid():
 		return pmix.Errorf(pmix.ErrBadParam, "invalid range %v", f.Range)
 	}
+	info := f.Info
+	if f.Range == pmix.RangeCustom {
+		// A target of a connect's new nspace stands for its members.
+		var err error
+		if _, info, err = cc.a.groupEvent(f.Range, info); err != nil {
+			return err
+		}
+	}
 	m := &event.Message{
 		ID:     cc.a.nextEventID(),
 		Code:   f.Code,
 		Range:  f.Range,
 		Source: cc.a.origin(cc.entry), // stamped here, whatever the client claims
-		Info:   f.Info,
+		Info:   info,
 		Time:   time.Now(),
 	}
 	return cc.a.publishEvent(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})

@@ -300,11 +300,23 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 //
 // A NAMESPACE event whose pmix.KeyNspace is a connect's new nspace that
 // this agent knows goes to the group's members, on every cluster, as a
-// CUSTOM event (groupEvent).
+// CUSTOM event; so does a CUSTOM event's target of such an nspace
+// (groupEvent).
 func (a *Agent) Notify(ctx context.Context, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
-	rng, info = a.groupEvent(rng, info)
+	return a.notify(ctx, "", code, rng, environment, info)
+}
+
+// notify is Notify with the event's id, or "" for the next of the agent's.
+func (a *Agent) notify(ctx context.Context, id string, code pmix.Status, rng pmix.Range, environment bool, info []pmix.Info) (string, error) {
+	if id == "" {
+		id = a.nextEventID()
+	}
+	rng, info, err := a.groupEvent(rng, info)
+	if err != nil {
+		return "", err
+	}
 	m := &event.Message{
-		ID: a.nextEventID(), Code: code, Range: rng, Environment: environment,
+		ID: id, Code: code, Range: rng, Environment: environment,
 		Source: bus.Origin{Cluster: string(a.cfg.Cluster), Node: a.cfg.Node},
 		Info:   info, Time: time.Now(),
 	}

@@ -66,8 +66,10 @@ func (a *Agent) livenessJobsChanged(ctx context.Context, procs ...map[pmix.Rank]
 	}
 }
 
-// nodeDown hands a node down to the host's functions.
+// nodeDown hands a node down to the collectives, then to the host's
+// functions.
 func (a *Agent) nodeDown(d liveness.NodeDown) {
+	a.collectiveNodeDown(d)
 	if fs := a.downFuncs.Load(); fs != nil {
 		for _, f := range *fs {
 			f(d)
@@ -78,7 +80,8 @@ func (a *Agent) nodeDown(d liveness.NodeDown) {
 // OnNodeDown calls f each time this agent declared a node of its cluster
 // down — its liveness key expired — after it raised the node's events
 // (liveness.Events): PMIX_EVENT_NODE_DOWN to each job the node hosted and
-// PMIX_ERR_PROC_TERM_WO_SYNC for each of their procs there. Every agent of
+// PMIX_ERR_PROC_TERM_WO_SYNC for each of their procs there, and told its
+// collectives those procs terminated (collective.Service.NodeDown). Every agent of
 // the cluster declares it; the jobs' agents run each event once. f must
 // not block for long.
 func (a *Agent) OnNodeDown(f func(liveness.NodeDown)) {
@@ -136,32 +139,28 @@ func (h livenessHost) HostedJobs() []liveness.HostedJob {
 // host RM's (no sending client).
 func (h livenessHost) Raise(m *event.Message) error { return h.a.raise(m) }
 
-// Connections are the processes of other clusters in groups with this
-// cluster's (connects), with this cluster's members of those groups: the
-// liveness service declares their nodes down when their cluster stays
-// unreachable (liveness.ConnectionHost).
+// Connections are the groups (connects) with members in this cluster and
+// others: the liveness service declares the nodes hosting the other
+// clusters' members down when their cluster stays unreachable
+// (liveness.ConnectionHost).
 func (h livenessHost) Connections() []liveness.Connection {
 	a := h.a
 	if a.coll == nil {
 		return nil
 	}
-	locals := map[pmix.Proc][]pmix.Proc{} // remote → local members
+	var out []liveness.Connection
 	for _, members := range a.coll.svc.Groups() {
-		var mine, theirs []pmix.Proc
+		var c liveness.Connection
 		for _, p := range members {
 			if id, _, ok := cluster.Split(p.Nspace); ok && id != a.cfg.Cluster {
-				theirs = append(theirs, p)
+				c.Remote = append(c.Remote, p)
 			} else {
-				mine = append(mine, p)
+				c.Local = append(c.Local, p)
 			}
 		}
-		for _, p := range theirs {
-			locals[p] = append(locals[p], mine...)
+		if len(c.Remote) > 0 && len(c.Local) > 0 {
+			out = append(out, c)
 		}
-	}
-	out := make([]liveness.Connection, 0, len(locals))
-	for p, l := range locals {
-		out = append(out, liveness.Connection{Remote: p, Local: l})
 	}
 	return out
 }

@@ -34,9 +34,12 @@ type Config struct {
 	JobInfo func(nspace string) []pmix.Info
 	// Raise raises an event of the host RM, range CUSTOM (its targets
 	// in info's pmix.KeyEventCustomRange), through the agent's event path:
-	// RFC0003's connect notifications and PMIX_ERR_PROC_TERM_WO_SYNC. It
+	// RFC0003's connect notifications and PMIX_ERR_PROC_TERM_WO_SYNC. id
+	// is the event's id, or "" for the agent to give it one: the events
+	// of a node down are raised by every agent that declares it, each
+	// with the same id, so that their targets' agents run each once. It
 	// is called on a goroutine of the service. Nil: no events.
-	Raise func(ctx context.Context, code pmix.Status, info []pmix.Info) error
+	Raise func(ctx context.Context, id string, code pmix.Status, info []pmix.Info) error
 	// Memberships keeps the groups connects form where an agent that
 	// restarts finds them (Restore). Nil: in memory, lost with the agent.
 	Memberships Memberships

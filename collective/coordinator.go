@@ -105,7 +105,7 @@ func (s *Service) contributed(m *nats.Msg) {
 		for _, p := range co.procs {
 			if !seen[p.Nspace] {
 				seen[p.Nspace] = true
-				s.watchGoneLocked(p.Nspace)
+				s.watchGoneLocked(p.Nspace, true)
 			}
 		}
 	}

@@ -52,10 +52,14 @@
 // EARLY_TERM_ALLOWED decide what a termination does. ProcTerminated,
 // which the launch service calls on the agent of a process that ended,
 // fails (or excuses) it in pending operations and raises
-// PMIX_ERR_PROC_TERM_WO_SYNC at the other members of its groups; the
-// agents learn of it on GoneSubject. Each cluster keeps its groups in
-// Config.Memberships (JetStream KV, NATSMemberships), which Restore reads
-// when an agent starts again.
+// PMIX_ERR_PROC_TERM_WO_SYNC at the other members of its groups; NodeDown,
+// which every agent of a cluster calls for the processes of a node it
+// declared down, does the same for them. The agents learn of it on
+// GoneSubject; a coordinator that begins to watch an nspace there asks
+// its cluster's agents (AskSubject) to announce again what they announced
+// lately, so that no termination is missed for having come first. Each
+// cluster keeps its groups in Config.Memberships (JetStream KV,
+// NATSMemberships), which Restore reads when an agent starts again.
 //
 // An agent whose contribution was acknowledged but which has no release
 // after Config.Recheck sends it again: a coordinator that restarted learns

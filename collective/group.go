@@ -2,16 +2,11 @@ package collective
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
-	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
-	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // Flags are RFC0003's connect attributes. The participants of one connect
@@ -64,244 +59,10 @@ func (g *group) alive() []pmix.Proc {
 	return slices.DeleteFunc(slices.Clone(g.members), func(p pmix.Proc) bool { return g.gone[p] })
 }
 
-// GoneSubject is where the agent hosting a process says it terminated:
-// coordinators of operations it takes part in, and agents holding groups
-// it is a member of, subscribe for its nspace.
-func GoneSubject(nspace string) string {
-	id, ns, _ := cluster.Split(nspace)
-	return Prefix + ".gone." + subjects.ClusterToken(string(id)) + "." + subjects.EscapeToken(ns)
-}
-
-// goneNotice says a process terminated: [1, proc: Proc, abnormal: bool].
-type goneNotice struct {
-	proc     pmix.Proc // qualified
-	abnormal bool
-}
-
-func (g goneNotice) marshal() ([]byte, error) {
-	w := newEnc()
-	w.arr(3)
-	w.uint(wireVersion)
-	w.proc(g.proc)
-	w.bool(g.abnormal)
-	return w.bytes()
-}
-
-func unmarshalGoneNotice(b []byte) (goneNotice, error) {
-	var g goneNotice
-	err := decode(b, "gone notice", func(d *dec) {
-		d.arr(3, "gone notice")
-		d.version()
-		if d.err == nil {
-			d.fail("proc", g.proc.DecodeMsgpack(d.d))
-		}
-		g.abnormal = d.bool("abnormal")
-	})
-	return g, err
-}
-
-// ProcTerminated tells the service that a process of this agent's node
-// ended, normally or not (abnormal), with or without having disconnected.
-// The launch service calls it from the goroutine that reaped the process,
-// once the process is gone; a host RM that watches its own processes
-// calls it alike. It does not block on the network (the notice to the
-// other agents is a publish) and may be called twice for one process: the
-// second call does nothing, for Config.Remember.
-//
-// What follows, by what the process was doing:
-//
-//   - A participant of a pending operation that had not arrived fails it
-//     for every participant with ErrParticipantTerminated
-//     (PMIX_ERR_PROC_TERM_WO_SYNC), unless it is a connect with
-//     PMIX_CONNECT_OPTIONAL: the others then connect without it.
-//   - A member of a connect's group that had not disconnected raises
-//     PMIX_ERR_PROC_TERM_WO_SYNC at every other member, on every cluster,
-//     unless the connect had PMIX_CONNECT_EARLY_TERM_ALLOWED (then, with
-//     PMIX_CONNECT_NOTIFY_EACH, PMIX_PROC_HAS_DISCONNECTED). Either way
-//     later collectives on the group (a fence, the disconnect) leave it
-//     out.
-//
-// Errors: pmix.ErrBadParam for an invalid proc; ErrClosed; ctx.Err() if
-// ctx ended before the call.
-func (s *Service) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	q, err := qualify(s.cfg.Cluster, p)
-	if err != nil {
-		return err
-	}
-	if !q.Rank.Valid() {
-		return pmix.Errorf(pmix.ErrBadParam, "terminated process %v: want a real rank", p)
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.mu.Unlock()
-	s.procGone(goneNotice{proc: q, abnormal: abnormal}, true)
-	b, err := goneNotice{proc: q, abnormal: abnormal}.marshal()
-	if err == nil {
-		err = s.cfg.Conn.Publish(GoneSubject(q.Nspace), b)
-	}
-	if err != nil {
-		s.log.Warn("collective: the other agents will not hear that a process terminated", "proc", q.String(), "err", err)
-	}
-	return nil
-}
-
-// goneMsg takes another agent's notice that a process terminated.
-func (s *Service) goneMsg(m *nats.Msg) {
-	g, err := unmarshalGoneNotice(m.Data)
-	if err != nil {
-		s.log.Warn("collective: dropping a malformed notice", "subject", m.Subject, "err", err)
-		return
-	}
-	s.procGone(g, false)
-}
-
-// procGone applies a termination here: to the operations this agent takes
-// part in (hosting: it is the terminated process's agent) and
-// coordinates, and to the groups it holds; the process's own agent also
-// raises the group's events.
-func (s *Service) procGone(g goneNotice, hosting bool) {
-	p := g.proc
-	how := "terminated"
-	if g.abnormal {
-		how = "terminated abnormally"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	for d, at := range s.dead {
-		if now.Sub(at) > s.cfg.Remember {
-			delete(s.dead, d)
-		}
-	}
-	if _, seen := s.dead[p]; seen || s.closed {
-		return
-	}
-	s.dead[p] = now
-	if hosting {
-		for _, ls := range s.open {
-			for _, l := range slices.Clone(ls) {
-				s.localGoneLocked(l, p, how)
-			}
-		}
-	}
-	for _, co := range s.coord {
-		s.coordGoneLocked(co, p, how)
-	}
-	for ns, gr := range s.groups {
-		if !slices.Contains(gr.members, p) || gr.gone[p] {
-			continue
-		}
-		if gr.gone == nil {
-			gr.gone = map[pmix.Proc]bool{}
-		}
-		gr.gone[p] = true
-		s.saveGroupLocked(ns, gr)
-		if !hosting {
-			continue
-		}
-		others := slices.DeleteFunc(gr.alive(), func(m pmix.Proc) bool { return m == p })
-		info := []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(ns))}
-		switch {
-		case gr.flags&FlagEarlyTermAllowed == 0:
-			info = append(info, pmix.NewInfo(pmix.KeyEventTextMessage,
-				pmix.String(fmt.Sprintf("%v %s while connected to %s, without disconnecting", p, how, ns))))
-			s.raiseLocked(pmix.ErrProcTermWOSync, others, p, info...)
-		case gr.flags&FlagNotifyEach != 0:
-			s.raiseLocked(pmix.ProcHasDisconnected, others, p, info...)
-		}
-	}
-}
-
-// deadLocked reports whether this agent heard that p terminated: lately
-// (ProcTerminated, or another agent's notice), or as a member of a group.
-func (s *Service) deadLocked(p pmix.Proc) bool {
-	if _, ok := s.dead[p]; ok {
-		return true
-	}
-	for _, gr := range s.groups {
-		if gr.gone[p] {
-			return true
-		}
-	}
-	return false
-}
-
-// deadListLocked returns every process deadLocked reports.
-func (s *Service) deadListLocked() []pmix.Proc {
-	var out []pmix.Proc
-	for p := range s.dead {
-		out = append(out, p)
-	}
-	for _, gr := range s.groups {
-		for p := range gr.gone {
-			if _, ok := s.dead[p]; !ok {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// localGoneLocked applies a termination to this agent's part in l: a
-// participant that had not arrived fails it, or, for an optional connect,
-// is left out.
-func (s *Service) localGoneLocked(l *local, p pmix.Proc, how string) {
-	if l.finished || l.contributed || !l.expect[p] || l.arrived[p] {
-		return
-	}
-	if l.flags&FlagOptional != 0 {
-		delete(l.expect, p)
-		l.gone = append(l.gone, p)
-		if len(l.arrived) == len(l.expect) && !l.contributed {
-			s.contributeLocked(l, pmix.Success, "")
-		}
-		return
-	}
-	s.contributeLocked(l, ErrParticipantTerminated.Status, fmt.Sprintf("%s: participant %v %s before it arrived", l.kind, p, how))
-}
-
-// coordGoneLocked applies a termination to an operation this agent
-// coordinates.
-func (s *Service) coordGoneLocked(co *coordinated, p pmix.Proc, how string) {
-	if co.covered[p] || co.excused[p] || !slices.ContainsFunc(co.procs, func(q pmix.Proc) bool { return q.Matches(p) }) {
-		return
-	}
-	if co.flags&FlagOptional != 0 {
-		co.excused[p] = true
-		if co.complete() {
-			s.concludeLocked(co, nil)
-		}
-		return
-	}
-	s.concludeLocked(co, fmt.Errorf("%w: %s of %s: participant %v %s before it arrived", ErrParticipantTerminated, co.kind, describe(co.procs), p, how))
-}
-
-// watchGoneLocked subscribes to the termination notices of an nspace's
-// processes, once. The subscriptions stay until Close: one per nspace
-// this agent coordinated an operation of or held a group member of.
-// It reports whether it subscribed now.
-func (s *Service) watchGoneLocked(nspace string) bool {
-	if s.closed || s.goneSubs[nspace] != nil {
-		return false
-	}
-	sub, err := s.cfg.Conn.Subscribe(GoneSubject(nspace), s.goneMsg)
-	if err != nil {
-		s.log.Warn("collective: this agent will not hear of terminations", "nspace", nspace, "err", err)
-		return false
-	}
-	s.goneSubs[nspace] = sub
-	return true
-}
-
 // raiseLocked raises an event about proc to targets (CUSTOM range)
-// through the agent's event path, on a goroutine of the service.
-func (s *Service) raiseLocked(code pmix.Status, targets []pmix.Proc, about pmix.Proc, extra ...pmix.Info) {
+// through the agent's event path, on a goroutine of the service; id is
+// its id, or "" for the agent to give one.
+func (s *Service) raiseLocked(id string, code pmix.Status, targets []pmix.Proc, about pmix.Proc, extra ...pmix.Info) {
 	if s.cfg.Raise == nil || len(targets) == 0 {
 		return
 	}
@@ -310,7 +71,7 @@ func (s *Service) raiseLocked(code pmix.Status, targets []pmix.Proc, about pmix.
 		pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(about)),
 	}, extra...)
 	s.goFuncLocked(func() {
-		if err := s.cfg.Raise(s.ctx, code, info); err != nil {
+		if err := s.cfg.Raise(s.ctx, id, code, info); err != nil {
 			s.log.Warn("collective: raising an event", "code", code.String(), "about", about.String(), "err", err)
 		}
 	})
@@ -326,28 +87,35 @@ func (s *Service) notifyArrivalLocked(l *local, self pmix.Proc, flags Flags) {
 	if flags&FlagNotifyEach != 0 {
 		switch l.kind {
 		case KindConnect, KindConnectXchg:
-			s.raiseLocked(pmix.ProcHasConnected, others, self)
+			s.raiseLocked("", pmix.ProcHasConnected, others, self)
 		case KindDisconnect:
-			s.raiseLocked(pmix.ProcHasDisconnected, others, self, pmix.NewInfo(pmix.KeyNspace, pmix.String(l.id)))
+			s.raiseLocked("", pmix.ProcHasDisconnected, others, self, pmix.NewInfo(pmix.KeyNspace, pmix.String(l.id)))
 		}
 	}
 	if flags&FlagNotifyReq != 0 && !l.requested && (l.kind == KindConnect || l.kind == KindConnectXchg) {
 		l.requested = true
 		waiting := slices.DeleteFunc(slices.Clone(l.procs), func(p pmix.Proc) bool { return l.arrived[p] })
-		s.raiseLocked(pmix.ConnectRequested, waiting, self)
+		s.raiseLocked("", pmix.ConnectRequested, waiting, self)
 	}
 }
 
 // groupOfLocked records a connect's group, and where this agent is its
-// cluster's writer, stores it (see Memberships). It reports whether it
-// subscribed to terminations it did not hear of before: the caller
-// flushes before the members learn they are connected, so that a member
-// that terminates at once is heard of.
+// cluster's writer, stores it (see Memberships). A member this agent
+// heard terminated after it arrived, before the release, is gone at once,
+// as if it had terminated connected (memberGoneLocked). It reports
+// whether it subscribed to terminations it did not hear of before: the
+// caller flushes before the members learn they are connected, so that a
+// member that terminates at once is heard of.
 func (s *Service) groupOfLocked(nspace string, gr *group) bool {
 	s.groups[nspace] = gr
 	subscribed := false
 	for _, m := range gr.members {
-		subscribed = s.watchGoneLocked(m.Nspace) || subscribed
+		subscribed = s.watchGoneLocked(m.Nspace, false) || subscribed
+	}
+	for _, m := range gr.members {
+		if dp, ok := s.dead[m]; ok {
+			s.memberGoneLocked(nspace, gr, dp.notice, dp.told)
+		}
 	}
 	s.saveGroupLocked(nspace, gr)
 	return subscribed
@@ -442,14 +210,11 @@ func (s *Service) Restore(ctx context.Context) error {
 		}
 		gr := &group{members: rec.Members, flags: rec.Flags}
 		for _, m := range rec.Gone {
-			if gr.gone == nil {
-				gr.gone = map[pmix.Proc]bool{}
-			}
-			gr.gone[m] = true
+			s.markGoneLocked(gr, m)
 		}
 		s.groups[ns] = gr
 		for _, m := range gr.members {
-			s.watchGoneLocked(m.Nspace)
+			s.watchGoneLocked(m.Nspace, false)
 		}
 	}
 	return nil
@@ -471,6 +236,35 @@ func (s *Service) Members(nspace string) ([]pmix.Proc, bool) {
 		return nil, false
 	}
 	return slices.Clone(gr.members), true
+}
+
+// Targets returns procs with those of a connect's new nspace that this
+// agent knows replaced by the members they stand for (WILDCARD: every
+// member, a rank: the member of that new rank), the others as they are,
+// and whether any was replaced: how an event addresses a group
+// (RFC0003). An unqualified nspace is of this cluster.
+//
+// Errors: pmix.ErrBadParam for a rank the new nspace does not have.
+func (s *Service) Targets(procs []pmix.Proc) ([]pmix.Proc, bool, error) {
+	var out []pmix.Proc
+	replaced := false
+	for _, p := range procs {
+		members, ok := s.Members(p.Nspace)
+		switch {
+		case !ok:
+			out = append(out, p)
+		case p.Rank == pmix.RankWildcard:
+			out, replaced = append(out, members...), true
+		default:
+			q, _ := qualify(s.cfg.Cluster, pmix.Proc{Nspace: p.Nspace, Rank: pmix.RankWildcard})
+			m, err := s.member(pmix.Proc{Nspace: q.Nspace, Rank: p.Rank})
+			if err != nil {
+				return nil, false, err
+			}
+			out, replaced = append(out, m), true
+		}
+	}
+	return out, replaced, nil
 }
 
 // Groups returns the members of every group this agent knows (one of its

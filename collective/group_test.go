@@ -16,6 +16,7 @@ import (
 // raised is one event a service raised through Config.Raise.
 type raised struct {
 	node    string
+	id      string
 	code    pmix.Status
 	targets []pmix.Proc
 	about   pmix.Proc
@@ -29,8 +30,8 @@ type raises struct {
 
 func (r *raises) config(c *Config) {
 	node := c.Node
-	c.Raise = func(_ context.Context, code pmix.Status, info []pmix.Info) error {
-		e := raised{node: node, code: code}
+	c.Raise = func(_ context.Context, id string, code pmix.Status, info []pmix.Info) error {
+		e := raised{node: node, id: id, code: code}
 		if v, ok := pmix.LookupValue(info, pmix.KeyEventCustomRange); ok {
 			e.targets, _ = v.Procs()
 		}
@@ -348,5 +349,162 @@ func TestConcurrentConnectsAndLatecomer(t *testing.T) {
 	_, errs = w.join([]pmix.Rank{1}, Request{Kind: KindConnect, ID: "late", Procs: all, Timeout: time.Second})
 	if !errors.Is(errs[1], ErrFinished) {
 		t.Fatalf("latecomer: %v, want ErrFinished", errs[1])
+	}
+}
+
+// TestTerminatedBeforeTheCoordinatorHeard: a participant alone on its
+// agent that terminated before any agent contributed — its notice went
+// out with nobody subscribed — still fails the connect for the others
+// (or, OPTIONAL, is left out): the coordinator asks as it subscribes, and
+// the participant's agent announces it again.
+func TestTerminatedBeforeTheCoordinatorHeard(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags Flags
+	}{{"default", 0}, {"optional", FlagOptional}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, []string{"n1", "n2", "n3"}, nil)
+			if err := w.svc(2).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 2}, true); err != nil {
+				t.Fatal(err)
+			}
+			res, errs := w.join([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: tc.flags})
+			for r := range pmix.Rank(2) {
+				switch {
+				case tc.flags == 0 && !errors.Is(errs[r], ErrParticipantTerminated):
+					t.Errorf("rank %d: %v, want ErrParticipantTerminated", r, errs[r])
+				case tc.flags != 0 && (errs[r] != nil || res[r].Rank != r || len(res[r].Members) != 2):
+					t.Errorf("rank %d: %+v, %v; want rank %d of 2", r, res[r], errs[r], r)
+				}
+			}
+		})
+	}
+}
+
+// TestNodeDown: the agents that declare a node down (NodeDown, the same
+// cause at each) count its processes as terminated: a member of a group
+// raises PMIX_ERR_PROC_TERM_WO_SYNC at the others from every agent
+// holding the group, with one id, so that each member runs it once (none
+// with EARLY_TERM_ALLOWED); a participant of a pending connect fails it,
+// or, OPTIONAL, is left out.
+func TestNodeDown(t *testing.T) {
+	lost := []pmix.Proc{{Nspace: "job", Rank: 2}}
+	declare := func(w *world) {
+		for _, r := range []pmix.Rank{0, 1} {
+			if err := w.svc(r).NodeDown(t.Context(), "A/n3/7", lost); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("connected", func(t *testing.T) {
+		for _, flags := range []Flags{0, FlagEarlyTermAllowed} {
+			var rec raises
+			w := newWorld(t, []string{"n1", "n2", "n3"}, rec.config)
+			res, errs := w.join([]pmix.Rank{0, 1, 2}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: flags})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("connect, rank %d: %v", r, err)
+				}
+			}
+			declare(w)
+			if flags != 0 {
+				// A fence on the group leaves the lost member out: both
+				// agents took it for terminated.
+				group := []pmix.Proc{{Nspace: res[0].Nspace, Rank: pmix.RankWildcard}}
+				for r, err := range w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: group, Timeout: 20 * time.Second}) {
+					if err != nil {
+						t.Errorf("fence on the group, rank %d: %v", r, err)
+					}
+				}
+				if got := rec.of(pmix.ErrProcTermWOSync); len(got) != 0 {
+					t.Errorf("EARLY_TERM_ALLOWED: %+v raised", got)
+				}
+				continue
+			}
+			// Every agent holding the group raises it (n3's too: its
+			// service runs on here), all with one id.
+			got := rec.waitCount(t, pmix.ErrProcTermWOSync, 3)
+			if got[0].id == "" || got[0].id != got[1].id || got[0].id != got[2].id {
+				t.Errorf("raised %+v; want one id", got)
+			}
+			for _, e := range got {
+				if e.about != jp(2) || !slices.Equal(e.targets, []pmix.Proc{jp(0), jp(1)}) {
+					t.Errorf("%+v; want it about A:job.2 to A:job.0 and A:job.1", e)
+				}
+			}
+		}
+	})
+	for _, flags := range []Flags{0, FlagOptional} {
+		t.Run(fmt.Sprint("pending, flags ", flags), func(t *testing.T) {
+			w := newWorld(t, []string{"n1", "n2", "n3"}, nil)
+			done := make(chan struct{})
+			var res map[pmix.Rank]Result
+			var errs map[pmix.Rank]error
+			go func() {
+				defer close(done)
+				res, errs = w.join([]pmix.Rank{0, 1}, Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second, Flags: flags})
+			}()
+			w.waitCoordinating()
+			declare(w)
+			<-done
+			for r := range pmix.Rank(2) {
+				switch {
+				case flags == 0 && !errors.Is(errs[r], ErrParticipantTerminated):
+					t.Errorf("rank %d: %v, want ErrParticipantTerminated", r, errs[r])
+				case flags != 0 && (errs[r] != nil || len(res[r].Members) != 2):
+					t.Errorf("rank %d: %+v, %v; want a group of 2", r, res[r], errs[r])
+				}
+			}
+		})
+	}
+	t.Run("bad input", func(t *testing.T) {
+		w := newWorld(t, []string{"n1"}, nil)
+		if err := w.svc(0).NodeDown(t.Context(), "", lost); !errors.Is(err, pmix.ErrBadParam) {
+			t.Errorf("no cause: %v", err)
+		}
+		if err := w.svc(0).NodeDown(t.Context(), "A/n3/7", []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}); !errors.Is(err, pmix.ErrBadParam) {
+			t.Errorf("a WILDCARD proc: %v", err)
+		}
+	})
+}
+
+// TestTerminatedAfterArriving: a participant that terminates after it
+// arrived, while the others have not, is a member of the group the
+// connect forms, gone at once: its agent raises
+// PMIX_ERR_PROC_TERM_WO_SYNC at the others as the release reaches it.
+func TestTerminatedAfterArriving(t *testing.T) {
+	var rec raises
+	w := newWorld(t, []string{"n1", "n2", "n3"}, rec.config)
+	done := make(chan map[pmix.Rank]error, 1)
+	req := Request{Kind: KindConnect, Procs: all, Timeout: 20 * time.Second}
+	go func() {
+		_, errs := w.join([]pmix.Rank{0, 2}, req)
+		done <- errs
+	}()
+	coord := w.svc(0)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		coord.mu.Lock()
+		defer coord.mu.Unlock()
+		for _, co := range coord.coord {
+			if co.covered[jp(2)] {
+				return nil
+			}
+		}
+		return errors.New("rank 2 has not arrived at the coordinator")
+	})
+	if err := w.svc(2).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 2}, true); err != nil {
+		t.Fatal(err)
+	}
+	res, errs := w.join([]pmix.Rank{1}, req)
+	if errs[1] != nil || len(res[1].Members) != 3 {
+		t.Fatalf("rank 1: %+v, %v; want a group of 3", res[1], errs[1])
+	}
+	for r, err := range <-done {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	got := rec.waitCount(t, pmix.ErrProcTermWOSync, 1)
+	if got[0].node != "n3" || got[0].about != jp(2) || !slices.Equal(got[0].targets, []pmix.Proc{jp(0), jp(1)}) {
+		t.Errorf("raised %+v; want it at n3 about A:job.2 to A:job.0 and A:job.1", got[0])
 	}
 }

@@ -51,9 +51,14 @@ type Service struct {
 	// this agent, by new nspace (qualified), in new rank order.
 	groups map[string]*group
 	// dead: the processes this agent heard terminated, and when
-	// (ProcTerminated, group.go), so that a second report does nothing.
-	dead     map[pmix.Proc]time.Time
-	goneSubs map[string]*nats.Subscription // by qualified nspace
+	// (gone.go), so that a second report does nothing.
+	dead map[pmix.Proc]deadProc
+	// goneMembers: the members of groups here marked gone, of any group
+	// (group.gone), so that deadLocked need not visit every group.
+	goneMembers map[pmix.Proc]bool
+	goneSubs    map[string]*nats.Subscription // by qualified nspace
+	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
+	askSub      *nats.Subscription            // AskSubject of this cluster
 	// writes: the memberships to store, in order, and whether a goroutine
 	// is storing them.
 	writes  []func(context.Context) error
@@ -110,7 +115,7 @@ func New(cfg Config) (*Service, error) {
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
-		dead: map[pmix.Proc]time.Time{}, goneSubs: map[string]*nats.Subscription{},
+		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -150,6 +155,9 @@ func (s *Service) Close(ctx context.Context) error {
 			_ = sub.Unsubscribe()
 			delete(s.goneSubs, ns)
 		}
+		if s.askSub != nil {
+			_ = s.askSub.Unsubscribe()
+		}
 		for _, ls := range s.open {
 			for _, l := range ls {
 				s.finishLocked(l, ErrClosed)
@@ -179,7 +187,9 @@ const flushTimeout = 5 * time.Second
 // registered, replaced or deregistered: the agent hosting a job's lowest
 // rank coordinates the operations that job leads, and subscribes for
 // their contributions before JobChanged returns (ctx bounds the wait for
-// the server to know). A deregistered job's collected data is dropped.
+// the server to know). The first call also subscribes to the asks for
+// this cluster's terminations (AskSubject). A deregistered job's
+// collected data is dropped.
 //
 // Errors: pmix.ErrUnreach if NATS refused the subscription; ErrClosed.
 func (s *Service) JobChanged(ctx context.Context, nspace string) error {
@@ -191,6 +201,10 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	// An agent with processes answers the asks for their terminations
+	// from the start: long before one ends, NATS knows it everywhere.
+	listening := s.askSub != nil
+	s.listenLocked()
 	if ranks == nil {
 		q := cluster.Qualify(s.cfg.Cluster, nspace)
 		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
@@ -214,7 +228,7 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	case !lead && sub != nil:
 		_ = sub.Unsubscribe()
 		delete(s.leads, nspace)
-	default:
+	case listening:
 		s.mu.Unlock()
 		return nil
 	}
@@ -559,9 +573,11 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
 	}
-	for p := range l.expect {
-		if s.deadLocked(p) && !l.arrived[p] {
-			s.localGoneLocked(l, p, "terminated")
+	if len(s.dead)+len(s.goneMembers) > 0 {
+		for p := range l.expect {
+			if !l.arrived[p] && s.deadLocked(p) {
+				s.localGoneLocked(l, p, "terminated")
+			}
 		}
 	}
 	if len(l.arrived) == len(l.expect) && !l.contributed {
@@ -597,6 +613,13 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	}
 	if !l.expect[self] {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "%v takes part, but the job map places it on no rank of node %s", self, s.cfg.Node)
+	}
+	if o.kind == KindConnect || o.kind == KindConnectXchg {
+		// Before the contribution: the members' terminations after the
+		// connect are announced once NATS knows this subscription.
+		for _, p := range o.procs {
+			s.watchGoneLocked(p.Nspace, false)
+		}
 	}
 	s.gens[sig]++
 	l.key = opKey{sig: sig, gen: s.gens[sig]}

@@ -187,6 +187,17 @@ func TestMessagesGrowWithAgents(t *testing.T) {
 				}
 			}
 			w := newWorld(t, nodes, nil)
+			var ranks []pmix.Rank
+			for r := range nodes {
+				ranks = append(ranks, pmix.Rank(r))
+			}
+			// The first operation a coordinator sees of an nspace also
+			// asks once for its terminations (AskSubject): count the next.
+			for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Timeout: 10 * time.Second}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
 			var count atomic.Int64
 			sub, err := w.nc.Subscribe(Prefix+".>", func(*nats.Msg) { count.Add(1) })
 			if err != nil {
@@ -195,10 +206,6 @@ func TestMessagesGrowWithAgents(t *testing.T) {
 			defer sub.Unsubscribe()
 			if err := w.nc.Flush(); err != nil {
 				t.Fatal(err)
-			}
-			var ranks []pmix.Rank
-			for r := range nodes {
-				ranks = append(ranks, pmix.Rank(r))
 			}
 			for r, err := range w.fence(ranks, Request{Kind: KindFence, Procs: all, Timeout: 10 * time.Second}) {
 				if err != nil {

@@ -44,6 +44,19 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Errorf("%x: %v", bad, err)
 		}
 	}
+	g := goneNotice{proc: pmix.Proc{Nspace: "B:job", Rank: 4}, abnormal: true, cause: "B/n2/9"}
+	if b, err = g.marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unmarshalGoneNotice(b); err != nil || got != g {
+		t.Fatalf("gone notice round trip: %+v, %v", got, err)
+	}
+	if b, err = (goneAsk{nspace: "B:job"}).marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unmarshalGoneAsk(b); err != nil || got.nspace != "B:job" {
+		t.Fatalf("gone ask round trip: %+v, %v", got, err)
+	}
 }
 
 // TestSubjects checks the examples of docs/subjects.md.
@@ -76,7 +89,8 @@ func FuzzUnmarshal(f *testing.F) {
 	c := &contribution{op: op{kind: KindConnect, id: "i", procs: []pmix.Proc{{Nspace: "A:j", Rank: 1}}}, covers: []pmix.Proc{{Nspace: "A:j", Rank: 1}},
 		sizes: []nsSize{{nspace: "A:j", size: 1}}, data: []procData{{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, puts: []proto.Put{{Scope: 3, Key: "k", Value: pmix.Int8(1)}}}}}
 	r := &release{gen: 1, outcome: outcomeOf(ErrFinished), nspace: "A:cnct.x.1", members: c.covers, data: c.data}
-	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data}} {
+	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data},
+		goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, cause: "A/n/1"}, goneAsk{nspace: "A:j"}} {
 		b, err := m.marshal()
 		if err != nil {
 			f.Fatal(err)
@@ -97,5 +111,11 @@ func FuzzUnmarshal(f *testing.F) {
 		_, _ = unmarshalAck(b)
 		_, _ = unmarshalDirectRequest(b)
 		_, _ = unmarshalDirectAnswer(b)
+		if g, err := unmarshalGoneNotice(b); err == nil {
+			if _, err := g.marshal(); err != nil {
+				t.Fatalf("gone notice decoded but does not encode: %v", err)
+			}
+		}
+		_, _ = unmarshalGoneAsk(b)
 	})
 }

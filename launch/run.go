@@ -159,6 +159,7 @@ type runJob struct {
 	places  []Placement
 	nodes   []string
 	ends    map[pmix.Rank]ProcEnd
+	pids    map[pmix.Rank]int // from the agents' spawn replies; set before Launch returns
 	rec     JobRecord
 	js      natsjs.JetStream
 	kv      natsjs.KeyValue
@@ -306,7 +307,7 @@ func (r *Run) plan(ctx context.Context) error {
 		if nspace == "" {
 			nspace = newNspace()
 		}
-		j := &runJob{spec: spec, cluster: c, nspace: nspace, places: places, ends: map[pmix.Rank]ProcEnd{}}
+		j := &runJob{spec: spec, cluster: c, nspace: nspace, places: places, ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{}}
 		for _, p := range places {
 			used[c][p.Node]++
 			if !slices.Contains(j.nodes, p.Node) {
@@ -410,6 +411,11 @@ func (r *Run) spawn(ctx context.Context) error {
 				}
 				mu.Lock()
 				started[j] = append(started[j], node)
+				for rk, pid := range reply.Pids {
+					if int(rk) < len(j.places) && j.places[rk].Node == node {
+						j.pids[rk] = pid
+					}
+				}
 				mu.Unlock()
 				return nil
 			})
@@ -540,6 +546,17 @@ func (r *Run) handle(m *nats.Msg) {
 		return
 	}
 	r.procEnd(end)
+}
+
+// Source is the node and pid of a rank of the run (--output
+// tag-detailed); false for a process the run did not start.
+func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bool) {
+	j := r.jobOf(nspace)
+	if j == nil || int(rank) >= len(j.places) {
+		return "", 0, false
+	}
+	pid, ok = j.pids[rank]
+	return j.places[rank].Node, pid, ok
 }
 
 // JobSize is the number of ranks of one of the run's jobs, 0 for another

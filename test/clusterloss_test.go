@@ -2,11 +2,13 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -43,6 +45,24 @@ func TestClusterLossAfterGrace(t *testing.T) {
 		}
 	}
 	registerAll(t, w, names, pmix.EventNodeDown, fenceCode)
+	// A lost cluster's NODE_DOWN names the nodes of its last read agents:
+	// each agent reads the other cluster before it goes away.
+	waitRemoteRead := func() {
+		t.Helper()
+		before := map[string]uint64{}
+		for _, n := range []string{"a1", "b1", "b2"} {
+			before[n] = w.agents[n].LivenessStats().RemoteReads
+		}
+		clustertest.WaitFor(t, waitTime, func() error {
+			for n, b := range before {
+				if w.agents[n].LivenessStats().RemoteReads == b {
+					return fmt.Errorf("%s has not read the other cluster's agents yet", n)
+				}
+			}
+			return nil
+		})
+	}
+	waitRemoteRead()
 
 	// A short outage: nothing.
 	if err := w.mc.ShutdownHub(t.Context()); err != nil {
@@ -72,6 +92,7 @@ func TestClusterLossAfterGrace(t *testing.T) {
 	}
 
 	// A long one: B's nodes at A, A's at B.
+	waitRemoteRead()
 	if err := w.mc.ShutdownHub(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -309,8 +309,15 @@ func TestFenceTimeoutReachesEveryone(t *testing.T) {
 func TestFenceMessagesGrowWithAgents(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	nc := w.Agent("a2").NATS() // an agent's: it may subscribe to pmix.> where NATS is secured
-	var count atomic.Int64
-	sub, err := nc.Subscribe(collective.Prefix+".>", func(*nats.Msg) { count.Add(1) })
+	var count, marks atomic.Int64
+	const mark = collective.Prefix + ".x.mark"
+	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
+		if m.Subject == mark {
+			marks.Add(1)
+			return
+		}
+		count.Add(1)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +344,21 @@ func TestFenceMessagesGrowWithAgents(t *testing.T) {
 		{"16 procs on 2 agents", big, same(pmix.Proc{Nspace: "big", Rank: pmix.RankWildcard}), 2},
 		{"7 procs on 4 agents in 2 clusters", namesBoth, bothJobs, 4},
 	} {
+		// The first operation its coordinator sees of an nspace also asks
+		// once for its terminations (collective.AskSubject): count the
+		// next, once the coordinator's mark, published after its release,
+		// arrived.
+		mustFence(t, w, tc.names, tc.procs, collect)
+		wantMarks := marks.Load() + 1
+		if err := w.Agent("a1").NATS().Publish(mark, nil); err != nil {
+			t.Fatal(err)
+		}
+		clustertest.WaitFor(t, waitTime, func() error {
+			if marks.Load() < wantMarks {
+				return errors.New("the mark has not arrived")
+			}
+			return nil
+		})
 		count.Store(0)
 		mustFence(t, w, tc.names, tc.procs, collect)
 		want := int64(tc.agents + 1)

@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -162,13 +167,80 @@ func countContributions(t *testing.T, aw *agenttest.World) *atomic.Int64 {
 }
 
 // TestParticipantTerminatedBeforeConnecting: B:jobB.2, alone on b2,
-// terminates while the others wait in a connect: all fail with
-// PMIX_ERR_PROC_TERM_WO_SYNC, or, with PMIX_CONNECT_OPTIONAL, connect
-// without it.
+// terminates while the others wait in a connect, or before any of them
+// called (its agent's notice then reaches no coordinator: the coordinator,
+// in cluster A, asks B's agents again as it begins to watch jobB): all
+// fail with PMIX_ERR_PROC_TERM_WO_SYNC, or, with PMIX_CONNECT_OPTIONAL,
+// connect without it.
 func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
-	for _, optional := range []bool{false, true} {
-		t.Run(fmt.Sprint("optional=", optional), func(t *testing.T) {
+	for _, tc := range []struct {
+		optional, first bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("optional=%v,terminated first=%v", tc.optional, tc.first), func(t *testing.T) {
 			aw := agenttest.Start(t, collSpec())
+			contributions := countContributions(t, aw)
+			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(15))}
+			if tc.optional {
+				info = append(info, pmix.NewInfo(pmix.KeyConnectOptional, pmix.Bool(true)))
+			}
+			terminate := func() {
+				if err := aw.Agent("b2").ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.first {
+				terminate()
+			}
+			done := make(chan map[string]connected, 1)
+			go func() { done <- connectAll(t, aw, namesBoth[:6], bothJobs, info...) }()
+			if !tc.first {
+				clustertest.WaitFor(t, waitTime, func() error {
+					if n := contributions.Load(); n < 3 {
+						return fmt.Errorf("%d contributions of a1, a2, b1", n)
+					}
+					return nil
+				})
+				terminate()
+			}
+			checkConnectedWithout(t, <-done, tc.optional)
+		})
+	}
+}
+
+// checkConnectedWithout checks what the six participants other than
+// B:jobB.2 got from a connect it never joined: with PMIX_CONNECT_OPTIONAL
+// one group of the six, ranked 0 to 5; otherwise
+// PMIX_ERR_PROC_TERM_WO_SYNC.
+func checkConnectedWithout(t *testing.T, res map[string]connected, optional bool) {
+	t.Helper()
+	for i, n := range namesBoth[:6] {
+		c := res[n]
+		switch {
+		case optional && (c.err != nil || c.rank != pmix.Rank(i) || c.nspace != res[namesBoth[0]].nspace):
+			t.Errorf("%s: %q rank %v, %v; want rank %d of the others' group", n, c.nspace, c.rank, c.err, i)
+		case !optional && !errors.Is(c.err, pmix.ErrProcTermWOSync):
+			t.Errorf("%s: %v, want PMIX_ERR_PROC_TERM_WO_SYNC", n, c.err)
+		}
+	}
+}
+
+// TestNodeDownReachesConnects: the agent of b2 dies (its NATS connection
+// closed) and b1 declares the node down. B:jobB.2 on it counts as
+// terminated: a connect waiting for it fails (OPTIONAL: connects
+// without it), and, once connected, the other members on both clusters
+// get PMIX_ERR_PROC_TERM_WO_SYNC about it, naming the group, once.
+func TestNodeDownReachesConnects(t *testing.T) {
+	spec := collSpec()
+	spec.Agent = func(c *agent.Config) {
+		c.HandlerTimeout = 10 * time.Second
+		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+	}
+	lost := pmix.Proc{Nspace: "B:jobB", Rank: 2}
+	for _, optional := range []bool{false, true} {
+		t.Run(fmt.Sprint("pending, optional=", optional), func(t *testing.T) {
+			aw := agenttest.Start(t, spec)
+			w := worldOf(t, aw)
+			waitSeen(t, w, []string{"b1", "b2"}, "b1")
 			contributions := countContributions(t, aw)
 			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(15))}
 			if optional {
@@ -182,25 +254,45 @@ func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
 				}
 				return nil
 			})
-			// The coordinator, on a1, watches B:jobB's terminations.
-			if err := aw.WaitInterest(t.Context(), "B", collective.GoneSubject("B:jobB")); err != nil {
-				t.Fatal(err)
-			}
-			if err := aw.Agent("b2").ProcTerminated(t.Context(), pmix.Proc{Nspace: "jobB", Rank: 2}, true); err != nil {
-				t.Fatal(err)
-			}
-			res := <-done
-			for i, n := range namesBoth[:6] {
-				c := res[n]
-				switch {
-				case optional && (c.err != nil || c.rank != pmix.Rank(i) || c.nspace != res[namesBoth[0]].nspace):
-					t.Errorf("%s: %q rank %v, %v; want rank %d of the others' group", n, c.nspace, c.rank, c.err, i)
-				case !optional && !errors.Is(c.err, pmix.ErrProcTermWOSync):
-					t.Errorf("%s: %v, want PMIX_ERR_PROC_TERM_WO_SYNC", n, c.err)
-				}
-			}
+			aw.Agent("b2").NATS().Close()
+			checkConnectedWithout(t, <-done, optional)
 		})
 	}
+	t.Run("connected", func(t *testing.T) {
+		aw := agenttest.Start(t, spec)
+		w := worldOf(t, aw)
+		others := namesBoth[:6]
+		registerAll(t, w, others, pmix.ErrProcTermWOSync, fenceCode)
+		waitSeen(t, w, []string{"b1", "b2"}, "b1")
+		group := mustConnectAll(t, aw)
+		aw.Agent("b2").NATS().Close()
+		ofGroup := func(n string) []delivery {
+			var out []delivery
+			for _, d := range w.client(n).rec.of(pmix.ErrProcTermWOSync) {
+				if isString(d.Info, pmix.KeyNspace, group) {
+					out = append(out, d)
+				}
+			}
+			return out
+		}
+		for _, n := range others {
+			clustertest.WaitFor(t, waitTime, func() error {
+				if len(ofGroup(n)) == 0 {
+					return fmt.Errorf("%s: no PMIX_ERR_PROC_TERM_WO_SYNC of %s", n, group)
+				}
+				return nil
+			})
+		}
+		// Whatever the agents raised before their fences has arrived by
+		// the fences: each member got the group's event once.
+		fence(t, w, []string{"a1", "a2", "b1"}, others, map[string]int{})
+		for _, n := range others {
+			got := ofGroup(n)
+			if len(got) != 1 || affectedProc(got[0]) != lost {
+				t.Errorf("%s: %d PMIX_ERR_PROC_TERM_WO_SYNC of the group (%+v), want one about %v", n, len(got), got, lost)
+			}
+		}
+	})
 }
 
 // TestMemberTerminatedWithoutDisconnecting: a connected member that
@@ -256,5 +348,142 @@ func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// launchConnected launches job A (3 ranks on cluster A) and job B (2 ranks
+// on cluster B), each through its own cluster's launcher, running testprog
+// with RFC0003's rendezvous and connect (-rendezvous) and extra args; it
+// waits until every rank connected and returns the runs, their outputs and
+// the new nspace, checking that every rank got it and a distinct rank.
+func launchConnected(t *testing.T, w *agenttest.World, extra ...string) (runs [2]*launch.Run, outs [2]*syncBuffer, group string) {
+	t.Helper()
+	p := prog(t)
+	sides := []struct {
+		cluster     cluster.ID
+		n           int
+		mine, other string
+	}{{"A", 3, "rv.A", "rv.B"}, {"B", 2, "rv.B", "rv.A"}}
+	for i, s := range sides {
+		outs[i] = &syncBuffer{}
+		args := append([]string{"-rendezvous", s.mine + "," + s.other}, extra...)
+		r, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, s.cluster), Stdout: outs[i], Stderr: outs[i],
+			Jobs: []launch.JobSpec{{N: s.n, MapBy: launch.MapByNode, App: launch.App{Path: p, Args: args}}}})
+		if err != nil {
+			t.Fatalf("launch on %s: %v", s.cluster, err)
+		}
+		runs[i] = r
+		t.Cleanup(func() { r.Terminate(true) })
+	}
+	ranks := map[pmix.Rank]string{}
+	for i, s := range sides {
+		for rk := range s.n {
+			var line string
+			clustertest.WaitFor(t, waitTime, func() error {
+				for l := range strings.Lines(outs[i].String()) {
+					if strings.HasPrefix(l, fmt.Sprintf("%d: connected ", rk)) {
+						line = l
+						return nil
+					}
+				}
+				return fmt.Errorf("rank %d of %s has not connected:\n%s", rk, s.cluster, outs[i])
+			})
+			var ns string
+			var newRank pmix.Rank
+			if _, err := fmt.Sscanf(line, "%d: connected %s rank %d", new(int), &ns, &newRank); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			if group == "" {
+				group = ns
+			}
+			if ns != group {
+				t.Errorf("%s rank %d connected to %s, others to %s", s.cluster, rk, ns, group)
+			}
+			if prev, dup := ranks[newRank]; dup {
+				t.Errorf("new rank %d given to %s rank %d and to %s", newRank, s.cluster, rk, prev)
+			}
+			ranks[newRank] = fmt.Sprintf("%s rank %d", s.cluster, rk)
+		}
+	}
+	for r := range pmix.Rank(5) {
+		if _, ok := ranks[r]; !ok {
+			t.Errorf("no member got new rank %d: %v", r, ranks)
+		}
+	}
+	if c, _, ok := cluster.Split(group); !ok || c != "A" {
+		t.Errorf("new nspace %q: want one qualified with the coordinator's cluster A", group)
+	}
+	return runs, outs, group
+}
+
+// TestConnectLaunchedJobs is RFC0003's example end to end with real
+// processes, as `pmixbus run` starts them: two jobs on two clusters
+// rendezvous by publish/lookup and connect; all five ranks get one new
+// nspace and the ranks 0 to 4, and each reads the other job's size (its
+// job-level info, which the connect brought); a NAMESPACE event to the
+// new nspace reaches every member on both clusters, which then
+// disconnect and end cleanly.
+func TestConnectLaunchedJobs(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	const code = pmix.ExternalErrBase - 15
+	runs, outs, group := launchConnected(t, w, "-watch", "-codes", fmt.Sprint(int(code)), "-await", fmt.Sprint(int(code)))
+	if _, err := w.Agent("a1").Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(group))}); err != nil {
+		t.Fatal(err)
+	}
+	nspaces := [2]string{runs[0].Nspaces()[0], runs[1].Nspaces()[0]}
+	for i, n := range []int{3, 2} {
+		for rk := range n {
+			other, size := nspaces[1-i], 5-n
+			outs[i].waitFor(t, fmt.Sprintf("%d: get %s of %s = %d err=<nil>", rk, pmix.KeyJobSize, other, size))
+			outs[i].waitFor(t, fmt.Sprintf("%d: event %d ", rk, int(code)))
+			outs[i].waitFor(t, fmt.Sprintf("%d: disconnected", rk))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+		res, err := runs[i].Wait(ctx)
+		cancel()
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("run %d: %+v, %v\n%s", i, res, err, outs[i])
+		}
+	}
+}
+
+// TestClientNotifiesGroup: a member addresses the group by its new nspace
+// (RFC0003): a CUSTOM event to <new nspace>.WILDCARD reaches every member
+// on both clusters, itself included; to <new nspace>.5 only the member
+// ranked 5 (B:jobB.1); a rank the group does not have is
+// PMIX_ERR_BAD_PARAM.
+func TestClientNotifiesGroup(t *testing.T) {
+	aw := agenttest.Start(t, collSpec())
+	w := worldOf(t, aw)
+	const all, one = pmix.ExternalErrBase - 21, pmix.ExternalErrBase - 22
+	registerAll(t, w, namesBoth, all, one)
+	group := mustConnectAll(t, aw)
+	sender := aw.Client("A:jobA.1")
+	to := func(r pmix.Rank) []pmix.Info {
+		return []pmix.Info{pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{{Nspace: group, Rank: r}}))}
+	}
+	if err := sender.NotifyEvent(t.Context(), one, pmix.RangeCustom, to(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sender.NotifyEvent(t.Context(), all, pmix.RangeCustom, to(pmix.RankWildcard)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range namesBoth {
+		w.client(n).rec.waitCount(t, all, 1)
+	}
+	w.client("B:jobB.1").rec.waitCount(t, one, 1)
+	// Events from one agent arrive in order: the first has arrived
+	// wherever it went.
+	for _, n := range namesBoth {
+		want := 0
+		if n == "B:jobB.1" {
+			want = 1
+		}
+		if got := len(w.client(n).rec.of(one)); got != want {
+			t.Errorf("%s got the event to %s.5 %d times, want %d", n, group, got, want)
+		}
+	}
+	if err := sender.NotifyEvent(t.Context(), one, pmix.RangeCustom, to(7)); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("to %s.7 of 7 members: %v, want PMIX_ERR_BAD_PARAM", group, err)
 	}
 }

@@ -59,6 +59,8 @@ var sentinels = map[string]error{
 	"collective.ErrNotFound":              collective.ErrNotFound,
 	"collective.ErrClosed":                collective.ErrClosed,
 	"collective.ErrParticipantTerminated": collective.ErrParticipantTerminated,
+	"iof.ErrClosed":                       iof.ErrClosed,
+	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"launch.ErrNspaceTaken":               launch.ErrNspaceTaken,
 	"launch.ErrVersion":                   launch.ErrVersion,
 	"launch.ErrNoProgram":                 launch.ErrNoProgram,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/iof"
@@ -265,8 +266,15 @@ func TestOutputAcrossReconnect(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
+	checkNumberedLines(t, out.String(), 2, 400)
+}
+
+// checkNumberedLines checks that out holds lines "<rank> <i>", i from 0
+// to lines-1 for each of ranks, each once and in order.
+func checkNumberedLines(t *testing.T, out string, ranks, lines int) {
+	t.Helper()
 	next := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 		f := strings.Fields(l)
 		if len(f) != 2 {
 			t.Fatalf("line %q", l)
@@ -276,8 +284,10 @@ func TestOutputAcrossReconnect(t *testing.T) {
 		}
 		next[f[0]]++
 	}
-	if next["0"] != 400 || next["1"] != 400 {
-		t.Errorf("lines per rank %v", next)
+	for r := range ranks {
+		if next[strconv.Itoa(r)] != lines {
+			t.Errorf("lines per rank %v, want %d each", next, lines)
+		}
 	}
 }
 
@@ -297,4 +307,43 @@ func TestOutputLimitOneWarning(t *testing.T) {
 	if n := len(stdout.String()); n > 32<<10 || n < 16<<10 {
 		t.Errorf("%d bytes of stdout shown, limit 32 KiB", n)
 	}
+}
+
+// The cluster's NATS server restarts under a running job: with the file
+// store nothing written is lost, and the launcher shows every line once,
+// in order. (The agents' liveness TTL outlasts the restart: a node whose
+// key expires is down, by design.)
+func TestOutputSurvivesServerRestart(t *testing.T) {
+	spec := launchSpec
+	spec.Agent = func(c *agent.Config) {
+		launchSpec.Agent(c)
+		c.LivenessInterval, c.LivenessTTL = time.Second, 10*time.Second
+	}
+	w := agenttest.Start(t, spec)
+	nc := launcherConn(t, w, "A")
+	out := &syncBuffer{}
+	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
+		shJob(2, `i=0; while [ $i -lt 300 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $((i % 50)) -eq 0 ]; then sleep 0.2; fi; done`)}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := launch.Launch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, " 60\n")
+	srv := w.Cluster("A").Server(0)
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	checkNumberedLines(t, out.String(), 2, 300)
 }

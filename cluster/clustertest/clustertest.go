@@ -25,7 +25,7 @@ const shutdownTimeout = 30 * time.Second
 // domain id, and shuts it down at cleanup.
 func StartServer(t testing.TB, id cluster.ID) *cluster.Server {
 	t.Helper()
-	cfg := cluster.DefaultConfig(id, t.TempDir())
+	cfg := cluster.DefaultConfig(id, storeDir(t))
 	cfg.Logger = Logger(t)
 	s, err := cluster.StartServer(t.Context(), cfg)
 	if err != nil {
@@ -39,7 +39,7 @@ func StartServer(t testing.TB, id cluster.ID) *cluster.Server {
 // standalone one if 1), and shuts it down at cleanup.
 func StartCluster(t testing.TB, id cluster.ID, servers int) *cluster.Cluster {
 	t.Helper()
-	cfg := cluster.DefaultClusterConfig(id, servers, t.TempDir())
+	cfg := cluster.DefaultClusterConfig(id, servers, storeDir(t))
 	cfg.Logger = Logger(t)
 	c, err := cluster.StartCluster(t.Context(), cfg)
 	if err != nil {
@@ -53,7 +53,7 @@ func StartCluster(t testing.TB, id cluster.ID, servers int) *cluster.Cluster {
 // hub in domain cluster.DefaultHubDomain, and shuts them down at cleanup.
 func StartMultiCluster(t testing.TB, clusters ...cluster.ClusterSpec) *cluster.MultiCluster {
 	t.Helper()
-	cfg := cluster.DefaultMultiClusterConfig(t.TempDir(), clusters...)
+	cfg := cluster.DefaultMultiClusterConfig(storeDir(t), clusters...)
 	cfg.Logger = Logger(t)
 	cfg.LeafReconnectInterval = LeafReconnectInterval
 	m, err := cluster.StartMultiCluster(t.Context(), cfg)
@@ -81,6 +81,30 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// storeDir is a directory for JetStream stores, removed once the test's
+// servers are shut down. Unlike t.TempDir, its removal tries again for a
+// while: a server's file store may still finish a write after
+// WaitForShutdown returns, which makes a single RemoveAll fail with
+// "directory not empty".
+func storeDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pmixbus-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for range 50 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("removing the JetStream store %s: %v", dir, err)
+	})
+	return dir
 }
 
 // cleanup registers shutdown of a topology, failing t if it does not end in

@@ -5,7 +5,9 @@
 // (LeafTLS), the permission violations a connection is told of
 // (Violations) and a check that a server refuses a connection (Refused).
 //
-// Every Start function stores JetStream data in t.TempDir(), listens on free
+// Every Start function stores JetStream data in a temporary directory
+// removed after the shutdown (retrying: a file store may finish a write
+// late), listens on free
 // ports of 127.0.0.1, fails the test if the topology does not become ready,
 // and registers a t.Cleanup that shuts it down:
 //

@@ -212,6 +212,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return r.JobSize(ns)
 		}
 		return 0
+	}, Source: func(ns string, rank pmix.Rank) (string, int, bool) {
+		if r := run.Load(); r != nil {
+			return r.Source(ns, rank)
+		}
+		return "", 0, false
 	}})
 	if err != nil {
 		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))

@@ -26,6 +26,8 @@ func main() {
 		get      = flag.String("get", "", "comma list of keys to Get from the own job and print")
 		fence    = flag.Bool("fence", false, "fence with every rank of the job once set up (registered with -watch), before failing")
 		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
+		rdv      = flag.String("rendezvous", "", "mine,theirs: RFC0003's rendezvous and connect (rank 0 publishes the job's cluster:nspace as mine; every rank looks up theirs, then connects both jobs)")
+		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 	)
 	flag.Parse()
@@ -58,6 +60,7 @@ func main() {
 		v, err := c.Get(ctx, pmix.Proc{Nspace: me.Nspace, Rank: me.Rank}, k, nil)
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
 	}
+	heard := make(chan struct{}, 1)
 	if *watch {
 		var want []pmix.Status
 		for _, f := range strings.Split(*codes, ",") {
@@ -78,6 +81,12 @@ func main() {
 				exit = v.String()
 			}
 			fmt.Printf("%d: event %d affected=%s exit=%s\n", me.Rank, call.Code, affected, exit)
+			if *await != 0 && call.Code == pmix.Status(*await) {
+				select {
+				case heard <- struct{}{}:
+				default:
+				}
+			}
 			done(pmix.EventActionComplete, nil)
 		})
 		if err != nil {
@@ -90,6 +99,20 @@ func main() {
 		if err := c.Fence(ctx, []pmix.Proc{{Nspace: me.Nspace, Rank: pmix.RankWildcard}}, nil); err != nil {
 			fmt.Fprintln(os.Stderr, "fence:", err)
 			os.Exit(92)
+		}
+	}
+	group := ""
+	if *rdv != "" {
+		group = rendezvous(ctx, c, *rdv)
+	}
+	if *await != 0 {
+		<-heard
+		if group != "" {
+			if err := c.Disconnect(ctx, group, nil); err != nil {
+				fmt.Fprintln(os.Stderr, "disconnect:", err)
+				os.Exit(94)
+			}
+			fmt.Printf("%d: disconnected\n", me.Rank)
 		}
 	}
 	if *failRank == -1 || *failRank == int(me.Rank) {
@@ -112,4 +135,44 @@ func main() {
 	}
 	time.Sleep(*sleep)
 	_ = c.Finalize(ctx)
+}
+
+// rendezvous is RFC0003's example: rank 0 publishes the job's
+// "cluster:nspace" (GLOBAL) under the first key of spec, every rank looks
+// up the second and connects the two jobs (WILDCARD each). It prints
+// "<rank>: connected <new nspace> rank <new rank>" and returns the new
+// nspace; a failure ends the process.
+func rendezvous(ctx context.Context, c *client.Client, spec string) string {
+	me := c.Proc()
+	mine, theirs, ok := strings.Cut(spec, ",")
+	if !ok {
+		fmt.Fprintln(os.Stderr, "-rendezvous: want mine,theirs")
+		os.Exit(2)
+	}
+	myID := c.Cluster() + ":" + me.Nspace
+	if me.Rank == 0 {
+		err := c.Publish(ctx, []pmix.Info{pmix.NewInfo(mine, pmix.String(myID)), pmix.NewInfo(pmix.KeyRange, pmix.RangeValue(pmix.RangeGlobal))})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "publish:", err)
+			os.Exit(95)
+		}
+	}
+	found, err := c.Lookup(ctx, []string{theirs}, []pmix.Info{pmix.NewInfo(pmix.KeyWait, pmix.Int32(0)), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lookup:", err)
+		os.Exit(96)
+	}
+	remote, _ := found[0].Value.Str()
+	procs := []pmix.Proc{{Nspace: myID, Rank: pmix.RankWildcard}, {Nspace: remote, Rank: pmix.RankWildcard}}
+	ns, rank, err := c.Connect(ctx, procs, []pmix.Info{pmix.NewInfo(pmix.KeyConnectID, pmix.String("testprog")), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect:", err)
+		os.Exit(97)
+	}
+	fmt.Printf("%d: connected %s rank %d\n", me.Rank, ns, rank)
+	// RFC0003: the connect gave every member the job-level info of the
+	// other job.
+	size, err := c.Get(ctx, pmix.Proc{Nspace: remote, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
+	fmt.Printf("%d: get %s of %s = %v err=%v\n", me.Rank, pmix.KeyJobSize, remote, size, err)
+	return ns
 }

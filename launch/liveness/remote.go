@@ -15,13 +15,15 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// Connection is one process of another cluster connected to processes of
-// this one (a connect's group, RFC0003): when its cluster is lost, Local
-// hears that its node went down.
+// Connection is a group of processes of this cluster connected to
+// processes of others (a connect's group, RFC0003): when one of those
+// clusters is lost, Local hears that the nodes hosting its Remote
+// members went down. One per group, not per process: a group of n
+// members across two clusters is O(n), not O(n²).
 type Connection struct {
-	// Remote is the other cluster's process, qualified ("B:sim", rank).
-	Remote pmix.Proc
-	// Local are this cluster's members of the groups Remote is in.
+	// Remote are the other clusters' members, qualified ("B:sim", rank).
+	Remote []pmix.Proc
+	// Local are this cluster's members.
 	Local []pmix.Proc
 }
 
@@ -66,12 +68,15 @@ func (s *Service) watchRemotes(h ConnectionHost) {
 			return
 		case <-t.C:
 		}
-		conns := h.Connections()
 		byCluster := map[cluster.ID][]Connection{}
-		for _, c := range conns {
-			id, _, ok := cluster.Split(c.Remote.Nspace)
-			if ok && id != s.cfg.Cluster {
-				byCluster[id] = append(byCluster[id], c)
+		for _, c := range h.Connections() {
+			seen := map[cluster.ID]bool{}
+			for _, p := range c.Remote {
+				id, _, ok := cluster.Split(p.Nspace)
+				if ok && id != s.cfg.Cluster && !seen[id] {
+					seen[id] = true
+					byCluster[id] = append(byCluster[id], c)
+				}
 			}
 		}
 		s.rem.mu.Lock()
@@ -100,6 +105,7 @@ func (s *Service) checkRemote(id cluster.ID, conns []Connection) {
 		s.rem.views[id] = v
 	}
 	if err == nil {
+		s.stats.remoteReads.Add(1)
 		v.entries, v.seen = entries, now
 		if v.declared {
 			s.log.Info("a lost cluster answers again", "cluster", id)
@@ -130,30 +136,46 @@ func (s *Service) checkRemote(id cluster.ID, conns []Connection) {
 // one per node of entries that hosted a connected process, to this
 // cluster's members of the groups those processes are in.
 func RemoteEvents(id cluster.ID, entries []Entry, conns []Connection, at time.Time) []*event.Message {
-	var out []*event.Message
-	for _, e := range entries {
+	node := map[pmix.Proc]int{} // a process of cluster id → its entry
+	for i, e := range entries {
 		if e.Record == nil {
 			continue
 		}
-		var affected []pmix.Proc
-		targets := map[pmix.Proc]bool{}
 		for _, j := range e.Record.Jobs {
 			for _, r := range j.Ranks {
-				p := pmix.Proc{Nspace: cluster.Qualify(id, j.Nspace), Rank: r}
-				for _, c := range conns {
-					if c.Remote == p {
-						affected = append(affected, p)
-						for _, l := range c.Local {
-							targets[l] = true
-						}
-					}
-				}
+				node[pmix.Proc{Nspace: cluster.Qualify(id, j.Nspace), Rank: r}] = i
 			}
 		}
-		if len(affected) == 0 {
+	}
+	// By entry: the connected processes it hosted, and the members of
+	// their groups here.
+	hosted := make([]map[pmix.Proc]bool, len(entries))
+	members := make([]map[pmix.Proc]bool, len(entries))
+	for _, c := range conns {
+		hit := map[int]bool{}
+		for _, p := range c.Remote {
+			i, ok := node[p]
+			if !ok {
+				continue
+			}
+			if hosted[i] == nil {
+				hosted[i], members[i] = map[pmix.Proc]bool{}, map[pmix.Proc]bool{}
+			}
+			hosted[i][p], hit[i] = true, true
+		}
+		for i := range hit {
+			for _, l := range c.Local {
+				members[i][l] = true
+			}
+		}
+	}
+	var out []*event.Message
+	for i, e := range entries {
+		if len(hosted[i]) == 0 {
 			continue
 		}
-		tl := slices.SortedFunc(maps.Keys(targets), pmix.CompareProcs)
+		affected := slices.SortedFunc(maps.Keys(hosted[i]), pmix.CompareProcs)
+		tl := slices.SortedFunc(maps.Keys(members[i]), pmix.CompareProcs)
 		d := NodeDown{Cluster: id, Node: e.Node, Revision: e.Revision, At: at}
 		out = append(out, &event.Message{
 			ID:     eventID(d, "", "cluster-lost."+strconv.Itoa(len(affected))),

@@ -51,7 +51,7 @@ type Service struct {
 	reconnectedAt atomic.Int64
 	outage        atomic.Bool // a test's pretended outage (export_test.go)
 
-	stats struct{ beats, beatFailures, declared, rejoined atomic.Uint64 }
+	stats struct{ beats, beatFailures, declared, rejoined, remoteReads atomic.Uint64 }
 
 	rem remotes // the other clusters connected to this one's processes (remote.go)
 
@@ -396,6 +396,10 @@ type Stats struct {
 	// Declared counts the nodes this agent declared down; Rejoined the
 	// times it found its own key expired and created it again.
 	Declared, Rejoined uint64
+	// RemoteReads counts the reads of other clusters' agents that
+	// answered: those whose processes are connected to this cluster's
+	// (the nodes a lost cluster's NODE_DOWN names come from the last one).
+	RemoteReads uint64
 }
 
 // Stats returns the service's counts.
@@ -403,6 +407,7 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		Beats: s.stats.beats.Load(), BeatFailures: s.stats.beatFailures.Load(),
 		Declared: s.stats.declared.Load(), Rejoined: s.stats.rejoined.Load(),
+		RemoteReads: s.stats.remoteReads.Load(),
 	}
 }
 
