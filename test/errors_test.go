@@ -69,8 +69,6 @@ var sentinels = map[string]error{
 	"launch.ErrUnknownJob":                launch.ErrUnknownJob,
 	"launch.ErrClosed":                    launch.ErrClosed,
 	"launch.ErrNoAgent":                   launch.ErrNoAgent,
-	"iof.ErrClosed":                       iof.ErrClosed,
-	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"jetstream.ErrKeyExists":              jetstream.ErrKeyExists,
 	"jetstream.ErrRevisionMismatch":       jetstream.ErrRevisionMismatch,
 	"jetstream.ErrUnreachable":            jetstream.ErrUnreachable,
