@@ -138,6 +138,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.outcomes.ready = make(chan struct{}, 1)
+	a.outcomes.probe = make(chan struct{}, 1)
 	return a, nil
 }
 
@@ -228,6 +229,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.watchGlobalLink(ctx)
 	a.goFunc(a.router.dispatch)
 	a.goFunc(a.publishOutcomes)
+	a.goFunc(a.probeOutcomes)
 	a.goFunc(a.acceptLoop)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil
@@ -286,7 +288,10 @@ func (a *Agent) goFunc(f func()) bool {
 
 // every calls f every interval until the agent stops, on the calling
 // goroutine.
-func (a *Agent) every(interval time.Duration, f func()) {
+func (a *Agent) every(interval time.Duration, f func()) { a.everyOr(interval, nil, f) }
+
+// everyOr is every, also calling f whenever wake receives.
+func (a *Agent) everyOr(interval time.Duration, wake <-chan struct{}, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -294,6 +299,8 @@ func (a *Agent) every(interval time.Duration, f func()) {
 		case <-a.done:
 			return
 		case <-t.C:
+			f()
+		case <-wake:
 			f()
 		}
 	}

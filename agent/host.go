@@ -211,18 +211,20 @@ func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 	}
 	e, ok := a.expected[proc]
 	var diag *iof.Source
+	var conn *clientConn // read under a.mu: detach clears it
 	if ok {
 		delete(a.expected, proc)
 		a.clientGoneLocked(proc) // nothing is owed to a client that is gone
 		diag = takeDiagLocked(e)
+		conn = e.conn
 	}
 	a.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrUnknownClient, proc)
 	}
 	a.closeDiag(diag)
-	if e.conn != nil {
-		e.conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
+	if conn != nil {
+		conn.close(pmix.NewError(pmix.ErrInvalidOperation, "client deregistered by the host"))
 	}
 	a.publishLookupProcEnded(ctx, proc) // PMIX_PERSIST_PROC data
 	return nil

@@ -1,58 +1,187 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/pmixbus/pmixbus/event"
 )
 
-// Outcome batching: a report waits at most outcomeFlush for others to share
-// its NATS message, and a message holds at most outcomeBatch reports. Under
-// load this turns one message per chain into one per batch; the host's
-// OnOutcome callbacks are not delayed.
+// Outcome reports go on NATS only while someone subscribes to them (a
+// `pmixbus watch --outcomes`, an RM outside the agent). Encoding and
+// publishing a report for every chain cost most of what fan-out spends
+// beyond the chain itself, for nobody in the common case; the host's
+// OnOutcome callbacks get every report regardless, at once.
+//
+// The agent asks NATS whether its outcome subject has a subscriber by
+// sending an empty batch there as a request (outcomeProbe): NATS answers
+// at once that there are no responders if nobody subscribes, and a
+// subscriber receives an empty batch, which it reads as no reports.
+// Meanwhile reports wait in the queue. A probe that finds nobody discards
+// those that ended before it was sent: published, they would have reached
+// the server before the probe, with nobody to receive them. One that finds
+// a listener has them published, and the following ones as they come, until
+// a probe finds nobody again. So a listener receives every report of a
+// chain that ended after its subscription was known to the agent's server,
+// as when every report was published; the first ones come up to a probe
+// interval late.
+//
+// Reports wait at most outcomeFlush for others to share their NATS message,
+// and a message holds at most outcomeBatch reports. Under load this turns
+// one message per chain into one per batch.
 const (
 	outcomeFlush   = 2 * time.Millisecond
 	outcomeBatch   = 256
 	outcomeBacklog = 1 << 16 // reports waiting beyond this are dropped, and logged
+	// outcomeProbeInterval is the time between probes; outcomeProbeTimeout
+	// how long a probe waits for NATS to say nobody subscribes (past it,
+	// somebody does).
+	outcomeProbeInterval = 250 * time.Millisecond
+	outcomeProbeTimeout  = 250 * time.Millisecond
+	// outcomeProbeBacklog reports waiting with no listener known have the
+	// agent probe before the interval is up.
+	outcomeProbeBacklog = 1024
 )
 
-// outcomeQueue holds reports until the publishing goroutine sends them.
+// outcomeQueue holds reports until the publishing goroutine sends them,
+// or a probe finds that nobody would receive them.
 type outcomeQueue struct {
 	mu      sync.Mutex
 	reports []event.OutcomeReport
-	dropped int
-	ready   chan struct{}
+	added   uint64        // reports ever added: reports[i] is number added-len(reports)+i
+	heard   bool          // the last probe found a listener: reports go out
+	dropped int           // not published for the backlog, while heard
+	unheard int           // discarded for the backlog while nobody was known to listen
+	ready   chan struct{} // reports to publish
+	probe   chan struct{} // many wait: probe now
 }
 
 func (q *outcomeQueue) add(r event.OutcomeReport) {
 	q.mu.Lock()
 	if len(q.reports) >= outcomeBacklog {
-		q.dropped++
-	} else {
-		q.reports = append(q.reports, r)
+		if q.heard {
+			q.dropped++
+			q.mu.Unlock()
+			return
+		}
+		// Nobody listened at the last probe: make room by forgetting the
+		// older half, which a listener is the least likely to want.
+		n := len(q.reports) / 2
+		q.reports = slices.Delete(q.reports, 0, n)
+		q.unheard += n
 	}
+	q.reports = append(q.reports, r)
+	q.added++
+	heard, waiting := q.heard, len(q.reports)
 	q.mu.Unlock()
+	switch {
+	case heard:
+		q.kick()
+	case waiting%outcomeProbeBacklog == 0:
+		select {
+		case q.probe <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (q *outcomeQueue) kick() {
 	select {
 	case q.ready <- struct{}{}:
 	default:
 	}
 }
 
+// take returns up to n reports to publish, none unless a listener was
+// found, and the reports dropped since the last call.
 func (q *outcomeQueue) take(n int) ([]event.OutcomeReport, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	d := q.dropped
+	q.dropped = 0
+	if !q.heard {
+		return nil, d
+	}
 	k := min(n, len(q.reports))
 	out := slices.Clone(q.reports[:k])
 	q.reports = slices.Delete(q.reports, 0, k)
-	d := q.dropped
-	q.dropped = 0
 	return out, d
 }
 
-// publishOutcomes sends queued reports in batches until the agent stops,
-// then sends what is left.
+// mark returns the number of the next report, to pass to heard.
+func (q *outcomeQueue) mark() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.added
+}
+
+// probed records a probe's finding; mark is what mark returned before it
+// was sent. Without a listener, the reports before mark are discarded
+// (returned: how many); with one, everything queued goes out. lost is how
+// many reports the backlog made room for while nobody was known to listen,
+// counted once a listener is found.
+func (q *outcomeQueue) probed(listener bool, mark uint64) (discarded, lost int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.heard = listener
+	if listener {
+		lost, q.unheard = q.unheard, 0
+		if len(q.reports) > 0 {
+			q.kick()
+		}
+		return 0, lost
+	}
+	first := q.added - uint64(len(q.reports))
+	if mark > first {
+		discarded = int(min(mark-first, uint64(len(q.reports))))
+		q.reports = slices.Delete(q.reports, 0, discarded)
+	}
+	discarded += q.unheard
+	q.unheard = 0
+	return discarded, 0
+}
+
+// outcomeProbe is an empty batch of reports: a msgpack array of length 0.
+var outcomeProbe = []byte{0x90}
+
+// probeOutcomes asks NATS, every outcomeProbeInterval until the agent
+// stops, whether anyone subscribes to the agent's outcome subject, and
+// tells the queue. It asks at once when outcomeProbeBacklog reports wait
+// for an answer, so that a burst with nobody listening holds few.
+func (a *Agent) probeOutcomes() {
+	a.everyOr(outcomeProbeInterval, a.outcomes.probe, a.probeOutcomesOnce)
+}
+
+func (a *Agent) probeOutcomesOnce() {
+	q := &a.outcomes
+	subject := event.OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
+	mark := q.mark()
+	ctx, cancel := context.WithTimeout(a.ctx, outcomeProbeTimeout)
+	_, err := a.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: outcomeProbe})
+	cancel()
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		discarded, _ := q.probed(false, mark)
+		a.stats.outcomesUnheard.Add(uint64(discarded))
+	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		// Somebody received the probe (and answered, or not).
+		if _, lost := q.probed(true, mark); lost > 0 {
+			a.stats.outcomesDropped.Add(uint64(lost))
+			a.log.Warn("outcome reports dropped: more waited for a listener than the backlog holds", "dropped", lost)
+		}
+	default:
+		// NATS is down, or the agent stops: keep the reports, ask again.
+		a.log.Debug("probing for outcome listeners", "err", err)
+	}
+}
+
+// publishOutcomes sends queued reports in batches, while a listener is
+// known, until the agent stops, then sends what is left.
 func (a *Agent) publishOutcomes() {
 	q := &a.outcomes
 	subject := event.OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
@@ -73,7 +202,9 @@ func (a *Agent) publishOutcomes() {
 			}
 			if err := a.nc.Publish(subject, b); err != nil {
 				a.log.Debug("publishing outcome reports", "err", err)
+				continue
 			}
+			a.stats.outcomesPublished.Add(uint64(len(batch)))
 		}
 	}
 	timer := time.NewTimer(time.Hour)

@@ -33,6 +33,8 @@ type Stats struct {
 	ChainsCompleted    uint64 // chains that ended, live or replayed
 	HandlersTimedOut   uint64 // handlers passed over for not completing in time
 	OutcomesDropped    uint64 // outcome reports not published: NATS was not keeping up
+	OutcomesPublished  uint64 // outcome reports published on NATS (only while someone subscribes)
+	OutcomesUnheard    uint64 // outcome reports not published: nobody subscribed
 	CacheEvictions     uint64 // events the cluster's cache discarded for its limits (last check)
 	Subscriptions      int    // NATS subscriptions for the clients' registrations
 
@@ -58,6 +60,7 @@ type Stats struct {
 // path's.
 type agentStats struct {
 	chainsCompleted, handlersTimedOut, outcomesDropped atomic.Uint64
+	outcomesPublished, outcomesUnheard                 atomic.Uint64
 	natsDisconnects, natsReconnects, natsErrors        atomic.Uint64
 }
 
@@ -71,6 +74,8 @@ func (a *Agent) Stats() Stats {
 	s.ChainsCompleted = a.stats.chainsCompleted.Load()
 	s.HandlersTimedOut = a.stats.handlersTimedOut.Load()
 	s.OutcomesDropped = a.stats.outcomesDropped.Load()
+	s.OutcomesPublished = a.stats.outcomesPublished.Load()
+	s.OutcomesUnheard = a.stats.outcomesUnheard.Load()
 	s.CacheEvictions = a.evicted.Load()
 	s.NATSDisconnects = a.stats.natsDisconnects.Load()
 	s.NATSReconnects = a.stats.natsReconnects.Load()

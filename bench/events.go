@@ -291,7 +291,7 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r.addf("raw NATS fan-out to %d subscribers     %10.0f msgs/s", cfg.Clients, raw)
 	r.addf("event fan-out to %d clients / %d agents %10.0f deliveries/s", cfg.Clients, cfg.Agents, fan)
 	r.Targets = append(r.Targets,
-		Target{Name: "notify_p50_vs_nats_rtt", Measured: ratio(lat50, rtt50), Op: "<=", Goal: 1.5},
+		Target{Name: "notify_p50_vs_nats_rtt", Measured: ratio(lat50, rtt50), Op: "<=", Goal: 1.2},
 		Target{Name: "fanout_vs_nats", Measured: fan / raw, Op: ">=", Goal: 0.5},
 	)
 	return r, nil

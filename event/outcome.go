@@ -13,8 +13,10 @@ import (
 
 // OutcomeReport is what an agent reports when a local client's handler
 // chain ends: for the host RM at once, and on NATS at
-// OutcomeSubject(cluster, node), where reports go in batches: each message
-// is a msgpack array of reports (maps with the field names below).
+// OutcomeSubject(cluster, node) while someone subscribes there (docs/subjects.md),
+// where reports go in batches: each message is a msgpack array of reports
+// (maps with the field names below). An empty batch is an agent's probe
+// for subscribers.
 type OutcomeReport struct {
 	EventID string      `msgpack:"event_id"`
 	Cluster string      `msgpack:"cluster"`

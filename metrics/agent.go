@@ -77,6 +77,8 @@ func Agent(a StatsSource, cluster, node string) prometheus.Collector {
 			m("chains_completed_total", "Handler chains that ended.", c, func(s agent.Stats) float64 { return float64(s.ChainsCompleted) }),
 			m("handlers_timed_out_total", "Handlers passed over for not completing within their timeout.", c, func(s agent.Stats) float64 { return float64(s.HandlersTimedOut) }),
 			m("outcomes_dropped_total", "Outcome reports not published because NATS was not keeping up.", c, func(s agent.Stats) float64 { return float64(s.OutcomesDropped) }),
+			m("outcomes_published_total", "Outcome reports published on NATS (only while someone subscribes to them).", c, func(s agent.Stats) float64 { return float64(s.OutcomesPublished) }),
+			m("outcomes_unheard_total", "Outcome reports not published because nobody subscribed to them.", c, func(s agent.Stats) float64 { return float64(s.OutcomesUnheard) }),
 			m("cache_evictions_total", "Events the cluster's event cache discarded for its limits.", c, func(s agent.Stats) float64 { return float64(s.CacheEvictions) }),
 			m("nats_connected", "1 while the agent's NATS connection is up.", g, func(s agent.Stats) float64 { return b2f(s.NATSConnected) }),
 			m("nats_disconnects_total", "Times the agent lost its NATS connection.", c, func(s agent.Stats) float64 { return float64(s.NATSDisconnects) }),
