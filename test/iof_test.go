@@ -347,3 +347,20 @@ func TestOutputSurvivesServerRestart(t *testing.T) {
 	}
 	checkNumberedLines(t, out.String(), 2, 300)
 }
+
+// A rank that closes its stdout early and goes on: its stdout ends then,
+// its stderr and its end come later, and nothing is lost.
+func TestOutputStdoutClosedEarly(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		shJob(2, `echo "out $PMIX_RANK"; exec 1>&-; sleep 0.2; echo "err $PMIX_RANK" >&2`)}}, "")
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, stderr)
+	}
+	for r := range 2 {
+		if !strings.Contains(stdout.String(), fmt.Sprintf("out %d\n", r)) || !strings.Contains(stderr.String(), fmt.Sprintf("err %d\n", r)) {
+			t.Errorf("rank %d: stdout %q, stderr %q", r, stdout, stderr)
+		}
+	}
+}

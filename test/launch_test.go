@@ -21,6 +21,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
@@ -426,6 +427,17 @@ func TestLaunchedNodeDown(t *testing.T) {
 		}
 		if n := strings.Count(out.String(), fmt.Sprintf("%d: event %d ", rk, pmix.EventNodeDown)); n != 1 {
 			t.Errorf("rank %d saw NODE_DOWN %d times", rk, n)
+		}
+	}
+	// What the lost node's ranks wrote before it went stays in the stream.
+	var stored strings.Builder
+	watch := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleWatch), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+	if err := iof.Attach(ctx, watch, "A", ns, iof.AttachOptions{}, func(p iof.Parsed) { stored.Write(p.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, lost := range []int{2, 3} {
+		if !strings.Contains(stored.String(), fmt.Sprintf("%d: watching", lost)) {
+			t.Errorf("rank %d's output is not in the stream:\n%s", lost, stored.String())
 		}
 	}
 }
