@@ -140,8 +140,11 @@ type Run struct {
 	repairs    map[*runJob]*repairState
 	out        outputState
 	reconnects uint64
-	completes  map[rankKey]int // channels of a rank whose end was shown
-	held       map[rankKey]heldEnd
+	// poll's: nodes found down and when first, and the reconnects seen
+	suspects       map[string]time.Time
+	pollReconnects uint64
+	completes      map[rankKey]int // channels of a rank whose end was shown
+	held           map[rankKey]heldEnd
 
 	mu       sync.Mutex
 	left     int
@@ -184,8 +187,9 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
 		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
-		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
+		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
+	r.pollReconnects = r.reconnects
 	if err := r.plan(ctx); err != nil {
 		return nil, err
 	}
@@ -662,13 +666,14 @@ func (r *Run) poll() {
 			err := Control(ctx, r.cfg.Conn, j.cluster, node, OpJobs, nil, &reply)
 			cancel()
 			if err != nil {
-				if errors.Is(err, ErrNoAgent) && r.nodeDown(j.cluster, node) {
+				if errors.Is(err, ErrNoAgent) && r.nodeDown(j.cluster, node) && r.downFor(j.cluster, node) >= r.cfg.JobTTL {
 					for _, rk := range ranks {
 						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (the agent's liveness key expired)"})
 					}
 				}
 				continue
 			}
+			delete(r.suspects, cluster.Qualify(j.cluster, node))
 			running := map[pmix.Rank]bool{}
 			for _, js := range reply.Jobs {
 				if js.Nspace == j.nspace {
@@ -697,6 +702,25 @@ func (r *Run) lateCheck(j *runJob, node string, rk pmix.Rank) {
 		return
 	}
 	r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "ended, but its agent's report never arrived"})
+}
+
+// downFor is how long node has been found down, unanswering, by polls
+// since the launcher's connection last came back: a NATS server that
+// restarts lets the agents' keys expire and their subscriptions lapse
+// for a moment, which is no node going down (the agents wait a TTL after
+// their own outage too).
+func (r *Run) downFor(c cluster.ID, node string) time.Duration {
+	if n := r.cfg.Conn.Stats().Reconnects; n != r.pollReconnects {
+		r.pollReconnects = n
+		clear(r.suspects)
+	}
+	k := cluster.Qualify(c, node)
+	since, ok := r.suspects[k]
+	if !ok {
+		r.suspects[k] = time.Now()
+		return 0
+	}
+	return time.Since(since)
 }
 
 func (r *Run) nodeDown(c cluster.ID, node string) bool {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/iof"
@@ -311,15 +310,10 @@ func TestOutputLimitOneWarning(t *testing.T) {
 
 // The cluster's NATS server restarts under a running job: with the file
 // store nothing written is lost, and the launcher shows every line once,
-// in order. (The agents' liveness TTL outlasts the restart: a node whose
-// key expires is down, by design.)
+// in order. The restart outlasts the agents' 1 s liveness TTL, and no
+// rank is taken for lost.
 func TestOutputSurvivesServerRestart(t *testing.T) {
-	spec := launchSpec
-	spec.Agent = func(c *agent.Config) {
-		launchSpec.Agent(c)
-		c.LivenessInterval, c.LivenessTTL = time.Second, 10*time.Second
-	}
-	w := agenttest.Start(t, spec)
+	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	out := &syncBuffer{}
 	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
