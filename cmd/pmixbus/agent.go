@@ -87,7 +87,7 @@ For manual testing, --job and --client do that at startup:
     --client nspace.rank
         registers a client of a --job on this node (repeatable) and prints the
         environment to launch it with, as shell "export" lines after a
-        "# client nspace.rank" comment.
+        "# client nspace.rank" comment, before the ready lines.
 
 For example:
 
@@ -321,15 +321,17 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 			defer removeLocalURL(urlFile, srv.ClientURL())
 		}
 	}
-	fmt.Fprintf(stdout, "pmixbus agent %s of cluster %s ready\n", cfg.Node, cfg.Cluster)
-	fmt.Fprintf(stdout, "listen: %s\n", a.Addr())
-	fmt.Fprintf(stdout, "NATS URL: %s\n", a.NATS().ConnectedUrl())
+	// The clients' environments first: who waits for the ready lines has
+	// them all.
 	for i, p := range clients {
 		fmt.Fprintf(stdout, "# client %v\n", p)
 		for _, k := range slices.Sorted(maps.Keys(envs[i])) {
 			fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(envs[i][k]))
 		}
 	}
+	fmt.Fprintf(stdout, "pmixbus agent %s of cluster %s ready\n", cfg.Node, cfg.Cluster)
+	fmt.Fprintf(stdout, "listen: %s\n", a.Addr())
+	fmt.Fprintf(stdout, "NATS URL: %s\n", a.NATS().ConnectedUrl())
 	<-ctx.Done()
 	if err := shutdown(); err != nil {
 		return fail("shutdown: %v", err)
