@@ -52,7 +52,7 @@ import (
 // computedKeys are the keys jobView answers, in the order a client's
 // attach info lists them.
 var computedKeys = []string{
-	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
+	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
 	pmix.KeyLocalRank, pmix.KeyNodeRank, pmix.KeyHostname, pmix.KeyClusterID, pmix.KeyNspace, pmix.KeyRank,
 }
 
@@ -98,7 +98,7 @@ func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, 
 		node = n
 	}
 	switch key {
-	case pmix.KeyJobSize, pmix.KeyUnivSize:
+	case pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs:
 		return pmix.Uint32(uint32(len(j.procs))), true, nil
 	case pmix.KeyAppNum:
 		return pmix.Uint32(0), true, nil
