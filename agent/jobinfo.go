@@ -17,6 +17,8 @@ import (
 //
 //   - job size, pmix.job.size (uint32): the number of procs in the map;
 //   - universe size, pmix.univ.size (uint32): the job size;
+//   - maximum procs, pmix.max.size (uint32): the job size (Open MPI 4.1
+//     fails its MPI_Init without it);
 //   - app number, pmix.appnum (uint32): 0 (one application per job: a
 //     multi-app run is one job per app context);
 //   - local size, pmix.local.size (uint32), and local peers, pmix.lpeers
