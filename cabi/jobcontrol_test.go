@@ -21,11 +21,7 @@ func TestJobControlCleanup(t *testing.T) {
 				"null_bool": "1", "before_init": "-31", "init": "-25", "job_scope": "-47",
 				"blocking": "0", "nb": "0", "nb_nocb": "0", "kill": "-47", "present": "1", "finalize": "0",
 			}
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("%s = %q, want %q", k, got[k], v)
-				}
-			}
+			checkLines(t, got, want)
 			for _, name := range []string{"session", "lone"} {
 				if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 					t.Errorf("%s: %v, want removed", name, err)
