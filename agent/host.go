@@ -28,6 +28,15 @@ const (
 	EnvRank       = proto.EnvRank
 	EnvAgent      = proto.EnvAgent      // "unix:/path" or "tcp:127.0.0.1:port"
 	EnvCredential = proto.EnvCredential // hex; the agent checks it at attach
+
+	// EnvOpenMPIDaemonURI tells an Open MPI 4.1 program that a local
+	// server launched it: without it Open MPI 4.1 (ORTE's schizo) takes a
+	// process that Slurm, Flux or LSF did not start for a singleton and
+	// tries to start its own daemon, whatever PMIx server is there. Its
+	// value is a daemon name ("0.0") and the agent's address; Open MPI
+	// 4.1 processes talk to their daemon only through PMIx, so neither is
+	// used further (docs/cabi.md, "Open MPI 4.1 programs").
+	EnvOpenMPIDaemonURI = "OMPI_MCA_orte_local_daemon_uri"
 )
 
 // Job describes a job (nspace) to the agent: what a host RM registers
@@ -141,7 +150,7 @@ func WithUID(uid int) ClientOption { return func(e *clientEntry) { e.uid = uid }
 
 // RegisterClient registers a local process of a registered job and returns
 // the environment to launch it with (EnvNspace, EnvRank, EnvAgent,
-// EnvCredential). The credential is fresh for every registration; a
+// EnvCredential, and EnvOpenMPIDaemonURI for Open MPI 4.1). The credential is fresh for every registration; a
 // process attaching with it is the client nspace.rank and no other. As for
 // RegisterJob, ctx bounds setting up the retention of the job's events
 // for the client.
@@ -167,10 +176,11 @@ func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...Clie
 	// now on, before the host launches it.
 	a.ensureRetention(ctx, proc.Nspace)
 	return map[string]string{
-		EnvNspace:     proc.Nspace,
-		EnvRank:       strconv.FormatUint(uint64(proc.Rank), 10),
-		EnvAgent:      a.addr,
-		EnvCredential: e.credential,
+		EnvNspace:           proc.Nspace,
+		EnvRank:             strconv.FormatUint(uint64(proc.Rank), 10),
+		EnvAgent:            a.addr,
+		EnvCredential:       e.credential,
+		EnvOpenMPIDaemonURI: "0.0;" + a.addr,
 	}, nil
 }
 

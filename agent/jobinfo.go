@@ -17,6 +17,8 @@ import (
 //
 //   - job size, pmix.job.size (uint32): the number of procs in the map;
 //   - universe size, pmix.univ.size (uint32): the job size;
+//   - maximum procs, pmix.max.size (uint32): the job size (Open MPI 4.1
+//     fails its MPI_Init without it);
 //   - app number, pmix.appnum (uint32): 0 (one application per job: a
 //     multi-app run is one job per app context);
 //   - local size, pmix.local.size (uint32), and local peers, pmix.lpeers
@@ -52,7 +54,7 @@ import (
 // computedKeys are the keys jobView answers, in the order a client's
 // attach info lists them.
 var computedKeys = []string{
-	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
+	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
 	pmix.KeyLocalRank, pmix.KeyNodeRank, pmix.KeyHostname, pmix.KeyClusterID, pmix.KeyNspace, pmix.KeyRank,
 }
 
@@ -98,7 +100,7 @@ func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, 
 		node = n
 	}
 	switch key {
-	case pmix.KeyJobSize, pmix.KeyUnivSize:
+	case pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs:
 		return pmix.Uint32(uint32(len(j.procs))), true, nil
 	case pmix.KeyAppNum:
 		return pmix.Uint32(0), true, nil

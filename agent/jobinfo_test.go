@@ -45,6 +45,8 @@ func TestJobViewValue(t *testing.T) {
 		{"sim", 4, pmix.KeyJobSize, pmix.Uint32(5), false},
 		{"sim", wild, pmix.KeyUnivSize, pmix.Uint32(64), false}, // the host's
 		{"aaa", wild, pmix.KeyUnivSize, pmix.Uint32(2), false},
+		{"sim", wild, pmix.KeyMaxProcs, pmix.Uint32(5), false}, // the job size, as Open MPI 4.1 requires it
+		{"aaa", 1, pmix.KeyMaxProcs, pmix.Uint32(2), false},
 		{"sim", 1, pmix.KeyAppNum, pmix.Uint32(0), false},
 		{"zzz", wild, pmix.KeyAppNum, pmix.Uint32(3), false},
 		{"sim", wild, pmix.KeyLocalSize, pmix.Uint32(3), false}, // on n1, the agent's node

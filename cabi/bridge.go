@@ -138,6 +138,7 @@ func goPMIx_Finalize(inHandler bool) C.pmix_status_t {
 	state.c, state.refs, state.singleton = nil, nil, false
 	state.stored, state.connects = nil, nil
 	state.mu.Unlock()
+	defer runCleanups()
 	if c == nil {
 		return C.PMIX_SUCCESS
 	}

@@ -20,6 +20,7 @@ void cabi_call_evhdlr(pmix_notification_fn_t fn, size_t id, pmix_status_t code,
 void cabi_call_regcb(pmix_hdlr_reg_cbfunc_t fn, pmix_status_t status, size_t ref, void *cbdata);
 void cabi_call_opcb(pmix_op_cbfunc_t fn, pmix_status_t status, void *cbdata);
 void cabi_call_valuecb(pmix_value_cbfunc_t fn, pmix_status_t status, pmix_value_t *kv, void *cbdata);
+void cabi_call_infocb(pmix_info_cbfunc_t fn, pmix_status_t status, void *cbdata);
 void cabi_call_lookupcb(pmix_lookup_cbfunc_t fn, pmix_status_t status, pmix_pdata_t *data,
                         size_t ndata, void *cbdata);
 

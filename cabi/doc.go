@@ -16,7 +16,8 @@
 // *_string functions, the helper functions of 4.2.3+ headers) are plain C
 // in values.c and helpers.c and never enter Go; forward.c holds the entry
 // points that need the agent, with OpenPMIx's const-correct prototypes,
-// forwarding to the goPMIx_* functions this package exports; stubs.c
+// forwarding to the goPMIx_* functions this package exports (log.c and
+// jobcontrol.c likewise for PMIx_Log and PMIx_Job_control); stubs.c
 // defines every other function Debian's libpmix.so.2 exports, returning
 // PMIX_ERR_NOT_SUPPORTED. docs/cabi.md lists what is implemented.
 //

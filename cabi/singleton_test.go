@@ -25,11 +25,7 @@ func TestSingleton(t *testing.T) {
 				"stub": "-47", "finalize": "0", "pmixbus": "1",
 				"error_string": "UNREACHABLE", "range_string": "AVAIL TO PROCESSES IN SAME ALLOCATION ONLY",
 			}
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("%s = %q, want %q", k, got[k], v)
-				}
-			}
+			checkLines(t, got, want)
 			if !strings.HasPrefix(got["nspace"], "singleton.") {
 				t.Errorf("nspace = %q, want singleton.<host>.<pid>", got["nspace"])
 			}
@@ -57,6 +53,16 @@ func lines(out string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// checkLines reports each of want's names whose value in got differs.
+func checkLines(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
 }
 
 // TestHelpers runs testdata/helpers.c: the helper functions of 4.2.3+

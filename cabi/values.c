@@ -303,7 +303,12 @@ PMIX_EXPORT pmix_status_t PMIx_Value_load(pmix_value_t *v, const void *data, pmi
     v->type = type;
     if (NULL == data) {
         /* a NULL string or pointer is a value of its own; other types keep
-         * the zero value */
+         * the zero value, but a bool is true, as in OpenPMIx: the presence
+         * of a flag attribute means true (PMIX_INFO_LOAD(&i,
+         * PMIX_CLEANUP_RECURSIVE, NULL, PMIX_BOOL), as Open MPI loads it) */
+        if (PMIX_BOOL == type) {
+            v->data.flag = true;
+        }
         return PMIX_SUCCESS;
     }
     switch (type) {

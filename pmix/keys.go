@@ -17,6 +17,7 @@ const (
 	KeyNodeRank   = "pmix.nrank"      // uint16: the proc's rank among all procs on its node
 	KeyLocalPeers = "pmix.lpeers"     // string: comma list of the job's ranks on the node
 	KeyUnivSize   = "pmix.univ.size"  // uint32
+	KeyMaxProcs   = "pmix.max.size"   // uint32: the most procs the job may have
 	KeyAppNum     = "pmix.appnum"     // uint32
 	KeyUserID     = "pmix.euid"       // uint32
 	KeyGroupID    = "pmix.egid"       // uint32
