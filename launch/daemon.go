@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,6 +107,22 @@ type localJob struct {
 	left    int
 	orphan  *time.Timer // the launcher's key expired; ends the job when it fires
 	started time.Time
+	local   []pmix.Rank // the job's ranks on this node, sorted
+}
+
+// mpirunEnv is what Open MPI's mpirun tells each rank besides PMIx, which
+// scripts and programs read (OMPI_COMM_WORLD_RANK and the like); the
+// app's own environment wins.
+func mpirunEnv(j *localJob, r pmix.Rank) map[string]string {
+	local := strconv.Itoa(slices.Index(j.local, r))
+	return map[string]string{
+		"OMPI_COMM_WORLD_RANK":       r.String(),
+		"OMPI_COMM_WORLD_SIZE":       strconv.Itoa(len(j.req.Map)),
+		"OMPI_COMM_WORLD_LOCAL_RANK": local,
+		"OMPI_COMM_WORLD_LOCAL_SIZE": strconv.Itoa(len(j.local)),
+		"OMPI_COMM_WORLD_NODE_RANK":  local,
+		"OMPI_UNIVERSE_SIZE":         strconv.Itoa(len(j.req.Map)),
+	}
 }
 
 // incarnation tells this run of the job from an earlier one of the same
@@ -281,7 +298,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s on node %s", ErrNspaceTaken, req.Nspace, d.cfg.Node)
 	}
-	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now()}
+	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now(), local: ranks}
 	d.jobs[req.Nspace] = j
 	d.mu.Unlock()
 
@@ -338,6 +355,11 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 	merged := maps.Clone(app.Env)
 	if merged == nil {
 		merged = map[string]string{}
+	}
+	for k, v := range mpirunEnv(j, r) {
+		if _, set := merged[k]; !set {
+			merged[k] = v
+		}
 	}
 	maps.Copy(merged, env)
 	if dir := d.cfg.LibDir; dir != "" {

@@ -507,3 +507,21 @@ func TestLauncherGone(t *testing.T) {
 	})
 	checkNoOrphans(t, p)
 }
+
+// The ranks get the variables Open MPI's mpirun sets besides PMIx's, which
+// scripts read: their rank, the job's size, their rank and count on the
+// node.
+func TestLaunchMPIRunEnvironment(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/bin/sh", Args: []string{"-c",
+		`echo "r=$OMPI_COMM_WORLD_RANK/$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE pmix=$PMIX_RANK"`}}}}})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	for r := range 4 { // by slot: 0, 1 on a1 and 2, 3 on a2
+		if want := fmt.Sprintf("r=%d/4 local=%d/2 pmix=%d\n", r, r%2, r); !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
