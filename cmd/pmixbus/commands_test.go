@@ -143,7 +143,6 @@ func TestCommandUsageErrors(t *testing.T) {
 		{name: "agent client bad proc", args: []string{"agent", "--client", "sim"}, wantStderr: []string{`invalid proc "sim"`}},
 		{name: "agent extra argument", args: []string{"agent", "now"}, wantStderr: []string{`unexpected argument "now"`}},
 
-		{name: "notify no nats", args: []string{"notify", "--code", "1", "--range", "global"}, wantStderr: []string{"--nats: a NATS URL is required"}},
 		{name: "notify no code", args: []string{"notify", "--nats", "nats://h:1", "--range", "global"}, wantStderr: []string{"--code: an event code is required"}},
 		{name: "notify bad code", args: []string{"notify", "--nats", "nats://h:1", "--code", "EVENT_BOOM", "--range", "global"}, wantStderr: []string{`--code: unknown status "EVENT_BOOM"`}},
 		{name: "notify no range", args: []string{"notify", "--nats", "nats://h:1", "--code", "EVENT_NODE_DOWN"}, wantStderr: []string{"--range: a data range is required"}},
@@ -161,7 +160,6 @@ func TestCommandUsageErrors(t *testing.T) {
 		{name: "notify info bad bool", args: []string{"notify", "--nats", "nats://h:1", "--code", "-201", "--range", "global", "--info", "k:bool=yes please"}, wantStderr: []string{`bool value "yes please"`}},
 		{name: "notify bad cluster", args: []string{"notify", "--nats", "nats://h:1", "--cluster", "", "--code", "-201", "--range", "global"}, wantStderr: []string{"--cluster:", "empty"}},
 
-		{name: "watch no nats", args: []string{"watch"}, wantStderr: []string{"--nats: a NATS URL is required"}},
 		{name: "watch bad range", args: []string{"watch", "--nats", "nats://h:1", "--range", "galaxy"}, wantStderr: []string{`--range: unknown range "galaxy"`}},
 		{name: "watch negative count", args: []string{"watch", "--nats", "nats://h:1", "--count", "-1"}, wantStderr: []string{"--count: -1 is negative"}},
 		{name: "watch bad cluster", args: []string{"watch", "--nats", "nats://h:1", "--cluster", "a b"}, wantStderr: []string{"--cluster:"}},

@@ -66,9 +66,9 @@ For example:
 var notifyEnv = envBindings{"nats": "PMIXBUS_NATS", "cluster": "PMIXBUS_CLUSTER", "node": "PMIXBUS_NODE"}
 
 func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("notify", "--nats URL --code CODE --range RANGE [flags]", notifyDescription)
+	fs := newFlagSet("notify", "--code CODE --range RANGE [flags]", notifyDescription)
 	var (
-		natsURL     = fs.String("nats", "", "NATS `URL` (required)")
+		natsURL     = localNATSFlag(fs, "of the clusters")
 		clusterName = fs.String("cluster", "local", "the cluster whose RM sends the event")
 		node        = fs.String("node", hostname(), "the RM's `node`: the event's source node, and the target of a local event")
 		codeArg     = fs.String("code", "", "event `code`: a PMIx name (EVENT_NODE_DOWN, PMIX_EVENT_JOB_END) or a number (required)")
@@ -98,7 +98,7 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	if *natsURL == "" {
-		return usageError(fs, stderr, "--nats: a NATS URL is required")
+		*natsURL = localNATS()
 	}
 	id, err := cluster.ParseID(*clusterName)
 	if err != nil {

@@ -46,7 +46,8 @@ it (and its agents' outcomes); --range prints only events of that range
 events); --subject replaces the event subjects subscribed to.
 
 It runs until interrupted, or until it has printed --count messages. Once
-subscribed it says so on stderr. --nats may also come from PMIXBUS_NATS.
+subscribed it says so on stderr. --nats may also come from PMIXBUS_NATS;
+without either it is the local agent's embedded server.
 
 On a secured server (docs/security.md) it signs in with --nkey, by default
 the read-only watch key of the keys directory; the agent key works too.
@@ -54,9 +55,9 @@ Without a key file it connects without a key, which only a server without
 authentication takes.`
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("watch", "--nats URL [flags]", watchDescription)
+	fs := newFlagSet("watch", "[flags]", watchDescription)
 	var (
-		natsURL     = fs.String("nats", "", "NATS `URL` (required)")
+		natsURL     = localNATSFlag(fs, "of the clusters")
 		clusterName = fs.String("cluster", "", "watch this `cluster` only")
 		rangeArg    = fs.String("range", "", "print only events of this `range` (or env)")
 		outcomes    = fs.Bool("outcomes", false, "print chain outcomes too")
@@ -73,11 +74,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := noArgs(fs, stderr); done {
 		return code
 	}
-	if err := (envBindings{"nats": "PMIXBUS_NATS"}).apply(fs); err != nil {
+	if err := applyLocalNATS(fs, natsURL); err != nil {
 		return usageError(fs, stderr, "%v", err)
-	}
-	if *natsURL == "" {
-		return usageError(fs, stderr, "--nats: a NATS URL is required")
 	}
 	if *count < 0 {
 		return usageError(fs, stderr, "--count: %d is negative", *count)
