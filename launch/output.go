@@ -159,6 +159,9 @@ func (r *Run) record(in incoming) {
 		}
 		return
 	}
+	if j := r.jobOf(p.Nspace); j == nil || int64(p.Rank) >= int64(len(j.places)) {
+		return // not a process of the run: its state would only grow
+	}
 	k := chanKey{p.Nspace, p.Rank, p.Channel}
 	st := r.out.chans[k]
 	if st == nil {

@@ -12,10 +12,11 @@ import (
 // record puts the subscription's records and a repair's together: every
 // record once, in sequence, whatever the order they come in.
 func TestRecordMergesBySequence(t *testing.T) {
+	job := &runJob{nspace: "j", places: make([]Placement, 1)}
 	rec := func(seq uint64, repair bool) incoming {
 		in := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Rank: 0, Channel: iof.STDOUT, Seq: seq, Data: []byte(fmt.Sprintf("%d\n", seq))}}, Pending: 1}}
 		if repair {
-			in.repair = &runJob{nspace: "j"}
+			in.repair = job
 		}
 		return in
 	}
@@ -32,13 +33,11 @@ func TestRecordMergesBySequence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler),
-				repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+			// A repair is running from the start (so a gap starts none).
+			r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{job},
+				repairs: map[*runJob]*repairState{job: {f: &iof.Follower{}}}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
 				out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 			for _, in := range tc.in {
-				if in.repair != nil {
-					r.repairs[in.repair] = &repairState{f: &iof.Follower{}, gen: in.gen}
-				}
 				r.record(in)
 			}
 			if out.String() != tc.want {
@@ -56,12 +55,28 @@ func TestRecordMergesBySequence(t *testing.T) {
 func TestRecordIgnoresStoppedRepair(t *testing.T) {
 	var out bytes.Buffer
 	j := &runJob{nspace: "j"}
-	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler),
+	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{j},
 		repairs: map[*runJob]*repairState{j: {f: &iof.Follower{}, gen: 2, readTo: 10}}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 	stale := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Channel: iof.STDOUT, Seq: 1, Data: []byte("x\n")}}, StreamSeq: 50}, repair: j, gen: 1}
 	r.record(stale)
 	if rs := r.repairs[j]; rs.f == nil || rs.readTo != 10 || out.Len() != 0 {
 		t.Fatalf("a stale record was taken: readTo %d, stopped %v, shown %q", rs.readTo, rs.f == nil, out.String())
+	}
+}
+
+// A record of a process the run did not start is not shown, and leaves
+// no state behind.
+func TestRecordIgnoresOtherProcesses(t *testing.T) {
+	var out bytes.Buffer
+	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{{nspace: "j", places: make([]Placement, 2)}},
+		repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
+	for _, rec := range []iof.Record{{Nspace: "j", Rank: 2, Seq: 1}, {Nspace: "other", Rank: 0, Seq: 1}} {
+		rec.Channel, rec.Data = iof.STDOUT, []byte("x\n")
+		r.record(incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: rec}}})
+	}
+	if out.Len() != 0 || len(r.out.chans) != 0 {
+		t.Fatalf("shown %q, %d channels kept", out.String(), len(r.out.chans))
 	}
 }
