@@ -321,6 +321,10 @@ func (r *Run) plan(ctx context.Context) error {
 		if nspace == "" {
 			nspace = newNspace()
 		}
+		if slices.ContainsFunc(r.jobs, func(o *runJob) bool { return o.nspace == nspace }) {
+			// A run tells its jobs' ranks, ends and output apart by nspace.
+			return pmix.Errorf(pmix.ErrBadParam, "app context %d: nspace %s is another app context's too", i+1, pmix.Quote(nspace))
+		}
 		j := &runJob{spec: spec, cluster: c, nspace: nspace, places: places, ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{}}
 		for _, p := range places {
 			used[c][p.Node]++

@@ -333,6 +333,12 @@ func TestLaunchBadInput(t *testing.T) {
 	if !errors.As(err, &merr) || len(merr.Errors) != 2 || !strings.Contains(err.Error(), "a1") || !strings.Contains(err.Error(), "a2") {
 		t.Fatalf("err = %v, want both agents' failures", err)
 	}
+	// One nspace for two app contexts, even in two clusters.
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		{N: 1, Cluster: "A", Nspace: "twice", App: launch.App{Path: p}}, {N: 1, Cluster: "B", Nspace: "twice", App: launch.App{Path: p}}}})
+	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "app context 2") {
+		t.Fatalf("one nspace twice: %v", err)
+	}
 	// A duplicate nspace.
 	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
 	if err != nil {
