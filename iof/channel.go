@@ -3,6 +3,7 @@ package iof
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -205,9 +206,9 @@ func (c *channel) fail(err error) {
 // acknowledgement, so the stream takes several of a fast writer's records
 // at once; at most pipeline are unacknowledged.
 func (c *channel) storeAsync(data []byte) error {
-	m, ok := c.message(data, nil, false)
-	if !ok {
-		return nil
+	m, live := c.message(data, nil, false)
+	if live {
+		return c.sendLive(m)
 	}
 	f, err := c.svc.async.PublishMsgAsync(m)
 	if err != nil {
@@ -297,26 +298,43 @@ func (c *channel) cut() int {
 // store publishes one record (or the Complete one, with no data), within
 // the job's limit.
 func (c *channel) store(data []byte, help *Help, complete bool) error {
-	m, ok := c.message(data, help, complete)
-	if !ok {
-		return nil
+	m, live := c.message(data, help, complete)
+	if live {
+		return c.sendLive(m)
 	}
 	return c.svc.publish(m, "output of "+c.src.proc.String())
 }
 
-// message numbers the next record, within the job's limit: false when it
-// is over the limit and dropped (the warning was given once). A Complete
-// record is never dropped, only its bytes.
-func (c *channel) message(data []byte, help *Help, complete bool) (*nats.Msg, bool) {
+// message numbers the next record. Within the job's limit it is to be
+// stored; over it (DROP_NEWEST, the warning given once) it is live: sent
+// to whoever is watching now on a subject the stream does not keep, so
+// that the launcher's view goes on while the stream keeps the limit. A
+// Complete record is always stored, without bytes over the limit.
+func (c *channel) message(data []byte, help *Help, complete bool) (m *nats.Msg, live bool) {
 	if len(data) > 0 && c.bud != nil && !c.bud.take(len(data)) {
-		if !complete {
-			return nil, false
+		live = !complete
+		if complete {
+			data = nil
 		}
-		data = nil
 	}
 	c.seq++
 	p := c.src.proc
 	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
+	if live {
+		m = r.Message("")
+		m.Subject += "." + tokenLive
+		return m, true
+	}
 	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
-	return r.Message(id), true
+	return r.Message(id), false
+}
+
+// sendLive sends a record over the limit. Nothing acknowledges it and
+// nothing paces the writer: the viewers' subscriptions bound what they
+// hold, and a viewer that falls behind misses some of it.
+func (c *channel) sendLive(m *nats.Msg) error {
+	if err := c.svc.cfg.Conn.PublishMsg(m); err != nil && c.svc.cfg.Conn.IsClosed() {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return nil
 }

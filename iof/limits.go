@@ -209,7 +209,7 @@ func isWrongLastSequence(err error) bool {
 
 // warn records the job's one truncation warning.
 func (b *budget) warn(ctx context.Context, limit int64) {
-	what := "later output is dropped (PMIX_IOF_DROP_NEWEST)"
+	what := "later output is not kept (PMIX_IOF_DROP_NEWEST): who watches now sees it, a later attach does not"
 	if b.limit.DropOldest {
 		what = "its oldest output is dropped (PMIX_IOF_DROP_OLDEST)"
 	}

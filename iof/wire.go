@@ -19,8 +19,9 @@ const StreamName = "PMIXBUS_IOF"
 
 // Prefix roots the output subjects:
 //
-//	pmix.iof.<cluster>.<nspace>.<rank>.<out|err|diag>   a process's channel
-//	pmix.iof.<cluster>.<nspace>.job.<meta|diag|end>     the job's own records
+//	pmix.iof.<cluster>.<nspace>.<rank>.<out|err|diag>        a process's channel
+//	pmix.iof.<cluster>.<nspace>.<rank>.<out|err>.live        over the job's limit: sent, not kept
+//	pmix.iof.<cluster>.<nspace>.job.<meta|diag>              the job's own records
 //
 // Cluster and nspace are escaped tokens (package subjects).
 const Prefix = "pmix.iof"
@@ -31,6 +32,9 @@ const (
 	tokenErr  = "err"
 	tokenDiag = "diag"
 	tokenJob  = "job"
+	// tokenLive ends the subject of a record over its job's limit: sent
+	// to whoever watches, not kept (the stream takes six tokens only).
+	tokenLive = "live"
 )
 
 // Job-level record kinds (JobRecord.Kind), the last token of their subject.
@@ -133,10 +137,13 @@ func (r Record) Message(id string) *nats.Msg {
 
 // Parsed is one message of the stream: a process's record, or, when Job
 // is set, a job's own record of that kind (Record then has no rank or
-// channel, and for JobDiag its Data is the text).
+// channel, and for JobDiag its Data is the text). Live marks a record
+// over its job's limit, which only a subscription sees: the stream did
+// not keep it, so a gap before it cannot be filled.
 type Parsed struct {
 	Record
-	Job string
+	Job  string
+	Live bool
 }
 
 // ParseMessage reads a message of the stream. The message came from NATS
@@ -145,6 +152,9 @@ type Parsed struct {
 func ParseMessage(subject string, h nats.Header, data []byte) (Parsed, error) {
 	var p Parsed
 	tok := strings.Split(subject, ".")
+	if len(tok) == 7 && tok[6] == tokenLive && tok[4] != tokenJob {
+		p.Live, tok = true, tok[:6]
+	}
 	if len(tok) != 6 || tok[0]+"."+tok[1] != Prefix {
 		return p, pmix.Errorf(pmix.ErrBadParam, "iof: %s is not an output subject (%s.<cluster>.<nspace>.<rank>.<channel>)", pmix.Quote(subject), Prefix)
 	}

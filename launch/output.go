@@ -31,6 +31,10 @@ import (
 // launcher wait this long.
 const outputWait = 5 * time.Second
 
+// maxPending bounds the bytes of records the launcher's subscription
+// holds while the launcher is behind.
+const maxPending = 64 << 20
+
 // maxHeld bounds the bytes of records taken ahead of a missing one; past
 // it they are dropped, and the repair brings them.
 const maxHeld = 8 << 20
@@ -93,15 +97,18 @@ func (r *Run) subscribeOutput() error {
 				r.log.Warn("an output record that does not parse", "subject", m.Subject, "err", err)
 				return
 			}
+			// Waiting here queues what follows in the subscription,
+			// up to its limit; past it NATS drops (the stream keeps the
+			// records within the job's limit, a repair brings them).
 			select {
 			case r.recs <- incoming{Delivered: iof.Delivered{Parsed: p}}:
-			default: // the launcher is behind: the stream keeps it, a repair brings it
+			case <-r.stop:
 			}
 		})
 		if err != nil {
 			return pmix.Errorf(pmix.ErrUnreach, "subscribing to %s: %v", subj, err)
 		}
-		_ = sub.SetPendingLimits(-1, 256<<20)
+		_ = sub.SetPendingLimits(-1, maxPending)
 		r.subs = append(r.subs, sub)
 	}
 	return nil
@@ -171,6 +178,14 @@ func (r *Run) record(in incoming) {
 	switch {
 	case p.Seq < st.next:
 		return // seen
+	case p.Seq > st.next && p.Live:
+		// Over the job's limit: the stream did not keep what this one
+		// skips, no repair can bring it. Show what came ahead of it.
+		for _, s := range slices.Sorted(maps.Keys(st.held)) {
+			if s < p.Seq {
+				r.show(r.unhold(st, s))
+			}
+		}
 	case p.Seq > st.next && in.repair == nil:
 		if _, dup := st.held[p.Seq]; !dup && r.out.heldBytes+len(p.Data) <= maxHeld {
 			if st.held == nil {

@@ -20,6 +20,11 @@ func TestRecordMergesBySequence(t *testing.T) {
 		}
 		return in
 	}
+	live := func(seq uint64) incoming {
+		in := rec(seq, false)
+		in.Live = true
+		return in
+	}
 	for _, tc := range []struct {
 		name string
 		in   []incoming
@@ -30,6 +35,7 @@ func TestRecordMergesBySequence(t *testing.T) {
 		{"duplicates", []incoming{rec(1, false), rec(1, true), rec(2, true), rec(2, false)}, "1\n2\n"},
 		{"the stream dropped some", []incoming{rec(1, false), rec(3, false), rec(5, true)}, "1\n3\n5\n"},
 		{"the repair first", []incoming{rec(1, true), rec(2, true), rec(1, false), rec(3, false)}, "1\n2\n3\n"},
+		{"over the limit, live", []incoming{rec(1, false), live(3), live(4), rec(2, true)}, "1\n3\n4\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -63,8 +63,9 @@ type Config struct {
 	// NotifyTermination raises PMIX_EVENT_PROC_TERMINATED for normal
 	// exits too.
 	NotifyTermination bool
-	// Stdout and Stderr receive the processes' output, whole lines; nil
-	// discards. Unused when Display is set.
+	// Stdout and Stderr receive the processes' output, whole lines, unless
+	// Display is set; Stderr also receives the warnings about a whole job
+	// (an output limit reached) either way. Nil discards.
 	Stdout, Stderr io.Writer
 	// Display, if set, renders the output instead (pmixbus run --output:
 	// tags, XML, JSON, files; package iof).

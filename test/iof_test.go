@@ -290,21 +290,36 @@ func checkNumberedLines(t *testing.T, out string, ranks, lines int) {
 	}
 }
 
-// A job over its output limit is truncated with one warning, whatever the
-// number of ranks and agents writing.
+// A job over its output limit keeps the limit in the stream, with one
+// warning whatever the number of ranks and agents writing; the launcher
+// watching goes on showing everything (mpirun does not stop either).
 func TestOutputLimitOneWarning(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Output: launch.OutputSpec{Limit: 32 << 10},
-		Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 400 ]; do echo "rank $PMIX_RANK writes line number $i of many"; i=$((i+1)); done`)}}, "")
+	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Output: launch.OutputSpec{Limit: 4 << 10},
+		Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done`)}}, "") // about 9 KiB
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
-	if n := strings.Count(stderr.String(), "reached its limit of 32 KiB"); n != 1 {
+	if n := strings.Count(stderr.String(), "reached its limit of 4 KiB"); n != 1 {
 		t.Errorf("%d truncation warnings:\n%s", n, stderr)
 	}
-	if n := len(stdout.String()); n > 32<<10 || n < 16<<10 {
-		t.Errorf("%d bytes of stdout shown, limit 32 KiB", n)
+	checkNumberedLines(t, stdout.String(), 4, 400)
+	watch := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleWatch), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+	var kept int
+	warnings := 0
+	if err := iof.Attach(t.Context(), watch, "A", res.Jobs[0].Nspace, iof.AttachOptions{}, func(p iof.Parsed) {
+		switch {
+		case p.Job == iof.JobDiag:
+			warnings++
+		case p.Job == "" && p.Channel == iof.STDOUT:
+			kept += len(p.Data)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if kept > 4<<10 || kept < 2<<10 || warnings != 1 {
+		t.Errorf("the stream keeps %d bytes of stdout (limit 4 KiB) and %d warnings", kept, warnings)
 	}
 }
 

@@ -246,7 +246,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
-		Display: display, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
+		Display: display, Stdout: stdout, Stderr: stderr, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
 		Help:   iof.NewAggregator(iof.HelpConfig{Out: stderr, All: *allHelp}),
 		Output: launch.OutputSpec{Raw: opts.Raw, Limit: limit, DropOldest: *iofDrop == "oldest"}})
 	if err != nil {
