@@ -1,7 +1,3 @@
-// Command gopingpong is testdata/pingpong.c with the Go client, in its own
-// process: "pong" answers every -3100 with a -3101 from inside its handler;
-// "ping N" notifies -3100 N times, each after the previous answer, and
-// prints the mean round trip in nanoseconds.
 package main
 
 import (
