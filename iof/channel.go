@@ -30,7 +30,6 @@ type channel struct {
 	lastW    time.Time // the last Write, for the idle flush
 	seq      uint64
 	help     []helpRecord // queued diag records, each its own record
-	storing  chan<- error // told how the diag record being stored went; nil when nobody waits
 	inflight []inflight   // stored asynchronously, not yet acknowledged; run's only
 	closing  bool
 	finished bool // the Complete record is stored (or the service closed)
@@ -130,11 +129,10 @@ func (c *channel) release() {
 
 // run stores the channel's records until its Complete record is stored.
 func (c *channel) run() {
-	var idle *time.Timer
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	defer func() {
-		if idle != nil {
-			idle.Stop()
-		}
+		idle.Stop()
 		c.mu.Lock()
 		c.finished = true
 		c.space.Broadcast()
@@ -142,58 +140,57 @@ func (c *channel) run() {
 	}()
 	for {
 		c.mu.Lock()
-		data, help, complete, wait := c.take()
+		n := c.take()
 		c.mu.Unlock()
-		// DROP_OLDEST marks its reservations with the stream's last
-		// sequence, which only settled records move: no pipeline there.
-		if data != nil && c.ch != STDDIAG && (c.bud == nil || !c.bud.limit.DropOldest) {
-			if err := c.storeAsync(data); err != nil {
-				c.fail(err)
-				return
+		var err error
+		switch {
+		case n.data != nil && c.pipelined():
+			err = c.storeAsync(n.data)
+		case n.data != nil || n.complete:
+			// After what went before: the end, and a diag's reply, follow it.
+			if err = c.settle(0); err == nil {
+				err = c.store(n.data, n.help, n.complete)
 			}
-			continue
+			if n.stored != nil {
+				n.stored <- err
+			}
+		default:
+			if err = c.settle(0); err == nil {
+				err = c.await(idle, n.wait)
+			}
 		}
-		if err := c.settle(0); err != nil { // before the end, before a diag's reply, before waiting
+		if err != nil {
 			c.fail(err)
 			return
 		}
-		if data != nil || complete {
-			err := c.store(data, help, complete)
-			c.mu.Lock()
-			if c.storing != nil {
-				c.storing <- err
-				c.storing = nil
-			}
-			if err != nil {
-				c.err = err
-				c.mu.Unlock()
-				return
-			}
-			c.mu.Unlock()
-			if complete {
-				return
-			}
-			continue
-		}
-		var timeout <-chan time.Time
-		if wait > 0 {
-			if idle == nil {
-				idle = time.NewTimer(wait)
-			} else {
-				idle.Reset(wait)
-			}
-			timeout = idle.C
-		}
-		select {
-		case <-c.kick:
-		case <-timeout:
-		case <-c.svc.ctx.Done():
-			c.mu.Lock()
-			c.err = ErrClosed
-			c.mu.Unlock()
+		if n.complete {
 			return
 		}
 	}
+}
+
+// pipelined says whether stdout and stderr records are stored without
+// waiting for each acknowledgement: not under DROP_OLDEST, which marks its
+// reservations with the stream's last sequence, only settled records move.
+func (c *channel) pipelined() bool {
+	return c.ch != STDDIAG && (c.bud == nil || !c.bud.limit.DropOldest)
+}
+
+// await waits for more to store, or until a partial line has waited long
+// enough (wait > 0).
+func (c *channel) await(idle *time.Timer, wait time.Duration) error {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		idle.Reset(wait)
+		timeout = idle.C
+	}
+	select {
+	case <-c.kick:
+	case <-timeout:
+	case <-c.svc.ctx.Done():
+		return ErrClosed
+	}
+	return nil
 }
 
 func (c *channel) fail(err error) {
@@ -248,34 +245,39 @@ func (c *channel) settle(keep int) error {
 	return nil
 }
 
-// take picks the next record's bytes (nil when there is none yet), or
-// says the channel is complete, or how long a partial line may still
-// wait (0: until kicked). c.mu is held.
-func (c *channel) take() (data []byte, help *Help, complete bool, wait time.Duration) {
+// next is what take found to do: a record's bytes (with its help and the
+// waiter of a diag), the channel's end, or nothing yet — then how long a
+// partial line may still wait (0: until kicked).
+type next struct {
+	data     []byte
+	help     *Help
+	stored   chan<- error
+	complete bool
+	wait     time.Duration
+}
+
+// take picks what to do next. c.mu is held.
+func (c *channel) take() next {
 	if len(c.help) > 0 {
 		h := c.help[0]
 		c.help = c.help[1:]
-		c.storing = h.stored
-		return h.text, h.help, false, 0
+		return next{data: h.text, help: h.help, stored: h.stored}
 	}
 	n := c.cut()
 	if n == 0 && len(c.pending) > 0 {
 		idle := c.svc.cfg.Idle - time.Since(c.lastW)
 		if !c.closing && idle > 0 {
-			return nil, nil, false, idle
+			return next{wait: idle}
 		}
 		n = min(len(c.pending), MaxRecord)
 	}
 	if n > 0 {
-		data = bytes.Clone(c.pending[:n])
+		data := bytes.Clone(c.pending[:n])
 		c.pending = c.pending[n:] // no shifting: append moves the rest when it grows
 		c.space.Broadcast()
-		return data, nil, false, 0
+		return next{data: data}
 	}
-	if c.closing {
-		return nil, nil, true, 0
-	}
-	return nil, nil, false, 0
+	return next{complete: c.closing}
 }
 
 // cut is how many pending bytes make the next record: the whole lines in

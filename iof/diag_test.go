@@ -18,7 +18,7 @@ func TestDiagStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := follow(t, nc, "job")
-	if err := src.Diag(nil, []byte("plain\n")); err != nil {
+	if _, err := src.DiagStored(nil, []byte("plain\n")); err != nil {
 		t.Fatal(err)
 	}
 	wait, err := src.DiagStored(&Help{File: "help-x.txt", Topic: "oops"}, []byte("help text\n"))

@@ -183,8 +183,8 @@ func (b *budget) reserve(want int64) (int64, error) {
 		} else {
 			_, err = b.svc.limits.Update(ctx, b.key, v, rev)
 		}
-		if errors.Is(err, natsjs.ErrKeyExists) || isWrongLastSequence(err) {
-			continue // another agent counted first
+		if errors.Is(err, natsjs.ErrKeyExists) { // also a revision mismatch: another agent counted first
+			continue
 		}
 		if err != nil {
 			return 0, err
@@ -200,11 +200,6 @@ func (b *budget) reserve(want int64) (int64, error) {
 		return granted, nil
 	}
 	return 0, errors.New("the count is contended")
-}
-
-func isWrongLastSequence(err error) bool {
-	var apiErr *natsjs.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence
 }
 
 // warn records the job's one truncation warning.

@@ -237,25 +237,13 @@ func (src *Source) Stderr() io.Writer {
 	return src.err
 }
 
-// Diag records a diagnostic of the process: a help message when help is
-// set (the launcher aggregates duplicates), else a log line. It returns
-// once the record is queued.
-//
-// Errors: ErrClosed once the Source is closed.
-func (src *Source) Diag(help *Help, text []byte) error {
-	d, err := src.diagChannel()
-	if err != nil {
-		return err
-	}
-	return d.record(help, text, nil)
-}
-
-// DiagStored queues a record as Diag does and returns a function that
-// waits until it is stored: what the process does after that (its exit,
-// the end of its stdout and stderr) comes after the record in the stream,
-// so a viewer that stops at the process's end has seen it. Records of one
-// Source are stored in the order they were queued, whichever of Diag and
-// DiagStored took them.
+// DiagStored queues a diagnostic of the process — a help message when
+// help is set (the launcher aggregates duplicates), else a log line — and
+// returns a function that waits until it is stored: what the process does
+// after that (its exit, the end of its stdout and stderr) comes after the
+// record in the stream, so a viewer that stops at the process's end has
+// seen it. Records of one Source are stored in the order they were
+// queued; a caller that need not wait drops the function.
 //
 // Errors: ErrClosed once the Source is closed. The wait returns ErrClosed
 // when the Service closed before the record was stored (it may be lost),

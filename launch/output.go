@@ -166,7 +166,8 @@ func (r *Run) record(in incoming) {
 		}
 		return
 	}
-	if j := r.jobOf(p.Nspace); j == nil || int64(p.Rank) >= int64(len(j.places)) {
+	j := r.jobOf(p.Nspace)
+	if j == nil || int64(p.Rank) >= int64(len(j.places)) {
 		return // not a process of the run: its state would only grow
 	}
 	k := chanKey{p.Nspace, p.Rank, p.Channel}
@@ -178,15 +179,8 @@ func (r *Run) record(in incoming) {
 	switch {
 	case p.Seq < st.next:
 		return // seen
-	case p.Seq > st.next && p.Live:
-		// Over the job's limit: the stream did not keep what this one
-		// skips, no repair can bring it. Show what came ahead of it.
-		for _, s := range slices.Sorted(maps.Keys(st.held)) {
-			if s < p.Seq {
-				r.show(r.unhold(st, s))
-			}
-		}
-	case p.Seq > st.next && in.repair == nil:
+	case p.Seq > st.next && !p.Live && in.repair == nil:
+		// The subscription missed some: hold this, the stream has them.
 		if _, dup := st.held[p.Seq]; !dup && r.out.heldBytes+len(p.Data) <= maxHeld {
 			if st.held == nil {
 				st.held = map[uint64]iof.Record{}
@@ -194,34 +188,30 @@ func (r *Run) record(in incoming) {
 			st.held[p.Seq] = p.Record
 			r.out.heldBytes += len(p.Data)
 		}
-		if j := r.jobOf(p.Nspace); j != nil {
-			r.repair(j)
-		}
+		r.repair(j)
 		return
 	case p.Seq > st.next:
-		// The stream has nothing in between (dropped at its limit): show
-		// what the subscription brought of it, then this.
+		// Nothing in between will come: the stream holds none of it
+		// (dropped at the job's limit), or did not keep it (a record
+		// sent live, over the limit). Show what the subscription brought
+		// of it, then this.
 		for _, s := range slices.Sorted(maps.Keys(st.held)) {
 			if s < p.Seq {
 				r.show(r.unhold(st, s))
 			}
 		}
 	}
+	if _, both := st.held[p.Seq]; both { // it came both ways
+		r.unhold(st, p.Seq)
+	}
 	r.show(p.Record)
-	st.next = p.Seq + 1
-	for {
+	for st.next = p.Seq + 1; ; st.next++ {
 		rec, ok := st.held[st.next]
 		if !ok {
 			break
 		}
 		r.unhold(st, st.next)
 		r.show(rec)
-		st.next++
-	}
-	for s := range st.held {
-		if s < st.next {
-			r.unhold(st, s)
-		}
 	}
 }
 
