@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -242,22 +241,23 @@ func TestOutputAcrossReconnect(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	out := &syncBuffer{}
-	var once sync.Once
-	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
-		shJob(2, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $i -eq 200 ]; then sleep 0.3; fi; done`)}}
+	release := filepath.Join(t.TempDir(), "release")
+	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(release, 400))}}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := launch.Launch(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.WaitFor(t, waitTime, func() error {
-		if !strings.Contains(out.String(), " 100\n") {
-			return fmt.Errorf("not yet")
-		}
-		once.Do(func() { _ = nc.ForceReconnect() })
-		return nil
-	})
+	out.waitFor(t, "0 199\n")
+	out.waitFor(t, "1 199\n")
+	// The second half is written while the launcher reconnects.
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	res, err := r.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +266,12 @@ func TestOutputAcrossReconnect(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	checkNumberedLines(t, out.String(), 2, 400)
+}
+
+// halfThenRest is a rank's script: lines "<rank> <i>" for i below n/2,
+// then, once the file release exists, the rest up to n.
+func halfThenRest(release string, n int) string {
+	return fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $i -eq %d ]; then until [ -e %s ]; do sleep 0.01; done; fi; done`, n, n/2, release)
 }
 
 // checkNumberedLines checks that out holds lines "<rank> <i>", i from 0
@@ -331,17 +337,22 @@ func TestOutputSurvivesServerRestart(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	out := &syncBuffer{}
-	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{
-		shJob(2, `i=0; while [ $i -lt 300 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); if [ $((i % 50)) -eq 0 ]; then sleep 0.2; fi; done`)}}
+	release := filepath.Join(t.TempDir(), "release")
+	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(release, 300))}}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := launch.Launch(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, " 60\n")
+	out.waitFor(t, "0 149\n")
+	out.waitFor(t, "1 149\n")
+	// The second half is written while the server is down.
 	srv := w.Cluster("A").Server(0)
 	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Restart(ctx); err != nil {
