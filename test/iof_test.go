@@ -240,32 +240,43 @@ func TestAttachReattach(t *testing.T) {
 func TestOutputAcrossReconnect(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
+	runThroughFault(t, nc, 400, func(release func()) {
+		if err := nc.ForceReconnect(); err != nil { // the second half is written while the launcher reconnects
+			t.Fatal(err)
+		}
+		release()
+	})
+}
+
+// runThroughFault runs 2 ranks writing n numbered lines, half of them,
+// then fault (which lets them write the rest by calling release), and
+// checks that the launcher showed every line once, in order.
+func runThroughFault(t *testing.T, nc *nats.Conn, n int, fault func(release func())) {
+	t.Helper()
 	out := &syncBuffer{}
-	release := filepath.Join(t.TempDir(), "release")
-	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(release, 400))}}
+	file := filepath.Join(t.TempDir(), "release")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	r, err := launch.Launch(ctx, cfg)
+	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(file, n))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, "0 199\n")
-	out.waitFor(t, "1 199\n")
-	// The second half is written while the launcher reconnects.
-	if err := nc.ForceReconnect(); err != nil {
-		t.Fatal(err)
+	for rank := range 2 {
+		out.waitFor(t, fmt.Sprintf("%d %d\n", rank, n/2-1))
 	}
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fault(func() {
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
 	res, err := r.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.ExitCode != 0 {
-		t.Fatalf("result %+v", res)
+		t.Fatalf("result %+v\n%s", res, out)
 	}
-	checkNumberedLines(t, out.String(), 2, 400)
+	checkNumberedLines(t, out.String(), 2, n)
 }
 
 // halfThenRest is a rank's script: lines "<rank> <i>" for i below n/2,
@@ -335,37 +346,16 @@ func TestOutputLimitOneWarning(t *testing.T) {
 // rank is taken for lost.
 func TestOutputSurvivesServerRestart(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	nc := launcherConn(t, w, "A")
-	out := &syncBuffer{}
-	release := filepath.Join(t.TempDir(), "release")
-	cfg := launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(release, 300))}}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	r, err := launch.Launch(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "0 149\n")
-	out.waitFor(t, "1 149\n")
-	// The second half is written while the server is down.
-	srv := w.Cluster("A").Server(0)
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := r.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 0 {
-		t.Fatalf("result %+v\n%s", res, out)
-	}
-	checkNumberedLines(t, out.String(), 2, 300)
+	runThroughFault(t, launcherConn(t, w, "A"), 300, func(release func()) {
+		srv := w.Cluster("A").Server(0)
+		if err := srv.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		release() // the second half is written while the server is down
+		if err := srv.Restart(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // A rank that closes its stdout early and goes on: its stdout ends then,
