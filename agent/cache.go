@@ -20,10 +20,13 @@ import (
 
 func (a *Agent) openCache(ctx context.Context) error {
 	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
+	from, to := subjects.JobCopyTransform(string(a.cfg.Cluster))
 	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
 		Cluster:     string(a.cfg.Cluster),
 		Subjects:    all,
 		JobSubjects: jobs,
+		CopyFrom:    from,
+		CopyTo:      to,
 		MaxMsgs:     int64(a.cfg.CacheSize),
 		MaxAge:      a.cfg.CacheMaxAge,
 		MaxBytes:    a.cfg.CacheMaxBytes,
@@ -131,7 +134,7 @@ func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g
 		for _, sc := range scopes {
 			for _, p := range sc.CachedPatterns(g.Codes) {
 				filters = append(filters, p)
-				jobFilters = append(jobFilters, subjects.JobCacheSubject(p))
+				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(a.cfg.Cluster), p))
 			}
 		}
 	}

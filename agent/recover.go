@@ -246,7 +246,7 @@ func (r *router) jobFilters() (filters, jobFilters []string) {
 			if !seen[p] {
 				seen[p] = true
 				filters = append(filters, p)
-				jobFilters = append(jobFilters, subjects.JobCacheSubject(p))
+				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(r.place.Cluster), p))
 			}
 		}
 	}

@@ -163,7 +163,7 @@ func (a *Agent) ensureRetention(ctx context.Context, nspace string) {
 		case want && ret.r == nil:
 			var filters []string
 			for _, sc := range event.ClientScopes(a.place(), j.nspace, j.session) {
-				filters = append(filters, subjects.JobCacheSubject(sc.CachedWildcard()))
+				filters = append(filters, subjects.JobCacheSubject(string(a.cfg.Cluster), sc.CachedWildcard()))
 			}
 			ret.busy = true
 			a.mu.Unlock()

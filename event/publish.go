@@ -16,10 +16,10 @@ type Publisher interface {
 
 // Publish sends an event to the given scopes (see Scopes): on each
 // scope's subject, or its transient subject when the event carries
-// PMIX_EVENT_DO_NOT_CACHE, with the event id in the Nats-Msg-Id header. A
-// cacheable job event also goes to the job-events copy of its subject,
-// which keeps it for clients that have not received it (see package
-// jetstream); environment and RM-range events have no such copy.
+// PMIX_EVENT_DO_NOT_CACHE, with the event id in the Nats-Msg-Id header.
+// Once: the event cache's streams capture a cacheable event, and the
+// events stream copies a job event to the job-events stream itself (see
+// package jetstream).
 //
 // Errors: pmix.ErrPackFailure if m cannot be encoded; pmix.ErrBadParam for
 // a subject over subjects.MaxSubjectLen (nothing is sent then);
@@ -42,11 +42,7 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 			subjs = append(subjs, sc.TransientSubject(m.Code))
 			continue
 		}
-		subj := sc.Subject(m.Code)
-		subjs = append(subjs, subj)
-		if !sc.IsEnvironment() && sc.Kind() != subjects.KindRM {
-			subjs = append(subjs, subjects.JobCacheSubject(subj))
-		}
+		subjs = append(subjs, sc.Subject(m.Code))
 	}
 	// Checked before any is sent: a server drops the connection over a
 	// subject too long for its protocol line.

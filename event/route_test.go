@@ -160,7 +160,7 @@ func TestPublishChecksSubjects(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("sent %d subjects before refusing", len(got))
 	}
-	if err := Publish(&got, m, []subjects.Scope{ok}); err != nil || len(got) != 2 {
+	if err := Publish(&got, m, []subjects.Scope{ok}); err != nil || len(got) != 1 { // once: the cache copies it
 		t.Fatalf("Publish: %v, sent %v", err, got)
 	}
 }

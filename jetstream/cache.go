@@ -20,9 +20,12 @@ import (
 //     limit (512 by default), plus optional age and byte limits, discarding
 //     the oldest first; what it discards is counted as evicted;
 //   - the job-events stream (JobSubjects) keeps a copy of every job event,
-//     which publishers send to a subject of their own (JetStream lets no two
-//     streams of a domain capture one subject, and a stream that sources
-//     another does not hold its messages back), with interest retention:
+//     on a subject of its own (JetStream lets no two streams of a domain
+//     capture one subject, and a stream that sources another does not hold
+//     its messages back), with interest retention. The events stream makes
+//     the copy: it republishes each message it stores on a subject matching
+//     CopyFrom to CopyTo, in the order it stores them, so publishers send
+//     an event once and the copy never sits on the live delivery's path;
 //     each agent holds a durable consumer per local job and acknowledges an
 //     event once every local client of that job has received it, so a job's
 //     events outlive the count limit until then. Deleting the consumer (the
@@ -42,6 +45,12 @@ type EventCacheConfig struct {
 	// stream captures. The caller derives them from its subject layout;
 	// they must not overlap.
 	Subjects, JobSubjects []string
+	// CopyFrom and CopyTo are the subject transform by which the events
+	// stream republishes what it stores to the job-events stream: CopyFrom
+	// selects the job events among Subjects, CopyTo (a NATS subject
+	// mapping, wildcards in the same order) must fall under JobSubjects
+	// and under none of Subjects.
+	CopyFrom, CopyTo string
 	// MaxMsgs is the events stream's count limit (RFC0002's 512).
 	MaxMsgs int64
 	// MaxAge and MaxBytes are optional limits of the events stream; zero
@@ -71,6 +80,9 @@ func (c EventCacheConfig) Validate() error {
 	}
 	if len(c.Subjects) == 0 || len(c.JobSubjects) == 0 {
 		errs = append(errs, errors.New("subjects: both streams need subjects"))
+	}
+	if c.CopyFrom == "" || c.CopyTo == "" {
+		errs = append(errs, errors.New("copy: the job-events stream needs the transform that copies job events to it"))
 	}
 	if c.MaxMsgs <= 0 {
 		errs = append(errs, fmt.Errorf("max msgs %d: must be positive", c.MaxMsgs))
@@ -149,6 +161,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		Replicas:    replicas,
 		Duplicates:  time.Minute,
 		AllowDirect: true,
+		RePublish:   &natsjs.RePublish{Source: cfg.CopyFrom, Destination: cfg.CopyTo},
 	})
 	if err != nil {
 		return nil, kvError(err, "event cache stream")
@@ -340,8 +353,13 @@ func (r *Retainer) Backlog(ctx context.Context) (uint64, error) {
 }
 
 // LastJobSeq returns the job-events stream's last sequence once it has
-// stored everything published before the call.
+// stored everything published before the call, and the copies of all of
+// it: the events stream is marked first, which leaves the copies of what
+// it stored before the mark queued ahead of the job-events stream's mark.
 func (c *EventCache) LastJobSeq(ctx context.Context) (uint64, error) {
+	if _, err := c.mark(ctx, "events"); err != nil {
+		return 0, err
+	}
 	return c.mark(ctx, "jobs")
 }
 

@@ -18,7 +18,7 @@ func openTestCache(t *testing.T, maxMsgs int64) (*EventCache, *nats.Conn) {
 	t.Helper()
 	s := clustertest.StartServer(t, "A")
 	nc := clustertest.Connect(t, s.ClientURL())
-	c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{Cluster: "A", Subjects: []string{"ev.*"}, JobSubjects: []string{"job.*"}, MaxMsgs: maxMsgs})
+	c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{Cluster: "A", Subjects: []string{"ev.*"}, JobSubjects: []string{"job.*"}, CopyFrom: "ev.j", CopyTo: "job.j", MaxMsgs: maxMsgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,7 @@ func TestEvictionAndRetainedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Stop()
-	publish(t, nc, "ev.j", "job-0")
-	publish(t, nc, "job.j", "job-0") // its copy, as an agent publishes it
+	publish(t, nc, "ev.j", "job-0") // the events stream copies it to job.j
 	for i := range 5 {
 		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
 	}
@@ -268,13 +267,11 @@ func TestEvictedDuringReplayComesFromCopy(t *testing.T) {
 	c, nc := openTestCache(t, 4)
 	retainAll(t, c, "keep", "job.*")
 	publish(t, nc, "ev.j", "job-old")
-	publish(t, nc, "job.j", "job-old")
 	for i := range 4 { // job-old is evicted
 		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
 	}
 	for i := range 2 {
 		publish(t, nc, "ev.j", fmt.Sprint("job-", i))
-		publish(t, nc, "job.j", fmt.Sprint("job-", i))
 	}
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -398,13 +395,14 @@ func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
 }
 
 // With JobsAfterMarked, the job-events read point is fixed after Marked:
-// a copy sent after the events stream's read point was fixed is read, in
-// its place; copies of events newer than that read point come last, once.
+// every event at or below the events stream's read point has its copy at
+// or below the job-events stream's, the events stream's copies of what it
+// stored before its mark being queued ahead of the later mark; copies of
+// events newer than that read point come last, once.
 func TestReplayJobsAfterMarked(t *testing.T) {
 	c, nc := openTestCache(t, 4)
 	retainAll(t, c, "keep", "job.*")
 	publish(t, nc, "ev.j", "job-0")
-	publish(t, nc, "job.j", "job-0")
 	for i := range 4 { // job-0 is evicted
 		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
 	}
@@ -416,9 +414,10 @@ func TestReplayJobsAfterMarked(t *testing.T) {
 			if rp.Events == 0 || rp.Jobs != 0 {
 				t.Errorf("marked %+v, want the events stream's read point alone", rp)
 			}
-			publish(t, nc, "job.j", "job-1") // its copy, late
-			publish(t, nc, "ev.j", "job-2")  // newer than the read point
-			publish(t, nc, "job.j", "job-2")
+			publish(t, nc, "ev.j", "job-2") // newer than the read point
+			for i := range 4 {              // job-1 is evicted: its copy is read
+				publish(t, nc, "ev.e", fmt.Sprint("late-", i))
+			}
 			if err := c.Sync(t.Context()); err != nil {
 				t.Error(err)
 			}
@@ -435,6 +434,40 @@ func TestReplayJobsAfterMarked(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[job-0 job-1 job-2]" {
 		t.Fatalf("replayed %v", ids)
+	}
+}
+
+// The job-events stream's copies are made by the events stream, in the
+// order it stores events, each once: a publisher sends an event once, a
+// repeated publish (same id) is not copied twice, and after
+// LastJobSeq every event stored before it has its copy at or below it.
+func TestEventsStreamMakesTheCopies(t *testing.T) {
+	c, nc := openTestCache(t, 10000)
+	retainAll(t, c, "keep", "job.*")
+	const n = 500
+	for i := range n {
+		publish(t, nc, "ev.j", fmt.Sprint(i))
+		publish(t, nc, "ev.e", fmt.Sprint("env-", i)) // not a job event: no copy
+	}
+	publish(t, nc, "ev.j", "0") // a repeat: the events stream drops it
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	last, err := c.LastJobSeq(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Read(t.Context(), nil, []string{"job.*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || uint64(n) > last {
+		t.Fatalf("%d copies, last job sequence %d; want %d", len(got), last, n)
+	}
+	for i, m := range got {
+		if m.ID != fmt.Sprint(i) || m.Subject != "job.j" || m.Seq > last {
+			t.Fatalf("copy %d is %s on %s at %d (last %d)", i, m.ID, m.Subject, m.Seq, last)
+		}
 	}
 }
 

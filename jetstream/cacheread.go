@@ -46,12 +46,12 @@ type ReplayOptions struct {
 	// JobsAfterMarked fixes the job-events stream's read point after
 	// Marked returned, instead of before the events stream's. Every event
 	// at or below the events stream's read point then has its copy at or
-	// below the job-events stream's, when Marked waits long enough for
-	// publishers to have sent their copies (a publisher sends a copy right
-	// after its event): a job event evicted while still wanted is not
-	// missed, and read in its place. The price is the copies of events
-	// newer than the events stream's read point, which come last. Marked
-	// is then given the events stream's read point alone.
+	// below the job-events stream's (the events stream queued the copies
+	// of what it stored before its mark ahead of the later one): a job
+	// event evicted while still wanted is not missed, and read in its
+	// place. The price is the copies of events newer than the events
+	// stream's read point, which come last. Marked is then given the
+	// events stream's read point alone.
 	JobsAfterMarked bool
 }
 
@@ -77,9 +77,9 @@ const (
 // It returns the read point. Errors: ErrUnreachable when JetStream stops
 // answering; ctx's error, or Batch's.
 func (c *EventCache) Replay(ctx context.Context, filters, jobFilters []string, opts ReplayOptions) (ReadPoint, error) {
-	// The job-events stream first: a publisher sends an event before its
-	// copy, so every copy at or below rp.Jobs has its event at or below
-	// rp.Events, or evicted.
+	// The job-events stream first: the events stream makes a copy after it
+	// stored the event, so every copy at or below rp.Jobs has its event at
+	// or below rp.Events, or evicted.
 	var rp ReadPoint
 	var err error
 	if !opts.JobsAfterMarked {
@@ -319,7 +319,16 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 	if err != nil {
 		return nil, kvError(err, "cache read")
 	}
-	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: raw.Subject, Data: raw.Data, Time: raw.Time, Seq: raw.Sequence}, nil
+	// nats.go reads the first Nats-Subject and Nats-Time-Stamp: a copy's
+	// event's (see lastHeader).
+	subj, tm := raw.Subject, raw.Time
+	if s := lastHeader(raw.Header, hdrSubject); s != "" {
+		subj = s
+	}
+	if t, err := time.Parse(time.RFC3339Nano, lastHeader(raw.Header, natsjs.TimeStampHeaer)); err == nil {
+		tm = t
+	}
+	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: subj, Data: raw.Data, Time: tm, Seq: seq}, nil
 }
 
 // scan calls f for every message of stream on filters after sequence
@@ -430,21 +439,34 @@ func (cu *cursor) fill(ctx context.Context) error {
 			}
 			return statusError(status, m.Header.Get(hdrDescription), "cache read")
 		}
-		seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+		seq, err := strconv.ParseUint(lastHeader(m.Header, hdrSequence), 10, 64)
 		if err != nil {
-			return pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", m.Header.Get(hdrSequence))
+			return pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", lastHeader(m.Header, hdrSequence))
 		}
 		cu.next = seq + 1
 		if seq > cu.upTo {
 			cu.done = true // the rest of the answer is past the read point too
 			continue
 		}
-		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get(natsjs.TimeStampHeaer))
+		ts, _ := time.Parse(time.RFC3339Nano, lastHeader(m.Header, natsjs.TimeStampHeaer))
 		cu.buf = append(cu.buf, CachedMsg{
-			ID: m.Header.Get(MsgIDHeader), Subject: m.Header.Get(hdrSubject),
+			ID: m.Header.Get(MsgIDHeader), Subject: lastHeader(m.Header, hdrSubject),
 			Data: m.Data, Time: ts, Seq: seq,
 		})
 	}
+}
+
+// lastHeader returns the last value of a header. A direct get appends the
+// stream's own Nats-Subject, Nats-Sequence and Nats-Time-Stamp to the
+// headers a message was stored with; a job-event copy was stored with the
+// same names, describing its event in the events stream (the events stream
+// republished it), so the direct get's are the last ones.
+func lastHeader(h nats.Header, key string) string {
+	v := h.Values(key)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
 }
 
 func (cu *cursor) close() {

@@ -109,14 +109,14 @@ func Permissions(r Role) *server.Permissions {
 	case RoleRM:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{
-				subjects.Prefix + ".>", subjects.EnvPrefix + ".>", subjects.JobCachePrefix + ".>",
+				subjects.Prefix + ".>", subjects.EnvPrefix + ".>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				subjects.Prefix + ".*.rm.>", subjects.EnvPrefix + ".*.rm.>", outcomes,
 			}},
 		}
 	case RoleLauncher:
-		pub := []string{controlOps, subjects.Prefix + ".>", subjects.JobCachePrefix + ".>",
+		pub := []string{controlOps, subjects.Prefix + ".>",
 			"$JS.API.INFO", jobsBucketKV, "$JS.*.API." + jobsBucketKV}
 		for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
 			pub = append(pub, streamAPI(api, JobsStream)...)

@@ -305,22 +305,33 @@ func parseScope(subject, rest string) (Parsed, error) {
 }
 
 // JobCachePrefix begins the subjects of the copies of job events that the
-// job-events stream keeps: "pmix.jobevt." and the rest of the event's
-// subject. A publisher sends a cacheable job event to both; the copy has no
-// live subscribers.
+// job-events stream keeps: "pmix.jobevt.", the token of the cluster whose
+// events stream made the copy, and the rest of the event's subject. Nobody
+// publishes them: the cluster's events stream republishes each job event it
+// stores there (JobCopyTransform), so the copy has no live subscribers and
+// stays in the cluster's domain.
 const JobCachePrefix = "pmix.jobevt"
 
-// JobCacheSubject returns the job-events copy of an event subject (or
-// pattern).
-func JobCacheSubject(subject string) string {
-	return JobCachePrefix + strings.TrimPrefix(subject, Prefix)
+// JobCacheSubject returns the job-events copy, in cluster's job-events
+// stream, of an event subject (or pattern).
+func JobCacheSubject(cluster, subject string) string {
+	return JobCachePrefix + "." + ClusterToken(cluster) + strings.TrimPrefix(subject, Prefix)
+}
+
+// JobCopyTransform returns the subject transform by which cluster's events
+// stream republishes job events to its job-events stream: every event
+// subject to its JobCacheSubject.
+func JobCopyTransform(cluster string) (from, to string) {
+	return Prefix + ".>", JobCachePrefix + "." + ClusterToken(cluster) + ".>"
 }
 
 // EventSubject reverses JobCacheSubject; other subjects come back as they
 // are.
 func EventSubject(subject string) string {
 	if rest, ok := strings.CutPrefix(subject, JobCachePrefix+"."); ok {
-		return Prefix + "." + rest
+		if _, ev, ok := strings.Cut(rest, "."); ok {
+			return Prefix + "." + ev
+		}
 	}
 	return subject
 }
@@ -343,7 +354,7 @@ func CacheSubjects(cluster string) (all, jobs []string) {
 	}
 	for _, s := range scopes {
 		all = append(all, Prefix+"."+s)
-		jobs = append(jobs, JobCachePrefix+"."+s)
+		jobs = append(jobs, JobCacheSubject(cluster, Prefix+"."+s))
 	}
 	for _, s := range scopes {
 		all = append(all, EnvPrefix+"."+s)
