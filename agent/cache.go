@@ -95,7 +95,7 @@ func (a *Agent) readJobEvents(ctx context.Context, filters, jobFilters []string,
 			}
 			return batch(a.decodeCached(msgs))
 		},
-		JobsAfterMarked: true, // marked waits for a fence: the copies are sent by then
+		JobsAfterMarked: true, // the events stream queued its copies ahead of the later mark
 		After:           jetstream.ReadPoint{Events: after.events, Jobs: after.jobs},
 	})
 	if markErr != nil {

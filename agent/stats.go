@@ -30,13 +30,16 @@ type Stats struct {
 	JobEventsRecovered uint64
 	ChainsStarted      uint64 // live deliveries to a local client's chain
 	ChainsReplayed     uint64 // cached events replayed to new registrations
-	ChainsCompleted    uint64 // chains that ended, live or replayed
-	HandlersTimedOut   uint64 // handlers passed over for not completing in time
-	OutcomesDropped    uint64 // outcome reports not published: NATS was not keeping up
-	OutcomesPublished  uint64 // outcome reports published on NATS (only while someone subscribes)
-	OutcomesUnheard    uint64 // outcome reports not published: nobody subscribed
-	CacheEvictions     uint64 // events the cluster's cache discarded for its limits (last check)
-	Subscriptions      int    // NATS subscriptions for the clients' registrations
+	// RegistrationsHeld counts registrations being replayed to now: each
+	// takes live events only once its replay is done (docs/cache.md).
+	RegistrationsHeld int
+	ChainsCompleted   uint64 // chains that ended, live or replayed
+	HandlersTimedOut  uint64 // handlers passed over for not completing in time
+	OutcomesDropped   uint64 // outcome reports not published: NATS was not keeping up
+	OutcomesPublished uint64 // outcome reports published on NATS (only while someone subscribes)
+	OutcomesUnheard   uint64 // outcome reports not published: nobody subscribed
+	CacheEvictions    uint64 // events the cluster's cache discarded for its limits (last check)
+	Subscriptions     int    // NATS subscriptions for the clients' registrations
 
 	// The link to the other clusters (GLOBAL events): down, and the
 	// cacheable GLOBAL events kept for them meanwhile.
@@ -96,6 +99,7 @@ func (a *Agent) Stats() Stats {
 		s.EventsMalformed = r.stats.malformed.Load()
 		s.ChainsStarted = r.stats.delivered.Load()
 		s.ChainsReplayed = r.stats.replayed.Load()
+		s.RegistrationsHeld = int(r.nholds.Load())
 		job, env := r.droppedByKind()
 		s.EventsDropped, s.JobEventsDropped = job+env, job
 		s.JobEventsRecovered = r.rec.recovered.Load()

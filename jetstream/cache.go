@@ -108,6 +108,9 @@ type EventCache struct {
 	js     natsjs.JetStream
 	events natsjs.Stream
 	jobs   natsjs.Stream
+	// patience is how long a barrier waits for the stream to store
+	// something before giving up (requestTimeout; tests shorten it).
+	patience time.Duration
 }
 
 // OpenEventCache creates the streams, or updates their limits to cfg's, in
@@ -166,7 +169,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	if err != nil {
 		return nil, kvError(err, "event cache stream")
 	}
-	return &EventCache{cfg: cfg, js: js, events: events, jobs: jobs}, nil
+	return &EventCache{cfg: cfg, js: js, events: events, jobs: jobs, patience: requestTimeout}, nil
 }
 
 func orNoLimit(n int64) int64 {
@@ -234,23 +237,13 @@ func barrierSubject(cluster, stream string) string {
 //
 // Errors: as Stats.
 func (c *EventCache) Sync(ctx context.Context) error {
-	return errors.Join(c.sync(ctx, "events"), c.sync(ctx, "jobs"))
+	_, errEvents := c.mark(ctx, "events")
+	_, errJobs := c.mark(ctx, "jobs")
+	return errors.Join(errEvents, errJobs)
 }
 
 // barrierSeq is the last sequence a barrier expects: no stream has it.
 const barrierSeq = math.MaxUint64
-
-func (c *EventCache) sync(ctx context.Context, stream string) error {
-	_, err := c.js.Publish(ctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(barrierSeq))
-	var apiErr *natsjs.APIError
-	switch {
-	case err == nil:
-		return fmt.Errorf("cache barrier on %s was stored", stream) // cannot happen
-	case errors.As(err, &apiErr) && (apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == natsjs.JSErrCodeStreamWrongLastSequenceConstant):
-		return nil
-	}
-	return kvError(err, "cache barrier")
-}
 
 // RetainedMsg is a job event a retainer was given: Ack releases it.
 type RetainedMsg struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -270,28 +271,76 @@ func (c *EventCache) Mark(ctx context.Context) (ReadPoint, error) {
 // mark returns the stream's last sequence once it has stored everything
 // published before the call (see Sync): the refusal of the barrier names
 // the last sequence the stream has.
+//
+// The refusal comes once the stream's ingest queue ahead of the barrier is
+// stored, which under a flood can take longer than any one request should:
+// mark waits as long as the stream keeps storing (its last sequence moves
+// within every requestTimeout), and fails only when it stops (no store in
+// two checks in a row, or no answer to six), or ctx ends.
+// (A registration's replay read failed after 5 s behind a flood, and gave
+// the registration nothing of the cache.)
 func (c *EventCache) mark(ctx context.Context, stream string) (uint64, error) {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	_, err := c.js.Publish(rctx, barrierSubject(c.cfg.Cluster, stream), nil, natsjs.WithExpectLastSequence(barrierSeq))
-	var apiErr *natsjs.APIError
-	switch {
-	case err == nil:
-		return 0, pmix.Errorf(pmix.ErrGeneral, "cache barrier on %s was stored", stream) // cannot happen
-	case !errors.As(err, &apiErr) || (apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequenceConstant):
-		return 0, kvError(err, "cache barrier")
-	}
-	// "wrong last sequence: 1234"
-	if _, num, ok := cutLast(apiErr.Description, ": "); ok {
-		if seq, err := strconv.ParseUint(num, 10, 64); err == nil {
-			return seq, nil
-		}
-	}
-	// A server that does not say: its state now is at least as far.
 	s := c.events
 	if stream == "jobs" {
 		s = c.jobs
 	}
+	m := nats.NewMsg(barrierSubject(c.cfg.Cluster, stream))
+	fut, err := c.js.PublishMsgAsync(m, natsjs.WithExpectLastSequence(barrierSeq))
+	if err != nil {
+		return 0, kvError(err, "cache barrier")
+	}
+	progress := time.NewTicker(c.patience)
+	defer progress.Stop()
+	var last uint64
+	unknown, same := 0, 0 // checks in a row that could not tell, that saw no store
+	for {
+		select {
+		case <-fut.Ok():
+			return 0, pmix.Errorf(pmix.ErrGeneral, "cache barrier on %s was stored", stream) // cannot happen
+		case err := <-fut.Err():
+			var apiErr *natsjs.APIError
+			if !errors.As(err, &apiErr) || (apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != natsjs.JSErrCodeStreamWrongLastSequenceConstant) {
+				return 0, kvError(err, "cache barrier")
+			}
+			// "wrong last sequence: 1234"
+			if _, num, ok := cutLast(apiErr.Description, ": "); ok {
+				if seq, err := strconv.ParseUint(num, 10, 64); err == nil {
+					return seq, nil
+				}
+			}
+			// A server that does not say: its state now is at least as far.
+			return c.lastSeq(ctx, s)
+		case <-progress.C:
+			// A server too busy to answer is not one that stopped: only
+			// a stream seen storing nothing twice in a row has stalled.
+			seq, err := c.lastSeq(ctx, s)
+			switch {
+			case err != nil:
+				if unknown++; unknown >= markUnknownChecks {
+					return 0, err
+				}
+			case seq == last:
+				unknown = 0
+				if same++; same >= 2 {
+					return 0, fmt.Errorf("cache barrier on %s: %w: the stream stored nothing for %v and has not answered", stream, ErrUnreachable, 2*c.patience)
+				}
+			default:
+				unknown, same, last = 0, 0, seq
+			}
+		case <-ctx.Done():
+			return 0, kvError(ctx.Err(), "cache barrier on "+stream)
+		}
+	}
+}
+
+// markUnknownChecks bounds the progress checks in a row that a barrier
+// makes without an answer before it gives up.
+const markUnknownChecks = 6
+
+// lastSeq reads a stream's last sequence.
+func (c *EventCache) lastSeq(ctx context.Context, s natsjs.Stream) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	info, err := s.Info(rctx)
 	if err != nil {
 		return 0, kvError(err, "cache read point")
