@@ -27,8 +27,16 @@ import (
 //     catchupHeader, so this cluster's agents ignore it).
 //
 // The others catch up on the events this cluster sent meanwhile; this
-// cluster catches up on theirs when they send theirs, which each cluster
-// whose link went down does (a hub outage takes every link down).
+// cluster catches up on theirs by reading their caches (globalcatchup.go),
+// and, when their links went down too (a hub outage takes every link
+// down), when they send theirs again.
+//
+// A copy sent again after an outage longer than the streams' duplicate
+// window (a minute) is stored a second time in this cluster's own cache:
+// the header that marks it cannot keep one stream from capturing it and
+// let the others'. Its agents ignore it live; a registration's replay
+// drops the second copy of a job event (same id), and replays an
+// environment event twice.
 
 const (
 	// catchupHeader marks a GLOBAL event sent again after an outage; its
@@ -52,6 +60,7 @@ type globalLink struct {
 	mu      sync.Mutex
 	held    []*event.Message
 	dropped int
+	catchup catchupState
 }
 
 // watchGlobalLink starts probing the link when this cluster is not the
@@ -68,23 +77,38 @@ func (a *Agent) watchGlobalLink(ctx context.Context) {
 }
 
 func (a *Agent) probeGlobalLink() {
+	// lastUp is when the last probe that the top answered began: the
+	// other clusters' events before it reached this one.
+	lastUp, downSince := time.Now(), time.Time{}
 	a.every(linkProbeInterval, func() {
+		began := time.Now()
 		ctx, cancel := context.WithTimeout(a.ctx, linkProbeInterval)
 		_, err := cluster.TopDomain(ctx, a.nc)
 		cancel()
 		switch down := err != nil; {
 		case down && !a.link.down.Swap(true):
 			a.log.Warn("the link to the other clusters is down: GLOBAL events reach this cluster only until it is back", "err", err)
+			downSince = lastUp
+			a.router.beginCatchup()
 		case !down && a.link.down.Swap(false):
-			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage")
+			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage, and catching up on theirs")
 			a.sendHeldGlobal(false)
-			a.goFunc(func() {
+			since := downSince
+			started := a.goFunc(func() {
 				select {
 				case <-a.done:
+					a.router.endCatchup()
 				case <-time.After(catchupSettle):
 					a.sendHeldGlobal(true)
+					a.catchUpGlobal(since)
 				}
 			})
+			if !started {
+				a.router.endCatchup()
+			}
+		}
+		if err == nil {
+			lastUp = began
 		}
 	})
 }

@@ -327,6 +327,13 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 // in sequence order: one direct-get cursor per filter, merged. A message
 // two overlapping filters both match is passed once.
 func (c *EventCache) scan(ctx context.Context, stream string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
+	return scanStream(ctx, c.js.Conn(), "$JS.API.DIRECT.GET."+stream, filters, after, upTo, nil, f)
+}
+
+// scanStream is scan through nc, on the direct-get API subject api (of a
+// stream in any domain), from the first message stored at or after start
+// when start is set.
+func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string, after, upTo uint64, start *time.Time, f func(CachedMsg) error) error {
 	if len(filters) == 0 || upTo <= after {
 		return nil
 	}
@@ -338,7 +345,7 @@ func (c *EventCache) scan(ctx context.Context, stream string, filters []string, 
 	}()
 	batch := max(directBatch/len(filters), 16)
 	for _, flt := range filters {
-		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: after + 1, upTo: upTo, batch: batch})
+		curs = append(curs, &cursor{nc: nc, api: api, filter: flt, next: after + 1, start: start, upTo: upTo, batch: batch})
 	}
 	var last uint64
 	for {
@@ -373,7 +380,8 @@ type cursor struct {
 	nc     *nats.Conn
 	api    string // "$JS.API.DIRECT.GET.<stream>"
 	filter string
-	next   uint64 // the sequence to ask from next
+	next   uint64     // the sequence to ask from next
+	start  *time.Time // if set, the first ask is from the first message stored then or later
 	upTo   uint64
 	batch  int
 	buf    []CachedMsg
@@ -386,6 +394,9 @@ type directGetRequest struct {
 	NextFor  string `json:"next_by_subj"`
 	Batch    int    `json:"batch"`
 	MaxBytes int    `json:"max_bytes"`
+	// StartTime, if set, starts from the first message stored then or
+	// later, instead of from Seq.
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // fill fetches the next batch if the buffer is empty and the filter may
@@ -406,7 +417,8 @@ func (cu *cursor) fill(ctx context.Context) error {
 		_ = sub.SetPendingLimits(-1, -1) // one answer at a time, bounded by batch and max_bytes
 		cu.sub = sub
 	}
-	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes})
+	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes, StartTime: cu.start})
+	cu.start = nil
 	if err := cu.nc.PublishRequest(cu.api, cu.sub.Subject, req); err != nil {
 		return kvError(err, "cache read")
 	}
