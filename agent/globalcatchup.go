@@ -47,6 +47,10 @@ const (
 	// an agent remembers, to drop the copies of those it received before
 	// the link went down.
 	foreignGlobalIDs = 4096
+	// maxWaitWhileDown bounds the wait of the other clusters' GLOBAL
+	// events while the link is seen down: one that arrives then shows
+	// that the link is up, and the top merely slow to answer the probe.
+	maxWaitWhileDown = 5 * time.Second
 )
 
 // globalCatchup is the router's side of catching up; the dispatch
@@ -54,7 +58,8 @@ const (
 type globalCatchup struct {
 	holds    int // catch-ups begun and not ended: other clusters' GLOBAL events wait
 	waiting  []waitingGlobal
-	overflow bool      // waiting outgrew maxCatchupWaiting: nothing waits until the holds end
+	since    time.Time // when the first of waiting arrived
+	overflow bool      // waiting outgrew its bounds: nothing waits until the holds end
 	recent   recentIDs // the other clusters' GLOBAL events received or caught up
 
 	caughtUp atomic.Uint64 // events the chains ran from other clusters' caches
@@ -82,8 +87,24 @@ func (r *router) holdForCatchup(sc subjects.Scope, m *event.Message) bool {
 		r.runWaiting()
 		return false
 	}
+	if len(c.waiting) == 0 {
+		c.since = time.Now()
+	}
 	c.waiting = append(c.waiting, waitingGlobal{sc, m})
 	return true
+}
+
+// releaseStale runs the GLOBAL events that have waited too long while
+// the link is seen down (maxWaitWhileDown), and has no more wait until
+// the catch-ups end.
+func (r *router) releaseStale() {
+	c := &r.catchup
+	if len(c.waiting) == 0 || c.overflow || time.Since(c.since) < maxWaitWhileDown {
+		return
+	}
+	r.log.Warn("GLOBAL events of other clusters arrive while the link to them is seen down: the top of the topology is slow to answer; they run now", "waiting", len(c.waiting))
+	c.overflow = true
+	r.runWaiting()
 }
 
 // remember records id and reports whether it was new.
@@ -169,10 +190,11 @@ type catchupState struct {
 	done atomic.Uint64 // catch-ups completed
 }
 
-// catchUpGlobal reads the other clusters' caches for the GLOBAL events
-// they stored since the link was last seen up (since) and runs the local
-// chains with them, then ends the catch-up beginCatchup began.
-func (a *Agent) catchUpGlobal(since time.Time) {
+// catchUpGlobal reads the caches of the other clusters (others) for the
+// GLOBAL events they stored since the link was last seen up (since) and
+// runs the local chains with them, then ends the catch-up beginCatchup
+// began.
+func (a *Agent) catchUpGlobal(others []liveness.ClusterInfo, since time.Time) {
 	defer a.router.endCatchup()
 	a.link.catchup.mu.Lock()
 	defer a.link.catchup.mu.Unlock()
@@ -181,22 +203,14 @@ func (a *Agent) catchUpGlobal(since time.Time) {
 		a.link.catchup.done.Add(1)
 		return // no client takes GLOBAL events
 	}
-	clusters, err := liveness.Clusters(a.ctx, a.nc, catchupDiscovery)
-	if err != nil {
-		a.log.Warn("cannot ask which clusters there are: the GLOBAL events they sent during the link's outage are not caught up", "err", err)
-		return
-	}
-	listed := make(map[string]bool, len(clusters))
-	for _, ci := range clusters {
+	listed := make(map[string]bool, len(others))
+	for _, ci := range others {
 		listed[string(ci.Cluster)] = true
 	}
 	own := string(a.cfg.Cluster)
 	from := since.Add(-catchupMargin)
-	for _, ci := range clusters {
+	for _, ci := range others {
 		cl := string(ci.Cluster)
-		if cl == own {
-			continue
-		}
 		var read uint64
 		before := a.router.catchup.caughtUp.Load()
 		evicted, err := jetstream.ReadClusterEvents(a.ctx, a.nc, cl, ci.Domain, filters, from, func(msgs []jetstream.CachedMsg) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -31,12 +34,10 @@ import (
 // and, when their links went down too (a hub outage takes every link
 // down), when they send theirs again.
 //
-// A copy sent again after an outage longer than the streams' duplicate
-// window (a minute) is stored a second time in this cluster's own cache:
-// the header that marks it cannot keep one stream from capturing it and
-// let the others'. Its agents ignore it live; a registration's replay
-// drops the second copy of a job event (same id), and replays an
-// environment event twice.
+// An event is sent again once for each other cluster, each copy stored
+// by that cluster's streams only (sendAgain), so that this cluster's own
+// cache does not store it twice after an outage longer than its duplicate
+// window.
 
 const (
 	// catchupHeader marks a GLOBAL event sent again after an outage; its
@@ -92,20 +93,12 @@ func (a *Agent) probeGlobalLink() {
 			a.router.beginCatchup()
 		case !down && a.link.down.Swap(false):
 			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage, and catching up on theirs")
-			a.sendHeldGlobal(false)
 			since := downSince
-			started := a.goFunc(func() {
-				select {
-				case <-a.done:
-					a.router.endCatchup()
-				case <-time.After(catchupSettle):
-					a.sendHeldGlobal(true)
-					a.catchUpGlobal(since)
-				}
-			})
-			if !started {
+			if !a.goFunc(func() { a.afterOutage(since) }) {
 				a.router.endCatchup()
 			}
+		case down:
+			a.router.post(a.router.releaseStale)
 		}
 		if err == nil {
 			lastUp = began
@@ -132,9 +125,37 @@ func (a *Agent) globalSent(m *event.Message) error {
 	return nil
 }
 
+// afterOutage sends the held GLOBAL events to the other clusters at once
+// and, once subscriptions made across the link have crossed too, again;
+// then it catches up on theirs of the outage, which began after since.
+func (a *Agent) afterOutage(since time.Time) {
+	a.sendHeldGlobal(a.otherClusters(), false)
+	select {
+	case <-a.done:
+		a.router.endCatchup()
+		return
+	case <-time.After(catchupSettle):
+	}
+	others := a.otherClusters()
+	a.sendHeldGlobal(others, true)
+	a.catchUpGlobal(others, since)
+}
+
+// otherClusters asks which clusters there are (docs/subjects.md), and
+// returns those other than this one; nil when the question fails, which
+// it logs.
+func (a *Agent) otherClusters() []liveness.ClusterInfo {
+	all, err := liveness.Clusters(a.ctx, a.nc, catchupDiscovery)
+	if err != nil {
+		a.log.Warn("cannot ask which clusters there are, after the link's outage", "err", err)
+		return nil
+	}
+	return slices.DeleteFunc(all, func(ci liveness.ClusterInfo) bool { return ci.Cluster == a.cfg.Cluster })
+}
+
 // sendHeldGlobal sends the held GLOBAL events to the other clusters; last
 // forgets them.
-func (a *Agent) sendHeldGlobal(last bool) {
+func (a *Agent) sendHeldGlobal(others []liveness.ClusterInfo, last bool) {
 	a.link.mu.Lock()
 	held, dropped := a.link.held, a.link.dropped
 	if last {
@@ -144,16 +165,50 @@ func (a *Agent) sendHeldGlobal(last bool) {
 	if dropped > 0 && last {
 		a.log.Warn("GLOBAL events of a long outage were not kept for the other clusters", "dropped", dropped)
 	}
-	mark := nats.Header{catchupHeader: []string{string(a.cfg.Cluster)}}
 	for _, m := range held {
-		sc := subjects.Global()
-		if m.Environment {
-			sc = sc.Environment()
-		}
-		if err := event.PublishWith(a.nc, m, []subjects.Scope{sc}, mark); err != nil {
+		if err := a.sendAgain(m, others); err != nil {
 			a.log.Warn("sending a GLOBAL event of the outage again", "event", m.ID, "err", err)
 		}
 	}
+}
+
+// sendAgain sends a held GLOBAL event again, marked with catchupHeader:
+// one copy for each of the other clusters, which only that cluster's
+// streams store (Nats-Expected-Stream), so that this cluster's own never
+// store it twice, however long the outage lasted; or, knowing of no other
+// cluster, one copy, which this cluster's streams drop as a duplicate
+// within their window (a minute) only.
+func (a *Agent) sendAgain(m *event.Message, others []liveness.ClusterInfo) error {
+	sc := subjects.Global()
+	if m.Environment {
+		sc = sc.Environment()
+	}
+	own := string(a.cfg.Cluster)
+	if len(others) == 0 {
+		return event.PublishWith(a.nc, m, []subjects.Scope{sc}, nats.Header{catchupHeader: []string{own}})
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
+	}
+	subj := sc.Subject(m.Code)
+	send := func(subject, stream string) error {
+		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}, catchupHeader: []string{own}, nats.ExpectedStreamHdr: []string{stream}}
+		return a.nc.PublishMsg(&nats.Msg{Subject: subject, Header: hdr, Data: b})
+	}
+	for _, ci := range others {
+		cl := string(ci.Cluster)
+		if err := send(subj, jetstream.EventStreamName(cl)); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "sending %v to %s again: %w", m.Code, subj, err)
+		}
+		if m.Environment {
+			continue // environment events have no job-events copy
+		}
+		if err := send(subjects.JobCacheSubject(subj), jetstream.JobStreamName(cl)); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "sending %v's job-events copy again: %w", m.Code, err)
+		}
+	}
+	return nil
 }
 
 // publishEvent publishes an event of a local client (from) or of the host

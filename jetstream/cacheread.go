@@ -327,13 +327,12 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 // in sequence order: one direct-get cursor per filter, merged. A message
 // two overlapping filters both match is passed once.
 func (c *EventCache) scan(ctx context.Context, stream string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
-	return scanStream(ctx, c.js.Conn(), "$JS.API.DIRECT.GET."+stream, filters, after, upTo, nil, f)
+	return scanStream(ctx, c.js.Conn(), "$JS.API.DIRECT.GET."+stream, filters, after, upTo, f)
 }
 
-// scanStream is scan through nc, on the direct-get API subject api (of a
-// stream in any domain), from the first message stored at or after start
-// when start is set.
-func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string, after, upTo uint64, start *time.Time, f func(CachedMsg) error) error {
+// scanStream is scan through nc, on the direct-get API subject api of a
+// stream in any domain.
+func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
 	if len(filters) == 0 || upTo <= after {
 		return nil
 	}
@@ -345,7 +344,7 @@ func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string
 	}()
 	batch := max(directBatch/len(filters), 16)
 	for _, flt := range filters {
-		curs = append(curs, &cursor{nc: nc, api: api, filter: flt, next: after + 1, start: start, upTo: upTo, batch: batch})
+		curs = append(curs, &cursor{nc: nc, api: api, filter: flt, next: after + 1, upTo: upTo, batch: batch})
 	}
 	var last uint64
 	for {
@@ -380,8 +379,7 @@ type cursor struct {
 	nc     *nats.Conn
 	api    string // "$JS.API.DIRECT.GET.<stream>"
 	filter string
-	next   uint64     // the sequence to ask from next
-	start  *time.Time // if set, the first ask is from the first message stored then or later
+	next   uint64 // the sequence to ask from next
 	upTo   uint64
 	batch  int
 	buf    []CachedMsg
@@ -397,6 +395,9 @@ type directGetRequest struct {
 	// StartTime, if set, starts from the first message stored then or
 	// later, instead of from Seq.
 	StartTime *time.Time `json:"start_time,omitempty"`
+	// LastFor asks for the last message on a subject (">": the stream's
+	// last).
+	LastFor string `json:"last_by_subj,omitempty"`
 }
 
 // fill fetches the next batch if the buffer is empty and the filter may
@@ -417,8 +418,7 @@ func (cu *cursor) fill(ctx context.Context) error {
 		_ = sub.SetPendingLimits(-1, -1) // one answer at a time, bounded by batch and max_bytes
 		cu.sub = sub
 	}
-	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes, StartTime: cu.start})
-	cu.start = nil
+	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes})
 	if err := cu.nc.PublishRequest(cu.api, cu.sub.Subject, req); err != nil {
 		return kvError(err, "cache read")
 	}

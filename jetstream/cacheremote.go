@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
 
@@ -18,9 +17,9 @@ import (
 
 // ReadClusterEvents reads, through nc, the events stream of cluster, in
 // JetStream domain domain, for the messages on filters it stored at or
-// after since, and passes them to batch in the order it stored them, at
-// most BatchSize (256) at a time, up to its last message when the read
-// ends. Memory does not grow with the backlog.
+// after since, and passes them to batch in the order it stored them, 256
+// at most at a time, up to its last message when the read began. Memory
+// does not grow with the backlog.
 //
 // evicted reports that the stream had already discarded, for its limits,
 // messages that may have been stored at or after since: those were not
@@ -30,8 +29,12 @@ import (
 // not reachable, or has no such stream); ctx's error, or batch's.
 func ReadClusterEvents(ctx context.Context, nc *nats.Conn, cluster, domain string, filters []string, since time.Time, batch func([]CachedMsg) error) (evicted bool, err error) {
 	api := "$JS." + domain + ".API.DIRECT.GET." + EventStreamName(cluster)
+	last, err := directGetOne(ctx, nc, api, directGetRequest{LastFor: ">"})
+	if err != nil || last == nil {
+		return false, err // an empty stream
+	}
 	first, err := directGetOne(ctx, nc, api, directGetRequest{StartTime: &since})
-	if err != nil || first == nil {
+	if err != nil || first == nil || first.Seq > last.Seq {
 		return false, err // nothing stored since then
 	}
 	if first.Seq > 1 {
@@ -45,7 +48,7 @@ func ReadClusterEvents(ctx context.Context, nc *nats.Conn, cluster, domain strin
 		evicted = before == nil
 	}
 	out := emitter{f: batch, size: defaultReplayBatch}
-	err = scanStream(ctx, nc, api, filters, first.Seq-1, math.MaxUint64, nil, out.add)
+	err = scanStream(ctx, nc, api, filters, first.Seq-1, last.Seq, out.add)
 	if err == nil {
 		err = out.flush()
 	}

@@ -157,6 +157,14 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	if got := len(near.rec.of(codeT)); got != 1 {
 		t.Errorf("%s got the transient GLOBAL event %d times", near.name, got)
 	}
+	// B's events of the outage are in A's cache (the copies sent again)
+	// and once in B's own.
+	for _, c := range []*tclient{near, far1} {
+		late := &tclient{name: c.name + " (late)", c: c.c, rec: newRecorder()}
+		late.register(t, []pmix.Status{codeB, fenceCode}, nil, pmix.EventNoActionTaken)
+		late.rec.waitCount(t, fenceCode, 1)
+		inOrder(late, codeB)
+	}
 	for _, a := range []string{"b1", "b2"} {
 		if got := w.agents[a].Stats().GlobalEventsCaughtUp; got < 2*n || got > 2*n+1 {
 			t.Errorf("%s caught up on %d events, want the %d of the outage (and perhaps the one sent as the link returned)", a, got, 2*n)
