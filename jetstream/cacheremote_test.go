@@ -3,8 +3,15 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 )
 
 // Another cluster's cache is read by time, in its domain: the messages on
@@ -59,5 +66,51 @@ func TestReadClusterEvents(t *testing.T) {
 	_, err := ReadClusterEvents(t.Context(), nc, "B", "A", []string{"ev.x"}, since, func([]CachedMsg) error { return nil })
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("reading a cluster with no cache: %v, want ErrUnreachable", err)
+	}
+}
+
+// TestRemoteReadSoak (PMIXBUS_SOAK=1) times a catch-up's read of another
+// cluster's cache across the leaf links, against the same read made in
+// that cluster, interleaved, and logs medians and ranges
+// (docs/PERFORMANCE.md).
+func TestRemoteReadSoak(t *testing.T) {
+	if os.Getenv("PMIXBUS_SOAK") == "" {
+		t.Skip("PMIXBUS_SOAK=1 runs it")
+	}
+	mc := clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
+	ncA := clustertest.Connect(t, mc.Cluster("A").URL())
+	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
+	const runs = 7
+	for _, n := range []int{512, 10000} {
+		c, err := OpenEventCache(t.Context(), ncA, EventCacheConfig{Cluster: "A", Subjects: []string{"pmix.evt.global.*"}, JobSubjects: []string{"pmix.jobevt.>"}, MaxMsgs: int64(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now()
+		for i := range n {
+			publish(t, ncA, "pmix.evt.global.-3000", fmt.Sprint(n, ".", i))
+		}
+		if err := c.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var remote, local []time.Duration
+		for range runs {
+			for _, side := range []struct {
+				nc *nats.Conn
+				to *[]time.Duration
+			}{{ncB, &remote}, {ncA, &local}} {
+				got := 0
+				start := time.Now()
+				_, err := ReadClusterEvents(t.Context(), side.nc, "A", "A", []string{"pmix.evt.global.*"}, since, func(b []CachedMsg) error { got += len(b); return nil })
+				*side.to = append(*side.to, time.Since(start))
+				if err != nil || got != n {
+					t.Fatalf("read %d of %d: %v", got, n, err)
+				}
+			}
+		}
+		slices.Sort(remote)
+		slices.Sort(local)
+		t.Logf("%d events: across the link median %v (%v..%v), in the cluster median %v (%v..%v), ratio of medians %.2f",
+			n, remote[runs/2], remote[0], remote[runs-1], local[runs/2], local[0], local[runs-1], float64(remote[runs/2])/float64(local[runs/2]))
 	}
 }
