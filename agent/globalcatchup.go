@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -222,11 +221,14 @@ func (a *Agent) catchUpGlobal(others []liveness.ClusterInfo, since time.Time) {
 				}
 			}
 			read += uint64(len(msgs))
+			if len(keep) == 0 {
+				return nil
+			}
 			return a.router.catchUp(keep)
 		})
 		ran := a.router.catchup.caughtUp.Load() - before
 		switch {
-		case errors.Is(err, errStopped) || errors.Is(err, context.Canceled):
+		case errors.Is(err, errStopped) || a.isClosed():
 			return
 		case err != nil:
 			a.log.Warn("reading another cluster's cache for the GLOBAL events of the link's outage: those not read yet are not caught up", "cluster", cl, "caught_up", ran, "err", err)
