@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -27,8 +30,14 @@ import (
 //     catchupHeader, so this cluster's agents ignore it).
 //
 // The others catch up on the events this cluster sent meanwhile; this
-// cluster catches up on theirs when they send theirs, which each cluster
-// whose link went down does (a hub outage takes every link down).
+// cluster catches up on theirs by reading their caches (globalcatchup.go),
+// and, when their links went down too (a hub outage takes every link
+// down), when they send theirs again.
+//
+// An event is sent again once for each other cluster, each copy stored
+// by that cluster's streams only (sendAgain), so that this cluster's own
+// cache does not store it twice after an outage longer than its duplicate
+// window.
 
 const (
 	// catchupHeader marks a GLOBAL event sent again after an outage; its
@@ -52,6 +61,7 @@ type globalLink struct {
 	mu      sync.Mutex
 	held    []*event.Message
 	dropped int
+	catchup catchupState
 }
 
 // watchGlobalLink starts probing the link when this cluster is not the
@@ -68,23 +78,30 @@ func (a *Agent) watchGlobalLink(ctx context.Context) {
 }
 
 func (a *Agent) probeGlobalLink() {
+	// lastUp is when the last probe that the top answered began: the
+	// other clusters' events before it reached this one.
+	lastUp, downSince := time.Now(), time.Time{}
 	a.every(linkProbeInterval, func() {
+		began := time.Now()
 		ctx, cancel := context.WithTimeout(a.ctx, linkProbeInterval)
 		_, err := cluster.TopDomain(ctx, a.nc)
 		cancel()
 		switch down := err != nil; {
 		case down && !a.link.down.Swap(true):
 			a.log.Warn("the link to the other clusters is down: GLOBAL events reach this cluster only until it is back", "err", err)
+			downSince = lastUp
+			a.router.beginCatchup()
 		case !down && a.link.down.Swap(false):
-			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage")
-			a.sendHeldGlobal(false)
-			a.goFunc(func() {
-				select {
-				case <-a.done:
-				case <-time.After(catchupSettle):
-					a.sendHeldGlobal(true)
-				}
-			})
+			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage, and catching up on theirs")
+			since := downSince
+			if !a.goFunc(func() { a.afterOutage(since) }) {
+				a.router.endCatchup()
+			}
+		case down:
+			a.router.post(a.router.releaseStale)
+		}
+		if err == nil {
+			lastUp = began
 		}
 	})
 }
@@ -108,9 +125,37 @@ func (a *Agent) globalSent(m *event.Message) error {
 	return nil
 }
 
+// afterOutage sends the held GLOBAL events to the other clusters at once
+// and, once subscriptions made across the link have crossed too, again;
+// then it catches up on theirs of the outage, which began after since.
+func (a *Agent) afterOutage(since time.Time) {
+	a.sendHeldGlobal(a.otherClusters(), false)
+	select {
+	case <-a.done:
+		a.router.endCatchup()
+		return
+	case <-time.After(catchupSettle):
+	}
+	others := a.otherClusters()
+	a.sendHeldGlobal(others, true)
+	a.catchUpGlobal(others, since)
+}
+
+// otherClusters asks which clusters there are (docs/subjects.md), and
+// returns those other than this one; nil when the question fails, which
+// it logs.
+func (a *Agent) otherClusters() []liveness.ClusterInfo {
+	all, err := liveness.Clusters(a.ctx, a.nc, catchupDiscovery)
+	if err != nil {
+		a.log.Warn("cannot ask which clusters there are, after the link's outage", "err", err)
+		return nil
+	}
+	return slices.DeleteFunc(all, func(ci liveness.ClusterInfo) bool { return ci.Cluster == a.cfg.Cluster })
+}
+
 // sendHeldGlobal sends the held GLOBAL events to the other clusters; last
 // forgets them.
-func (a *Agent) sendHeldGlobal(last bool) {
+func (a *Agent) sendHeldGlobal(others []liveness.ClusterInfo, last bool) {
 	a.link.mu.Lock()
 	held, dropped := a.link.held, a.link.dropped
 	if last {
@@ -120,16 +165,47 @@ func (a *Agent) sendHeldGlobal(last bool) {
 	if dropped > 0 && last {
 		a.log.Warn("GLOBAL events of a long outage were not kept for the other clusters", "dropped", dropped)
 	}
-	mark := nats.Header{catchupHeader: []string{string(a.cfg.Cluster)}}
 	for _, m := range held {
-		sc := subjects.Global()
-		if m.Environment {
-			sc = sc.Environment()
-		}
-		if err := event.PublishWith(a.nc, m, []subjects.Scope{sc}, mark); err != nil {
+		if err := a.sendAgain(m, others); err != nil {
 			a.log.Warn("sending a GLOBAL event of the outage again", "event", m.ID, "err", err)
 		}
 	}
+}
+
+// sendAgain sends a held GLOBAL event again, marked with catchupHeader:
+// one copy for each of the other clusters, which only that cluster's
+// events stream stores (Nats-Expected-Stream; it makes the job-events
+// copy itself), so that this cluster's own never
+// store it twice, however long the outage lasted; or, knowing of no other
+// cluster, one copy, which this cluster's streams drop as a duplicate
+// within their window (a minute) only.
+func (a *Agent) sendAgain(m *event.Message, others []liveness.ClusterInfo) error {
+	sc := subjects.Global()
+	if m.Environment {
+		sc = sc.Environment()
+	}
+	own := string(a.cfg.Cluster)
+	if len(others) == 0 {
+		return event.PublishWith(a.nc, m, []subjects.Scope{sc}, nats.Header{catchupHeader: []string{own}})
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
+	}
+	subj := sc.Subject(m.Code)
+	send := func(subject, stream string) error {
+		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}, catchupHeader: []string{own}, nats.ExpectedStreamHdr: []string{stream}}
+		return a.nc.PublishMsg(&nats.Msg{Subject: subject, Header: hdr, Data: b})
+	}
+	for _, ci := range others {
+		cl := string(ci.Cluster)
+		// That cluster's events stream copies a job event to its
+		// job-events stream as it stores it.
+		if err := send(subj, jetstream.EventStreamName(cl)); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "sending %v to %s again: %w", m.Code, subj, err)
+		}
+	}
+	return nil
 }
 
 // publishEvent publishes an event of a local client (from) or of the host

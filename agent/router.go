@@ -69,6 +69,9 @@ type router struct {
 	scopes   map[string]subjects.Scope // by subject
 
 	seen recentIDs // only the dispatch goroutine touches it
+	// catchup holds live GLOBAL events while those the link's outage
+	// missed are read (globalcatchup.go); the dispatch goroutine's.
+	catchup globalCatchup
 
 	// Recovering the job events NATS dropped (recover.go). The dispatch
 	// goroutine alone touches recov, received and replayedIDs: the job
@@ -357,6 +360,15 @@ func (r *router) handle(msg *nats.Msg) {
 		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
 	}
+	if r.holdForCatchup(sc, m) {
+		return
+	}
+	r.receive(sc, m)
+}
+
+// receive runs an arriving event, live or caught up after an outage,
+// unless it came already.
+func (r *router) receive(sc subjects.Scope, m *event.Message) {
 	if !r.seen.add(m.ID) || (!sc.IsEnvironment() && !r.received.add(m.ID)) {
 		// Through overlapping subscriptions, or recovered before it
 		// came (recover.go).

@@ -45,6 +45,10 @@ type Stats struct {
 	// cacheable GLOBAL events kept for them meanwhile.
 	GlobalLinkDown   bool
 	GlobalEventsHeld int
+	// Catching up on the other clusters' GLOBAL events once the link is
+	// back: catch-ups done, and events their caches gave the chains.
+	GlobalCatchups       uint64
+	GlobalEventsCaughtUp uint64
 
 	// NATS connection.
 	NATSConnected   bool
@@ -90,12 +94,14 @@ func (a *Agent) Stats() Stats {
 	a.link.mu.Lock()
 	s.GlobalEventsHeld = len(a.link.held)
 	a.link.mu.Unlock()
+	s.GlobalCatchups = a.link.catchup.done.Load()
 	ls := a.LivenessStats()
 	s.LivenessBeats, s.LivenessBeatFailures = ls.Beats, ls.BeatFailures
 	s.NodesDeclaredDown, s.LivenessRejoins = ls.Declared, ls.Rejoined
 	if r := a.router; r != nil {
 		s.EventsPublished = r.stats.published.Load()
 		s.EventsReceived = r.stats.received.Load()
+		s.GlobalEventsCaughtUp = r.catchup.caughtUp.Load()
 		s.EventsMalformed = r.stats.malformed.Load()
 		s.ChainsStarted = r.stats.delivered.Load()
 		s.ChainsReplayed = r.stats.replayed.Load()

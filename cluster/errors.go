@@ -20,6 +20,10 @@ var (
 	// down.
 	ErrRunning = errors.New("cluster: server is running")
 
+	// ErrNotRunning is returned by SetLeafLinks for a server that is not
+	// running.
+	ErrNotRunning = errors.New("cluster: server is not running")
+
 	// ErrNoTop is returned by TopDomain when no server at the top of the
 	// topology answered.
 	ErrNoTop = errors.New("cluster: no server at the top of the topology answered")

@@ -337,6 +337,42 @@ func (m *MultiCluster) RestartHub(ctx context.Context) error {
 	return m.WaitLinked(ctx)
 }
 
+// CutLinks takes the leaf links of cluster id's servers down, leaving the
+// hub and the other clusters linked: that cluster goes on alone, and the
+// others without it, until RestoreLinks (see Server.SetLeafLinks).
+//
+// It returns ErrClosed after Shutdown, an error wrapping ErrInvalidID for a
+// cluster that is not one of the topology's, and what SetLeafLinks
+// returns.
+func (m *MultiCluster) CutLinks(id ID) error { return m.setLinks(id, false) }
+
+// RestoreLinks brings cluster id's leaf links back after CutLinks and
+// waits until the topology is linked again (WaitLinked).
+//
+// It returns what CutLinks and WaitLinked return.
+func (m *MultiCluster) RestoreLinks(ctx context.Context, id ID) error {
+	if err := m.setLinks(id, true); err != nil {
+		return err
+	}
+	return m.WaitLinked(ctx)
+}
+
+func (m *MultiCluster) setLinks(id ID, up bool) error {
+	if m.isClosed() {
+		return ErrClosed
+	}
+	c := m.byID[id]
+	if c == nil {
+		return fmt.Errorf("%w: %q is not a cluster of the topology", ErrInvalidID, id)
+	}
+	for _, s := range c.running() {
+		if err := s.SetLeafLinks(up); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Shutdown shuts every cluster down in parallel, then the hub, and waits for
 // all of them. It is safe to call more than once.
 //

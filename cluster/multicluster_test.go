@@ -255,3 +255,36 @@ func expectDelivery(t *testing.T, from, to *nats.Conn, subject string) {
 		return err
 	})
 }
+
+// TestCutLinks cuts one cluster's leaf links: it and the others go on
+// alone (the others still reach each other), and its links return with
+// RestoreLinks.
+func TestCutLinks(t *testing.T) {
+	mc := clustertest.StartMultiCluster(t,
+		cluster.ClusterSpec{ID: "A", Servers: 1},
+		cluster.ClusterSpec{ID: "B", Servers: 2},
+	)
+	hub := clustertest.Connect(t, mc.HubURL())
+	a := clustertest.Connect(t, mc.Cluster("A").URL())
+	b := clustertest.Connect(t, mc.Cluster("B").URL())
+	if err := mc.CutLinks("B"); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 5*time.Second, func() error {
+		if n := mc.Hub().NATS().NumLeafNodes(); n != 1 {
+			return fmt.Errorf("hub has %d leaf links, want A's alone", n)
+		}
+		return nil
+	})
+	expectDelivery(t, hub, a, "still.linked")
+	if _, err := b.Request("_PMIXBUS.top.API.INFO", nil, 200*time.Millisecond); err == nil {
+		t.Fatal("B still reaches the top of the topology")
+	}
+	if err := mc.RestoreLinks(t.Context(), "B"); err != nil {
+		t.Fatal(err)
+	}
+	expectDelivery(t, a, b, "linked.again")
+	if err := mc.CutLinks("C"); !errors.Is(err, cluster.ErrInvalidID) {
+		t.Fatalf("CutLinks of no cluster = %v, want ErrInvalidID", err)
+	}
+}

@@ -287,6 +287,35 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.start(ctx, true)
 }
 
+// SetLeafLinks takes the server's leaf links down (up false) or brings
+// them back (up true), by reloading its configuration with its leaf
+// remotes disabled or enabled: the server goes on serving its clients and
+// its cluster, cut off from the hub. A fault to test with. A restart
+// brings the links back too.
+//
+// Errors: ErrNotRunning when the server is not running; the error
+// nats-server gave for the reload.
+func (s *Server) SetLeafLinks(up bool) error {
+	s.mu.Lock()
+	ns, cfg := s.ns, s.cfg
+	running := ns != nil && !s.stopping
+	s.mu.Unlock()
+	if !running {
+		return fmt.Errorf("%w: %s", ErrNotRunning, cfg.Name)
+	}
+	opts, err := options(cfg)
+	if err != nil {
+		return err
+	}
+	for _, r := range opts.LeafNode.Remotes {
+		r.Disabled = !up
+	}
+	if err := ns.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("cluster: server %s: leaf links: %w", cfg.Name, err)
+	}
+	return nil
+}
+
 // Running reports whether the server is started and not shut down.
 func (s *Server) Running() bool {
 	s.mu.Lock()

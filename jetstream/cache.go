@@ -233,7 +233,8 @@ func barrierSubject(cluster, stream string) string {
 // delivered to it nor stored yet. Sync publishes to each stream a message
 // it is certain to refuse (it expects a last sequence the stream cannot
 // have); the refusal comes back only once the queue ahead of it is stored,
-// and nothing is stored for it.
+// and nothing is stored for it. The events stream's goes first, so the
+// job-events copies of what it stored are stored too.
 //
 // Errors: as Stats.
 func (c *EventCache) Sync(ctx context.Context) error {

@@ -385,6 +385,12 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 // in sequence order: one direct-get cursor per filter, merged. A message
 // two overlapping filters both match is passed once.
 func (c *EventCache) scan(ctx context.Context, stream string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
+	return scanStream(ctx, c.js.Conn(), "$JS.API.DIRECT.GET."+stream, filters, after, upTo, f)
+}
+
+// scanStream is scan through nc, on the direct-get API subject api of a
+// stream in any domain.
+func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string, after, upTo uint64, f func(CachedMsg) error) error {
 	if len(filters) == 0 || upTo <= after {
 		return nil
 	}
@@ -396,7 +402,7 @@ func (c *EventCache) scan(ctx context.Context, stream string, filters []string, 
 	}()
 	batch := max(directBatch/len(filters), 16)
 	for _, flt := range filters {
-		curs = append(curs, &cursor{nc: c.js.Conn(), api: "$JS.API.DIRECT.GET." + stream, filter: flt, next: after + 1, upTo: upTo, batch: batch})
+		curs = append(curs, &cursor{nc: nc, api: api, filter: flt, next: after + 1, upTo: upTo, batch: batch})
 	}
 	var last uint64
 	for {
@@ -444,6 +450,12 @@ type directGetRequest struct {
 	NextFor  string `json:"next_by_subj"`
 	Batch    int    `json:"batch"`
 	MaxBytes int    `json:"max_bytes"`
+	// StartTime, if set, starts from the first message stored then or
+	// later, instead of from Seq.
+	StartTime *time.Time `json:"start_time,omitempty"`
+	// LastFor asks for the last message on a subject (">": the stream's
+	// last).
+	LastFor string `json:"last_by_subj,omitempty"`
 }
 
 // fill fetches the next batch if the buffer is empty and the filter may

@@ -49,6 +49,7 @@ var sentinels = map[string]error{
 	"cluster.ErrInvalidConfig":            cluster.ErrInvalidConfig,
 	"cluster.ErrNotReady":                 cluster.ErrNotReady,
 	"cluster.ErrRunning":                  cluster.ErrRunning,
+	"cluster.ErrNotRunning":               cluster.ErrNotRunning,
 	"cluster.ErrClosed":                   cluster.ErrClosed,
 	"cluster.ErrStoreInUse":               cluster.ErrStoreInUse,
 	"cluster.ErrNoTop":                    cluster.ErrNoTop,

@@ -1,0 +1,176 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// TestGlobalCatchupAfterOneLinkDown: only B's leaf link goes down; A and
+// the hub stay linked. The cacheable GLOBAL events sent meanwhile from A
+// (by its RM) and from the hub side (an RM tool connected to the hub)
+// reach B's clients once the link is back, each once and in the order
+// each source sent them, read from A's cache; B's own reach A once (sent
+// again). A transient one notified in A succeeds there, whose link is up,
+// and never reaches B. Nobody gets anything twice.
+func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
+	w := newWorld(t)
+	const n = 3
+	var (
+		codeA      = pmix.ExternalErrBase - 310 // from A's RM
+		codeHub    = pmix.ExternalErrBase - 311 // from a tool on the hub
+		codeB      = pmix.ExternalErrBase - 312 // from B's RM
+		codeT      = pmix.ExternalErrBase - 313 // from A's RM, not to be cached
+		codeBefore = pmix.ExternalErrBase - 314 // from A's RM, before the outage
+	)
+	codes := []pmix.Status{codeA, codeHub, codeB, codeT, codeBefore, fenceCode}
+	far1, far2, near := w.client("B:jobB.0"), w.client("B:jobB.2"), w.client("A:jobA.1")
+	for _, c := range []*tclient{far1, far2, near} {
+		c.register(t, codes, nil, pmix.EventNoActionTaken)
+	}
+	for _, id := range []string{"A", "B"} {
+		for _, code := range codes {
+			w.waitInterest(id, subjects.Global().Subject(code))
+		}
+	}
+	a1, b1, b2 := w.agents["a1"], w.agents["b1"], w.agents["b2"]
+	seq := func(i int) []pmix.Info { return []pmix.Info{pmix.NewInfo("test.seq", pmix.String(fmt.Sprint(i)))} }
+	notify := func(a interface {
+		Notify(context.Context, pmix.Status, pmix.Range, bool, []pmix.Info) (string, error)
+	}, code pmix.Status, info []pmix.Info) {
+		t.Helper()
+		if _, err := a.Notify(t.Context(), code, pmix.RangeGlobal, false, info); err != nil {
+			t.Fatalf("notify %v: %v", code, err)
+		}
+	}
+	// Received before the cut: within the catch-up's margin, not again.
+	notify(a1, codeBefore, nil)
+	for _, c := range []*tclient{far1, far2, near} {
+		c.rec.waitCount(t, codeBefore, 1)
+	}
+
+	if err := w.mc.CutLinks("B"); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		for _, a := range []string{"b1", "b2"} {
+			if !w.agents[a].Stats().GlobalLinkDown {
+				return fmt.Errorf("%s has not seen the link go down", a)
+			}
+		}
+		if a1.Stats().GlobalLinkDown {
+			return errors.New("a1 sees its link down")
+		}
+		return nil
+	})
+
+	hub := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleRM))
+	for i := range n {
+		notify(a1, codeA, seq(i))
+		m := &event.Message{ID: "hubtool." + nuid.Next(), Code: codeHub, Range: pmix.RangeGlobal,
+			Source: bus.Origin{Cluster: "hub", Node: "tool"}, Info: seq(i), Time: time.Now()}
+		if err := event.Publish(hub, m, []subjects.Scope{subjects.Global()}); err != nil {
+			t.Fatal(err)
+		}
+		notify(b1, codeB, seq(i))
+	}
+	if err := hub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	transient := []pmix.Info{pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true))}
+	notify(a1, codeT, transient) // A's link is up: it cannot tell B is cut off
+	for _, code := range []pmix.Status{codeA, codeHub} {
+		near.rec.waitCount(t, code, n)
+	}
+	near.rec.waitCount(t, codeT, 1)
+	for _, c := range []*tclient{far1, far2} {
+		c.rec.waitCount(t, codeB, n)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	if err := w.mc.RestoreLinks(ctx, "B"); err != nil {
+		t.Fatal(err)
+	}
+	// Sent as the link returns: it comes live, or is caught up if B's
+	// interest had not crossed yet, after those of the outage.
+	notify(a1, codeA, seq(n))
+	clustertest.WaitFor(t, waitTime, func() error {
+		for _, a := range []string{"b1", "b2"} {
+			if s := w.agents[a].Stats(); s.GlobalLinkDown || s.GlobalCatchups == 0 {
+				return fmt.Errorf("%s: link down %v, %d catch-ups", a, s.GlobalLinkDown, s.GlobalCatchups)
+			}
+		}
+		return nil
+	})
+	// Whatever was caught up or sent again came before this fence.
+	w.waitInterest("B", subjects.Global().Subject(fenceCode))
+	notify(a1, fenceCode, nil)
+	for _, c := range []*tclient{far1, far2, near} {
+		c.rec.waitCount(t, fenceCode, 1)
+	}
+	near.rec.waitCount(t, codeA, n+1)
+
+	inOrder := func(c *tclient, code pmix.Status) {
+		t.Helper()
+		var got []string
+		for _, d := range c.rec.of(code) {
+			for _, in := range d.Info {
+				if s, ok := in.Value.Str(); ok && in.Key == "test.seq" {
+					got = append(got, s)
+				}
+			}
+		}
+		want := []string{"0", "1", "2"}
+		if code == codeA {
+			want = append(want, "3")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s got %v events %v, want %v", c.name, code, got, want)
+		}
+	}
+	for _, c := range []*tclient{far1, far2, near} {
+		for _, code := range []pmix.Status{codeA, codeHub, codeB} {
+			inOrder(c, code)
+		}
+		if got := len(c.rec.of(codeBefore)); got != 1 {
+			t.Errorf("%s got the event sent before the outage %d times", c.name, got)
+		}
+	}
+	for _, c := range []*tclient{far1, far2} {
+		if got := len(c.rec.of(codeT)); got != 0 {
+			t.Errorf("%s got the transient GLOBAL event of the outage %d times", c.name, got)
+		}
+	}
+	if got := len(near.rec.of(codeT)); got != 1 {
+		t.Errorf("%s got the transient GLOBAL event %d times", near.name, got)
+	}
+	// B's events of the outage are in A's cache (the copies sent again)
+	// and once in B's own.
+	for _, c := range []*tclient{near, far1} {
+		late := &tclient{name: c.name + " (late)", c: c.c, rec: newRecorder()}
+		late.register(t, []pmix.Status{codeB, fenceCode}, nil, pmix.EventNoActionTaken)
+		late.rec.waitCount(t, fenceCode, 1)
+		inOrder(late, codeB)
+	}
+	for _, a := range []string{"b1", "b2"} {
+		if got := w.agents[a].Stats().GlobalEventsCaughtUp; got < 2*n || got > 2*n+1 {
+			t.Errorf("%s caught up on %d events, want the %d of the outage (and perhaps the one sent as the link returned)", a, got, 2*n)
+		}
+	}
+	if b2.Stats().GlobalEventsHeld != 0 {
+		t.Error("b2 still holds GLOBAL events for the others")
+	}
+}
