@@ -66,10 +66,12 @@ func (r *raw) closedByAgent() {
 	}
 }
 
+// hello attaches as a client of protocol version 1, which gets an invoke
+// frame per invocation: what a client written before version 2 sees.
 func (r *raw) hello(env map[string]string) {
 	r.t.Helper()
 	rank, _ := strconv.Atoi(env[agent.EnvRank])
-	r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]})
+	r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: 1, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]})
 	if f := r.recv(); f.Type != proto.TypeReply || f.Status != pmix.Success {
 		r.t.Fatalf("hello refused: %+v", f)
 	}
