@@ -34,6 +34,10 @@ type Done struct {
 	HasPrior bool // see Frame.HasPrior
 }
 
+// maxPresized bounds the entries a batch's slice is made for before they
+// are decoded: as many as the agent's dispatch handles in one pass.
+const maxPresized = 256
+
 // Elements of the wire arrays.
 const (
 	invokeFields = 7
@@ -198,103 +202,103 @@ func (d *Done) encode(enc *msgpack.Encoder) error {
 	return pmix.EncodeInfos(enc, d.Prior)
 }
 
-// entries reads an array header of a batch field. CheckLengths has made
-// sure the count is no more than the bytes left, each entry taking at
-// least one: the slices below grow by append as entries decode, so
-// allocation follows the bytes present, not the count claimed.
-func entries(dec *msgpack.Decoder, key string) (int, error) {
+// decodeEntries reads a batch field: an array of entries of fields
+// elements each, every one read by one. CheckLengths has made sure the
+// count is no more than the bytes left, each entry taking at least one.
+// The slice starts with room for up to maxPresized entries (a burst's
+// batch, ~30 KiB, whatever a short frame claims) and grows by append past
+// it as entries decode, so allocation follows the bytes present, not the
+// count claimed.
+func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, one func(*T) error) ([]T, error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n < 0 {
-		return 0, bad("frame field "+key, err)
+		return nil, bad("frame field "+key, err)
 	}
-	return n, nil
-}
-
-// entry reads an entry's array header, which must have fields elements.
-func entry(dec *msgpack.Decoder, key string, fields int) error {
-	m, err := dec.DecodeArrayLen()
-	if err != nil {
-		return bad("frame field "+key, err)
+	out := make([]T, 0, min(n, maxPresized))
+	for range n {
+		m, err := dec.DecodeArrayLen()
+		if err != nil {
+			return nil, bad("frame field "+key, err)
+		}
+		if m != fields {
+			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
+		}
+		var e T
+		if err := one(&e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
 	}
-	if m != fields {
-		return pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
-	}
-	return nil
+	return out, nil
 }
 
 func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
-	n, err := entries(dec, kInvokes)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Invoke, 0, min(n, 64))
-	for range n {
-		if err := entry(dec, kInvokes, invokeFields); err != nil {
-			return nil, err
-		}
-		var inv Invoke
+	return decodeEntries(dec, kInvokes, invokeFields, func(inv *Invoke) error {
+		var err error
 		if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
-			return nil, err
+			return err
 		}
 		if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
-			return nil, err
+			return err
 		}
 		if inv.Name, err = dec.DecodeString(); err != nil {
-			return nil, bad("frame field "+kInvokes+": name", err)
+			return bad("frame field "+kInvokes+": name", err)
 		}
 		if inv.Code, err = decodeStatus(dec, kInvokes+": code"); err != nil {
-			return nil, err
+			return err
 		}
 		if err := decodeOptionalProc(dec, &inv.Source); err != nil {
-			return nil, err
+			return err
 		}
 		if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
-			return nil, err
+			return err
 		}
-		if inv.Results, err = pmix.DecodeInfos(dec); err != nil {
-			return nil, err
-		}
-		out = append(out, inv)
-	}
-	return out, nil
+		inv.Results, err = pmix.DecodeInfos(dec)
+		return err
+	})
 }
 
 func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
-	n, err := entries(dec, kDones)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Done, 0, min(n, 64))
-	for range n {
-		if err := entry(dec, kDones, doneFields); err != nil {
-			return nil, err
-		}
-		var d Done
+	return decodeEntries(dec, kDones, doneFields, func(d *Done) error {
+		var err error
 		if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
-			return nil, err
+			return err
 		}
 		if d.Status, err = decodeStatus(dec, kDones+": status"); err != nil {
-			return nil, err
+			return err
 		}
 		if d.Results, err = pmix.DecodeInfos(dec); err != nil {
-			return nil, err
+			return err
 		}
-		if c, err := dec.PeekCode(); err != nil {
-			return nil, bad("frame field "+kDones+": prior", err)
-		} else if c == msgpcode.Nil {
-			_ = dec.Skip()
-		} else {
-			if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
-				return nil, err
-			}
-			d.HasPrior = true
-			if d.Prior == nil {
-				d.Prior = []pmix.Info{}
-			}
+		c, err := dec.PeekCode()
+		if err != nil {
+			return bad("frame field "+kDones+": prior", err)
 		}
-		out = append(out, d)
+		if c == msgpcode.Nil {
+			return dec.Skip()
+		}
+		if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
+			return err
+		}
+		d.HasPrior = true
+		if d.Prior == nil {
+			d.Prior = []pmix.Info{}
+		}
+		return nil
+	})
+}
+
+// encodeEntries writes a batch field's entries (Frame.encode).
+func encodeEntries[T any](enc *msgpack.Encoder, es []T, one func(*T, *msgpack.Encoder) error) error {
+	if err := enc.EncodeArrayLen(len(es)); err != nil {
+		return err
 	}
-	return out, nil
+	for i := range es {
+		if err := one(&es[i], enc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func decodeStatus(dec *msgpack.Decoder, what string) (pmix.Status, error) {

@@ -422,23 +422,11 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 		}
 	case bInvokes:
 		if err = key(kInvokes); err == nil {
-			err = enc.EncodeArrayLen(len(f.Invokes))
-		}
-		for i := range f.Invokes {
-			if err != nil {
-				break
-			}
-			err = f.Invokes[i].encode(enc)
+			err = encodeEntries(enc, f.Invokes, (*Invoke).encode)
 		}
 	case bDones:
 		if err = key(kDones); err == nil {
-			err = enc.EncodeArrayLen(len(f.Dones))
-		}
-		for i := range f.Dones {
-			if err != nil {
-				break
-			}
-			err = f.Dones[i].encode(enc)
+			err = encodeEntries(enc, f.Dones, (*Done).encode)
 		}
 	}
 	return err

@@ -181,27 +181,22 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // report success and still be lost if that write fails — the stream is
 // broken then, and the next call says so.
 func (w *Writer) WriteFrame(f *Frame) error {
-	w.mu.Lock()
-	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
-		return err
-	}
-	w.borrowLocked()
-	w.batch.Close(w.buf)
-	var err error
-	w.buf, err = AppendFrame(w.buf, f)
-	if err != nil || w.flushing || w.corked > 0 {
-		w.mu.Unlock()
-		return err
-	}
-	return w.flushLocked()
+	return w.write(func(b []byte) ([]byte, error) {
+		w.batch.Close(b)
+		return AppendFrame(b, f)
+	})
 }
 
 // WriteDone queues a completion in an invoke-done-batch frame (protocol
 // version 2), with the completions queued next to it, and writes as
 // WriteFrame does.
 func (w *Writer) WriteDone(d *Done) error {
+	return w.write(func(b []byte) ([]byte, error) { return w.batch.AppendDone(b, d) })
+}
+
+// write appends to the buffer with add, under mu, and writes as
+// WriteFrame does.
+func (w *Writer) write(add func([]byte) ([]byte, error)) error {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
@@ -210,7 +205,7 @@ func (w *Writer) WriteDone(d *Done) error {
 	}
 	w.borrowLocked()
 	var err error
-	w.buf, err = w.batch.AppendDone(w.buf, d)
+	w.buf, err = add(w.buf)
 	if err != nil || w.flushing || w.corked > 0 {
 		w.mu.Unlock()
 		return err

@@ -22,13 +22,7 @@ import (
 func TestBatchedInvocations(t *testing.T) {
 	w := newWorld(t)
 	a := w.agents["a1"]
-	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "batch", Session: "s1", Procs: map[pmix.Rank]string{0: "a1"}}); err != nil {
-		t.Fatal(err)
-	}
-	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "batch", Rank: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := w.soloEnv("a1", "batch")
 	r := dialRaw(t, a)
 	r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version + 1, Nspace: "batch", Rank: 0, Credential: env[agent.EnvCredential]})
 	if f := r.recv(); f.Type != proto.TypeReply || f.Status != pmix.Success || f.Version != proto.Version {
