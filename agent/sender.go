@@ -14,7 +14,10 @@ import (
 // goroutine and the client's other work only queue frames. What queues
 // while a write is in progress goes out in the next write, so a burst
 // costs a write per batch; cork holds frames back until uncork, so that a
-// batch of events dispatched together goes out together.
+// batch of events dispatched together goes out together. Invocations for a
+// client of protocol version 2 (sendInvoke) join the invoke-batch frame
+// open at the end of the queue, which any other frame closes: what is
+// queued together is one frame as well as one write.
 //
 // The queue is a buffer borrowed from a pool while it holds frames, and
 // given back once written, so that of many attached clients only those
