@@ -32,6 +32,9 @@ type clientConn struct {
 	entry    *clientEntry
 	reg      *bus.Registry
 	uid, gid int // the peer's, from SO_PEERCRED; -1 unknown
+	// version is the protocol version of the connection, the lower of the
+	// client's and proto.Version; set at hello, before any invoke.
+	version uint32
 
 	mu      sync.Mutex
 	seq     uint64
@@ -199,8 +202,8 @@ func (cc *clientConn) hello() error {
 	if f.Type != proto.TypeHello {
 		return pmix.Errorf(pmix.ErrInvalidOperation, "first frame is %v, want hello", f.Type)
 	}
-	if f.Version != proto.Version {
-		return pmix.Errorf(pmix.ErrNotSupported, "protocol version %d, agent speaks %d", f.Version, proto.Version)
+	if f.Version < proto.MinVersion {
+		return pmix.Errorf(pmix.ErrNotSupported, "protocol version %d, agent speaks %d to %d", f.Version, proto.MinVersion, proto.Version)
 	}
 	uid, gid, err := peerCred(cc.c)
 	if err != nil {
@@ -221,9 +224,11 @@ func (cc *clientConn) hello() error {
 	}
 	cc.mu.Lock()
 	cc.entry, cc.reg, cc.uid, cc.gid = e, reg, uid, gid
+	cc.version = min(f.Version, proto.Version)
 	cc.mu.Unlock()
 	info := cc.a.attachInfo(e) // jobinfo.go
 	cc.reply(f, nil, func(r *proto.Frame) {
+		r.Version = cc.version
 		r.Info = slices.Concat([]pmix.Info{
 			pmix.NewInfo(pmix.KeyClusterID, pmix.String(string(cc.a.cfg.Cluster))),
 			pmix.NewInfo(pmix.KeyHostname, pmix.String(cc.a.cfg.Node)),
@@ -251,7 +256,11 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypeNotify:
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
-		cc.completed(f)
+		cc.completed(&proto.Done{Seq: f.Seq, Status: f.Status, Results: f.Results, Prior: f.Prior, HasPrior: f.HasPrior})
+	case proto.TypeInvokeDoneBatch:
+		for i := range f.Dones {
+			cc.completed(&f.Dones[i])
+		}
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
@@ -313,11 +322,20 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	seq := cc.seq
 	cc.pending[seq] = &pendingInvoke{call: call, done: done}
 	cc.grown = cc.grown || len(cc.pending) > 8
+	batch := cc.version >= 2
 	cc.mu.Unlock()
-	err := cc.write(&proto.Frame{
-		Type: proto.TypeInvoke, Seq: seq, ID: uint64(call.ID), Name: call.Name,
-		Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
-	})
+	var err error
+	if batch {
+		err = cc.w.sendInvoke(&proto.Invoke{
+			Seq: seq, ID: uint64(call.ID), Name: call.Name,
+			Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
+		})
+	} else {
+		err = cc.write(&proto.Frame{
+			Type: proto.TypeInvoke, Seq: seq, ID: uint64(call.ID), Name: call.Name,
+			Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
+		})
+	}
 	if err != nil {
 		// The client was cut off or its socket broke: the sender closes
 		// the connection, not the dispatch goroutine, which must not wait.
@@ -338,7 +356,9 @@ func (cc *clientConn) take(seq uint64) *pendingInvoke {
 	return p
 }
 
-func (cc *clientConn) completed(f *proto.Frame) {
+// completed finishes the invocation a completion answers (an invoke-done
+// frame, or an entry of an invoke-done-batch).
+func (cc *clientConn) completed(f *proto.Done) {
 	p := cc.take(f.Seq)
 	if p == nil {
 		cc.logger().Debug("completion for an invocation no longer pending", "seq", f.Seq)

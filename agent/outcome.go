@@ -161,23 +161,51 @@ func (a *Agent) probeOutcomesOnce() {
 	q := &a.outcomes
 	subject := event.OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
 	mark := q.mark()
-	ctx, cancel := context.WithTimeout(a.ctx, outcomeProbeTimeout)
-	_, err := a.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: outcomeProbe})
-	cancel()
+	listener, err := a.probeListener(subject)
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
+	case err != nil:
+		// NATS is down, or the agent stops: keep the reports, ask again.
+		a.log.Debug("probing for outcome listeners", "err", err)
+	case !listener:
 		discarded, _ := q.probed(false, mark)
 		a.stats.outcomesUnheard.Add(uint64(discarded))
-	case err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		// Somebody received the probe (and answered, or not).
+	default:
 		if _, lost := q.probed(true, mark); lost > 0 {
 			a.stats.outcomesDropped.Add(uint64(lost))
 			a.log.Warn("outcome reports dropped: more waited for a listener than the backlog holds", "dropped", lost)
 		}
-	default:
-		// NATS is down, or the agent stops: keep the reports, ask again.
-		a.log.Debug("probing for outcome listeners", "err", err)
 	}
+}
+
+// probeListener sends the probe as a request to subject and reports
+// whether anyone received it. It does not guess from a timeout, which a
+// busy agent's backlog of events could pass: the server answers "no
+// responders" as it processes the request, before the PONG of the flush
+// that follows on the same connection, so once the flush returns the
+// answer is in hand, or there is none because somebody subscribes.
+func (a *Agent) probeListener(subject string) (bool, error) {
+	inbox := a.nc.NewRespInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ctx, cancel := context.WithTimeout(a.ctx, outcomeProbeTimeout)
+	defer cancel()
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: outcomeProbe}); err != nil {
+		return false, err
+	}
+	if err := a.nc.FlushWithContext(ctx); err != nil {
+		return false, err
+	}
+	_, err = sub.NextMsg(0)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return false, nil
+	case err == nil, errors.Is(err, nats.ErrTimeout):
+		return true, nil // received: answered, or not
+	}
+	return false, err
 }
 
 // publishOutcomes sends queued reports in batches, while a listener is

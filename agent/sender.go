@@ -14,7 +14,10 @@ import (
 // goroutine and the client's other work only queue frames. What queues
 // while a write is in progress goes out in the next write, so a burst
 // costs a write per batch; cork holds frames back until uncork, so that a
-// batch of events dispatched together goes out together.
+// batch of events dispatched together goes out together. Invocations for a
+// client of protocol version 2 (sendInvoke) join the invoke-batch frame
+// open at the end of the queue, which any other frame closes: what is
+// queued together is one frame as well as one write.
 //
 // The queue is a buffer borrowed from a pool while it holds frames, and
 // given back once written, so that of many attached clients only those
@@ -36,8 +39,9 @@ type sender struct {
 	abort   <-chan struct{} // closed: finish waits no more (the agent shuts down)
 
 	mu      sync.Mutex
-	buf     []byte  // queued, not yet written
-	held    *[]byte // buf's, from queueBufs; nil while nothing is queued
+	buf     []byte      // queued, not yet written
+	held    *[]byte     // buf's, from queueBufs; nil while nothing is queued
+	batch   proto.Batch // the invoke-batch frame open at buf's end
 	corked  int
 	err     error // sticky: the client was cut off, or the stream broke
 	closing bool  // write what is queued, then stop
@@ -78,6 +82,20 @@ func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan
 
 // send queues f. It fails once the client was cut off or its stream broke.
 func (s *sender) send(f *proto.Frame) error {
+	return s.queue(func(b []byte) ([]byte, error) {
+		s.batch.Close(b)
+		return proto.AppendFrame(b, f)
+	})
+}
+
+// sendInvoke queues inv in an invoke-batch frame, with the invocations
+// queued next to it (protocol version 2); it fails as send does.
+func (s *sender) sendInvoke(inv *proto.Invoke) error {
+	return s.queue(func(b []byte) ([]byte, error) { return s.batch.AppendInvoke(b, inv) })
+}
+
+// queue appends to the queue with add, under mu.
+func (s *sender) queue(add func([]byte) ([]byte, error)) error {
 	s.mu.Lock()
 	if s.err != nil || s.closing {
 		err := s.err
@@ -89,7 +107,7 @@ func (s *sender) send(f *proto.Frame) error {
 	}
 	s.borrowLocked()
 	var err error
-	s.buf, err = proto.AppendFrame(s.buf, f)
+	s.buf, err = add(s.buf)
 	if err != nil {
 		s.mu.Unlock()
 		return err
@@ -128,6 +146,7 @@ func (s *sender) overLimitLocked(now time.Time) error {
 		s.queuedLocked(), now.Sub(s.writingSince).Round(time.Millisecond), s.limit)
 	bye := &proto.Frame{Type: proto.TypeError}
 	bye.SetErr(s.err)
+	s.batch.Close(s.buf)
 	s.buf, _ = proto.AppendFrame(s.buf, bye)
 	s.closing = true
 	return s.err
@@ -265,6 +284,7 @@ func (s *sender) finish(last *proto.Frame, grace time.Duration) {
 	s.mu.Lock()
 	if last != nil && s.err == nil && !s.closing {
 		s.borrowLocked()
+		s.batch.Close(s.buf)
 		s.buf, _ = proto.AppendFrame(s.buf, last)
 	}
 	s.closing = true
@@ -299,6 +319,7 @@ func (s *sender) run() {
 		<-s.wake
 		for {
 			s.mu.Lock()
+			s.batch.Close(s.buf)
 			out, held, closing, why := s.buf, s.held, s.closing, s.err
 			if len(out) > 0 {
 				s.buf, s.held = nil, nil // out is the run's until written

@@ -162,3 +162,49 @@ func TestSenderWaitBelow(t *testing.T) {
 		t.Fatal("waitBelow gave up")
 	}
 }
+
+// TestSenderBatchesInvocations: invocations queued while the sender is
+// corked go out as one invoke-batch frame, in order; a frame queued among
+// them closes the batch so that it keeps its place, and the invocations
+// after it open another.
+func TestSenderBatchesInvocations(t *testing.T) {
+	s, c, _ := startSender(t, 1<<20, time.Hour)
+	s.cork()
+	const n = 50
+	for i := range n {
+		if err := s.sendInvoke(&proto.Invoke{Seq: uint64(i + 1), ID: 7, Name: "h", Code: -201}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.send(&proto.Frame{Type: proto.TypeReply, Seq: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sendInvoke(&proto.Invoke{Seq: n + 1, ID: 7, Name: "h", Code: -201}); err != nil {
+		t.Fatal(err)
+	}
+	s.uncork()
+	r := proto.NewReader(c, proto.DefaultMaxFrame)
+	read := func() *proto.Frame {
+		t.Helper()
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := read()
+	if f.Type != proto.TypeInvokeBatch || len(f.Invokes) != n {
+		t.Fatalf("first frame: %v with %d invocations, want invoke-batch with %d", f.Type, len(f.Invokes), n)
+	}
+	for i, inv := range f.Invokes {
+		if inv.Seq != uint64(i+1) || inv.ID != 7 || inv.Name != "h" || inv.Code != -201 {
+			t.Fatalf("invocation %d: %+v", i, inv)
+		}
+	}
+	if f := read(); f.Type != proto.TypeReply || f.Seq != 99 {
+		t.Fatalf("second frame: %+v, want the reply", f)
+	}
+	if f := read(); f.Type != proto.TypeInvokeBatch || len(f.Invokes) != 1 || f.Invokes[0].Seq != n+1 {
+		t.Fatalf("third frame: %+v, want the last invocation", f)
+	}
+}

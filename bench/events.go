@@ -293,6 +293,9 @@ func Events(ctx context.Context, cfg EventsConfig) (*Report, error) {
 	r.Targets = append(r.Targets,
 		Target{Name: "notify_p50_vs_nats_rtt", Measured: ratio(lat50, rtt50), Op: "<=", Goal: 1.2},
 		Target{Name: "fanout_vs_nats", Measured: fan / raw, Op: ">=", Goal: 0.5},
+		// Issue 17 asks for this absolute figure beside the ratio: on a
+		// machine where raw NATS is slow, half of it is not enough.
+		Target{Name: "fanout_deliveries_per_s", Measured: fan, Op: ">=", Goal: 500000},
 	)
 	return r, nil
 }

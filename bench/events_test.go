@@ -18,7 +18,7 @@ func TestEventsSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Targets) != 2 {
+	if len(r.Targets) != 3 {
 		t.Fatalf("targets: %v", r.Targets)
 	}
 }

@@ -318,7 +318,10 @@ func (c *chain) handout() []pmix.Info {
 	buf := c.spare
 	c.spare = nil
 	if cap(buf) < n+1 {
-		buf = make([]pmix.Info, n, max(n+len(c.steps)-c.next+1, 4))
+		// Room for one status entry per handler left; a handler that adds
+		// results grows it (a floor of 4 cost a one-handler chain, the
+		// fan-out's case, 400 bytes per delivery).
+		buf = make([]pmix.Info, n, n+len(c.steps)-c.next+1)
 	} else {
 		buf = buf[:n]
 	}

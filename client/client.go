@@ -35,6 +35,9 @@ type Client struct {
 	conn net.Conn
 	r    *proto.Reader
 	w    *proto.Writer
+	// batch: the agent speaks protocol version 2, so completions go in
+	// invoke-done-batch frames. Set at hello.
+	batch bool
 
 	local   *bus.Registry // PROC_LOCAL and internal events
 	invokes *queue        // the agent's invocations, run in arrival order
@@ -214,6 +217,8 @@ func (c *Client) hello(ctx context.Context, cred string) error {
 	if f.Type != proto.TypeReply {
 		return pmix.Errorf(pmix.ErrCommFailure, "agent answered hello with %v", f.Type)
 	}
+	// An agent of version 1 states none, and sends invoke frames only.
+	c.batch = f.Version >= 2
 	c.info = f.Info
 	str := func(k string) string {
 		if v, ok := pmix.LookupValue(f.Info, k); ok {
@@ -394,7 +399,7 @@ func (c *Client) readLoop() {
 			if ch != nil {
 				ch <- f
 			}
-		case proto.TypeInvoke, proto.TypeIOFData:
+		case proto.TypeInvoke, proto.TypeInvokeBatch, proto.TypeIOFData:
 			c.invokes.push(f) // in order with the handlers, as on PMIx's progress thread
 		case proto.TypeError:
 			why = f.Err()

@@ -167,18 +167,34 @@ func (c *Client) async(f func(context.Context)) {
 	}()
 }
 
-// invoke runs a handler the agent asked for and answers with its status,
-// its results and the prior results as it left them.
+// invoke runs what the agent asked for in f: a handler (an invoke frame),
+// several in order (an invoke-batch), or a pull's data.
 func (c *Client) invoke(f *proto.Frame) {
-	if f.Type == proto.TypeIOFData {
+	switch f.Type {
+	case proto.TypeIOFData:
 		c.iofData(f) // iof.go
-		return
+	case proto.TypeInvokeBatch:
+		for i := range f.Invokes {
+			c.invokeOne(&f.Invokes[i])
+		}
+	default:
+		c.invokeOne(&proto.Invoke{Seq: f.Seq, ID: f.ID, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results})
 	}
+}
+
+// invokeOne runs a handler the agent asked for and answers with its
+// status, its results and the prior results as it left them.
+func (c *Client) invokeOne(inv *proto.Invoke) {
 	c.mu.Lock()
-	reg, ok := c.handlers[f.ID]
+	reg, ok := c.handlers[inv.ID]
 	c.mu.Unlock()
+	seq := inv.Seq
 	answer := func(status pmix.Status, results, prior []pmix.Info) {
-		_ = c.write(&proto.Frame{Type: proto.TypeInvokeDone, Seq: f.Seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
+		if c.batch {
+			_ = c.w.WriteDone(&proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
+			return
+		}
+		_ = c.write(&proto.Frame{Type: proto.TypeInvokeDone, Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
 	}
 	if !ok {
 		// Deregistered while the agent was invoking it.
@@ -186,13 +202,13 @@ func (c *Client) invoke(f *proto.Frame) {
 		return
 	}
 	<-reg.returned // a replayed event waits for the registration call to return
-	call := &bus.Call{ID: reg.local, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results}
+	call := &bus.Call{ID: reg.local, Name: inv.Name, Code: inv.Code, Source: inv.Source, Info: inv.Info, Results: inv.Results}
 	if call.Results == nil {
 		call.Results = []pmix.Info{}
 	}
-	inv := c.begin(reg.local)
+	running := c.begin(reg.local)
 	var once sync.Once
 	reg.h(call, func(status pmix.Status, results []pmix.Info) {
-		once.Do(func() { answer(status, c.settle(inv, results), call.Results) })
+		once.Do(func() { answer(status, c.settle(running, results), call.Results) })
 	})
 }

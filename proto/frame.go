@@ -14,8 +14,15 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// Version is the protocol version a client states in its hello.
-const Version = 1
+// Version is the protocol version this package speaks: a client states
+// the highest it speaks in its hello, and the agent's reply states the one
+// the connection uses, the lower of the two (docs/protocol.md,
+// *Versions*). Version 2 adds the batch frames (invoke-batch,
+// invoke-done-batch).
+const Version = 2
+
+// MinVersion is the oldest protocol version an agent still speaks.
+const MinVersion = 1
 
 // DefaultMaxFrame is the largest frame body accepted unless configured
 // otherwise: 4 MiB.
@@ -85,6 +92,11 @@ const (
 	TypeIOFPull       Type = 21 // c→a: Procs, Channels, Info; reply: ID
 	TypeIOFDeregister Type = 22 // c→a: ID (a pull's)
 	TypeIOFData       Type = 23 // a→c: ID (the pull), Source, Channels (one), Seq (the record's), Payload, Info (PMIX_IOF_COMPLETE, the time)
+
+	// Batches (version 2; docs/protocol.md): several invocations in one
+	// frame, run in order, and several completions in one frame.
+	TypeInvokeBatch     Type = 24 // a→c: Invokes
+	TypeInvokeDoneBatch Type = 25 // c→a: Dones
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -99,7 +111,8 @@ var typeNames = map[Type]string{
 	TypeError: "error", TypePublish: "publish", TypeLookup: "lookup", TypeUnpublish: "unpublish",
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
 	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
-	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data",
+	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
+	TypeInvokeDoneBatch: "invoke-done-batch",
 }
 
 func (t Type) String() string {
@@ -147,6 +160,9 @@ type Frame struct {
 
 	Payload  []byte // in iof-push and iof-data: the bytes
 	Channels uint16 // in iof-pull and iof-data: PMIx's pmix_iof_channel_t mask
+
+	Invokes []Invoke // in invoke-batch: the invocations, in the order to run them
+	Dones   []Done   // in invoke-done-batch: the completions
 }
 
 // Put is one value PMIx_Put stored, as a commit carries it. On the wire:
@@ -176,6 +192,7 @@ const (
 	kKeys, kData                               = "ks", "pd"
 	kProcs, kPuts                              = "pc", "pt"
 	kPayload, kChannels                        = "b", "ch"
+	kInvokes, kDones                           = "iv", "dn"
 )
 
 // Err returns the frame's status, error code and message as an error: nil
@@ -224,6 +241,8 @@ const (
 	bPuts
 	bPayload
 	bChannels
+	bInvokes
+	bDones
 	bEnd
 )
 
@@ -258,6 +277,8 @@ func (f *Frame) present() uint32 {
 	set(len(f.Puts) > 0, bPuts)
 	set(len(f.Payload) > 0, bPayload)
 	set(f.Channels != 0, bChannels)
+	set(len(f.Invokes) > 0, bInvokes)
+	set(len(f.Dones) > 0, bDones)
 	return m
 }
 
@@ -399,6 +420,14 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 		if err = key(kChannels); err == nil {
 			err = enc.EncodeUint(uint64(f.Channels))
 		}
+	case bInvokes:
+		if err = key(kInvokes); err == nil {
+			err = encodeEntries(enc, f.Invokes, (*Invoke).encode)
+		}
+	case bDones:
+		if err = key(kDones); err == nil {
+			err = encodeEntries(enc, f.Dones, (*Done).encode)
+		}
 	}
 	return err
 }
@@ -538,6 +567,10 @@ func keyBit(kb []byte) uint32 {
 		return bPayload
 	case kChannels:
 		return bChannels
+	case kInvokes:
+		return bInvokes
+	case kDones:
+		return bDones
 	}
 	return 0
 }
@@ -652,6 +685,10 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 	case kChannels:
 		n, err = u(math.MaxUint16)
 		f.Channels = uint16(n)
+	case kInvokes:
+		f.Invokes, err = decodeInvokes(dec)
+	case kDones:
+		f.Dones, err = decodeDones(dec)
 	default:
 		return skipScalar(dec, string(kb))
 	}

@@ -52,7 +52,17 @@ func sampleFrames() map[string]*Frame {
 		"iof-push eof":            {Type: TypeIOFPush, Seq: 31, Procs: []pmix.Proc{{Nspace: "job", Rank: 0}}, Info: []pmix.Info{pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true))}},
 		"iof-pull":                {Type: TypeIOFPull, Seq: 32, Procs: []pmix.Proc{{Nspace: "B:viz", Rank: 1}}, Channels: 0x6},
 		"iof-deregister":          {Type: TypeIOFDeregister, Seq: 33, ID: 4},
-		"iof-data":                {Type: TypeIOFData, Seq: 7, ID: 4, Source: pmix.Proc{Nspace: "B:viz", Rank: 1}, Channels: 0x2, Payload: []byte("out\n"), Info: []pmix.Info{pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true))}},
+		"invoke-batch": {Type: TypeInvokeBatch, Invokes: []Invoke{
+			{Seq: 17, ID: 3, Name: "h", Code: -201, Source: pmix.Proc{Nspace: "B:job", Rank: 2}, Info: infos, Results: infos},
+			{Seq: 18, ID: 4, Code: -201, Info: infos},
+		}},
+		"invoke-batch empty": {Type: TypeInvokeBatch, Invokes: []Invoke{}},
+		"invoke-done-batch": {Type: TypeInvokeDoneBatch, Dones: []Done{
+			{Seq: 17, Status: pmix.EventActionComplete, Results: infos, Prior: infos, HasPrior: true},
+			{Seq: 18, Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true},
+			{Seq: 19, Status: pmix.EventNoActionTaken},
+		}},
+		"iof-data": {Type: TypeIOFData, Seq: 7, ID: 4, Source: pmix.Proc{Nspace: "B:viz", Rank: 1}, Channels: 0x2, Payload: []byte("out\n"), Info: []pmix.Info{pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true))}},
 	}
 }
 
@@ -108,6 +118,26 @@ func framesEqual(a, b *Frame) bool {
 		}
 	}
 	ca.Procs, cb.Procs, ca.Puts, cb.Puts = nil, nil, nil, nil
+	if len(ca.Invokes) != len(cb.Invokes) || len(ca.Dones) != len(cb.Dones) {
+		return false
+	}
+	for i := range ca.Invokes {
+		ia, ib := ca.Invokes[i], cb.Invokes[i]
+		if !pmix.InfosEqual(ia.Info, ib.Info) || !pmix.InfosEqual(ia.Results, ib.Results) {
+			return false
+		}
+		if ia.Seq != ib.Seq || ia.ID != ib.ID || ia.Name != ib.Name || ia.Code != ib.Code || ia.Source != ib.Source {
+			return false
+		}
+	}
+	for i := range ca.Dones {
+		da, db := ca.Dones[i], cb.Dones[i]
+		if !pmix.InfosEqual(da.Results, db.Results) || !pmix.InfosEqual(da.Prior, db.Prior) || da.HasPrior != db.HasPrior ||
+			da.Seq != db.Seq || da.Status != db.Status {
+			return false
+		}
+	}
+	ca.Invokes, cb.Invokes, ca.Dones, cb.Dones = nil, nil, nil, nil
 	return reflect.DeepEqual(ca, cb)
 }
 

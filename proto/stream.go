@@ -163,6 +163,7 @@ type Writer struct {
 	flushing bool
 	corked   int
 	err      error
+	batch    Batch // the open invoke-done-batch at buf's end
 }
 
 // writeBufs lends Writers their buffers; one grown past maxPooledWrite is
@@ -180,23 +181,43 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // report success and still be lost if that write fails — the stream is
 // broken then, and the next call says so.
 func (w *Writer) WriteFrame(f *Frame) error {
+	return w.write(func(b []byte) ([]byte, error) {
+		w.batch.Close(b)
+		return AppendFrame(b, f)
+	})
+}
+
+// WriteDone queues a completion in an invoke-done-batch frame (protocol
+// version 2), with the completions queued next to it, and writes as
+// WriteFrame does.
+func (w *Writer) WriteDone(d *Done) error {
+	return w.write(func(b []byte) ([]byte, error) { return w.batch.AppendDone(b, d) })
+}
+
+// write appends to the buffer with add, under mu, and writes as
+// WriteFrame does.
+func (w *Writer) write(add func([]byte) ([]byte, error)) error {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
 	}
-	if w.held == nil {
-		w.held = writeBufs.Get().(*[]byte)
-		w.buf = (*w.held)[:0]
-	}
+	w.borrowLocked()
 	var err error
-	w.buf, err = AppendFrame(w.buf, f)
+	w.buf, err = add(w.buf)
 	if err != nil || w.flushing || w.corked > 0 {
 		w.mu.Unlock()
 		return err
 	}
 	return w.flushLocked()
+}
+
+func (w *Writer) borrowLocked() {
+	if w.held == nil {
+		w.held = writeBufs.Get().(*[]byte)
+		w.buf = (*w.held)[:0]
+	}
 }
 
 // Cork holds frames back until the matching Uncork. Corks nest.
@@ -238,6 +259,7 @@ func (w *Writer) Flush() error {
 func (w *Writer) flushLocked() error {
 	w.flushing = true
 	for len(w.buf) > 0 && w.err == nil {
+		w.batch.Close(w.buf)
 		out, held := w.buf, w.held
 		w.buf, w.held = nil, nil
 		w.mu.Unlock()
@@ -250,6 +272,7 @@ func (w *Writer) flushLocked() error {
 		if werr != nil {
 			w.err = werr
 			w.buf = nil
+			w.batch.Reset()
 		}
 	}
 	w.flushing = false

@@ -66,10 +66,12 @@ func (r *raw) closedByAgent() {
 	}
 }
 
+// hello attaches as a client of protocol version 1, which gets an invoke
+// frame per invocation: what a client written before version 2 sees.
 func (r *raw) hello(env map[string]string) {
 	r.t.Helper()
 	rank, _ := strconv.Atoi(env[agent.EnvRank])
-	r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]})
+	r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: 1, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]})
 	if f := r.recv(); f.Type != proto.TypeReply || f.Status != pmix.Success {
 		r.t.Fatalf("hello refused: %+v", f)
 	}
@@ -231,7 +233,7 @@ func TestBadFrames(t *testing.T) {
 		{"oversized after hello", true, lenPrefix(64<<20, nil), proto.ErrFrameTooLarge},
 		{"not a hello first", false, mustFrame(&proto.Frame{Type: proto.TypeNotify, Seq: 1, Code: 1, Range: pmix.RangeGlobal}), pmix.ErrInvalidOperation},
 		{"agent-only frame type", true, mustFrame(&proto.Frame{Type: proto.TypeInvoke, Seq: 5}), pmix.ErrInvalidOperation},
-		{"wrong version", false, mustFrame(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: 99}), pmix.ErrNotSupported},
+		{"version below the oldest", false, mustFrame(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.MinVersion - 1}), pmix.ErrNotSupported},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,325 @@
+package proto
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Invoke is one handler invocation of an invoke-batch frame: the fields of
+// an invoke frame. On the wire: [seq: uint, id: uint, name: str, code: int,
+// source: Proc or nil (the RM), info: [Info], results: [Info]].
+type Invoke struct {
+	Seq     uint64
+	ID      uint64
+	Name    string
+	Code    pmix.Status
+	Source  pmix.Proc
+	Info    []pmix.Info
+	Results []pmix.Info
+}
+
+// Done is one completion of an invoke-done-batch frame: the fields of an
+// invoke-done frame. On the wire: [seq: uint, status: int, results: [Info],
+// prior: [Info] or nil (unchanged)].
+type Done struct {
+	Seq      uint64
+	Status   pmix.Status
+	Results  []pmix.Info
+	Prior    []pmix.Info
+	HasPrior bool // see Frame.HasPrior
+}
+
+// maxPresized bounds the entries a batch's slice is made for before they
+// are decoded: as many as the agent's dispatch handles in one pass.
+const maxPresized = 256
+
+// Elements of the wire arrays.
+const (
+	invokeFields = 7
+	doneFields   = 4
+)
+
+// MaxBatchBytes is where a Batch closes its frame and opens another: a
+// batch frame stays within every receiver's frame limit unless one entry
+// alone exceeds it, and a burst still costs a frame per 64 KiB.
+const MaxBatchBytes = 64 << 10
+
+// batchHeader is the frame of a batch up to its first entry: the length
+// prefix, a map of two keys, the type, and the entries' array header, an
+// array32 so that its count can be patched as entries join.
+const batchHeader = 4 + 1 + 2 + 1 + 3 + 5
+
+// Batch appends a batch frame (invoke-batch or invoke-done-batch) to the
+// end of a buffer an entry at a time, so that invocations queued for one
+// reader together cost one frame. The frame is open, its length and count
+// not yet right, until Close; nothing may be appended to the buffer
+// meanwhile but entries of the same type. The zero Batch has none open.
+type Batch struct {
+	at  int    // where the open frame starts
+	n   uint32 // its entries
+	typ Type   // 0: none open
+}
+
+// Open reports whether a batch frame is open.
+func (bt *Batch) Open() bool { return bt.typ != 0 }
+
+// Close finishes the open batch frame, if any, in b (the buffer it was
+// appended to).
+func (bt *Batch) Close(b []byte) {
+	if bt.typ == 0 {
+		return
+	}
+	binary.BigEndian.PutUint32(b[bt.at:], uint32(len(b)-bt.at-4))
+	binary.BigEndian.PutUint32(b[bt.at+batchHeader-4:], bt.n)
+	bt.typ = 0
+}
+
+// Reset forgets the open batch without finishing it: the buffer it was in
+// was dropped.
+func (bt *Batch) Reset() { bt.typ = 0 }
+
+// AppendInvoke appends inv to b in the open invoke-batch frame, opening
+// one if none is open or the open one is full.
+func (bt *Batch) AppendInvoke(b []byte, inv *Invoke) ([]byte, error) {
+	return bt.appendEntry(b, TypeInvokeBatch, func(enc *msgpack.Encoder) error { return inv.encode(enc) })
+}
+
+// AppendDone appends d to b in the open invoke-done-batch frame, opening
+// one if none is open or the open one is full.
+func (bt *Batch) AppendDone(b []byte, d *Done) ([]byte, error) {
+	return bt.appendEntry(b, TypeInvokeDoneBatch, func(enc *msgpack.Encoder) error { return d.encode(enc) })
+}
+
+func (bt *Batch) appendEntry(b []byte, typ Type, encode func(*msgpack.Encoder) error) ([]byte, error) {
+	if bt.typ != 0 && bt.typ != typ {
+		bt.Close(b)
+	}
+	if bt.typ == 0 {
+		b = bt.open(b, typ)
+	}
+	start := len(b)
+	e := getEncoder(b)
+	err := encode(e.enc)
+	b = e.w.b
+	putEncoder(e)
+	if err != nil {
+		return b[:start], err
+	}
+	if bt.n > 0 && len(b)-bt.at > MaxBatchBytes {
+		// The entry goes into a frame of its own making: move it up to
+		// make room for a header, closing the full frame before it.
+		n := len(b) - start
+		b = append(b, make([]byte, batchHeader)...)
+		copy(b[start+batchHeader:], b[start:start+n])
+		full := b[:start]
+		bt.Close(full)
+		bt.writeHeader(b[start:], typ)
+		bt.at = start
+	}
+	if len(b)-bt.at-4 > math.MaxUint32 {
+		return b[:start], pmix.Errorf(pmix.ErrBadParam, "batch frame entry of %d bytes is too large", len(b)-start)
+	}
+	bt.n++
+	return b, nil
+}
+
+func (bt *Batch) open(b []byte, typ Type) []byte {
+	bt.at = len(b)
+	b = append(b, make([]byte, batchHeader)...)
+	bt.writeHeader(b[bt.at:], typ)
+	return b
+}
+
+// writeHeader writes a batch header with no entries into h and makes it
+// the open frame's.
+func (bt *Batch) writeHeader(h []byte, typ Type) {
+	key := kInvokes
+	if typ == TypeInvokeDoneBatch {
+		key = kDones
+	}
+	h = h[4:] // the length, patched by Close
+	h[0] = msgpcode.FixedMapLow | 2
+	h[1], h[2] = msgpcode.FixedStrLow|1, kType[0]
+	h[3] = byte(typ) // a positive fixint
+	h[4], h[5], h[6] = msgpcode.FixedStrLow|2, key[0], key[1]
+	h[7] = msgpcode.Array32
+	binary.BigEndian.PutUint32(h[8:], 0)
+	bt.typ, bt.n = typ, 0
+}
+
+func (inv *Invoke) encode(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(invokeFields); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(inv.Seq); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(inv.ID); err != nil {
+		return err
+	}
+	if err := enc.EncodeString(inv.Name); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(inv.Code)); err != nil {
+		return err
+	}
+	var err error
+	if inv.Source == (pmix.Proc{}) {
+		err = enc.EncodeNil()
+	} else {
+		err = inv.Source.EncodeMsgpack(enc)
+	}
+	if err != nil {
+		return err
+	}
+	if err := pmix.EncodeInfos(enc, inv.Info); err != nil {
+		return err
+	}
+	return pmix.EncodeInfos(enc, inv.Results)
+}
+
+func (d *Done) encode(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(doneFields); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(d.Seq); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(d.Status)); err != nil {
+		return err
+	}
+	if err := pmix.EncodeInfos(enc, d.Results); err != nil {
+		return err
+	}
+	if !d.HasPrior && d.Prior == nil {
+		return enc.EncodeNil()
+	}
+	return pmix.EncodeInfos(enc, d.Prior)
+}
+
+// decodeEntries reads a batch field: an array of entries of fields
+// elements each, every one read by one. CheckLengths has made sure the
+// count is no more than the bytes left, each entry taking at least one.
+// The slice starts with room for up to maxPresized entries (a burst's
+// batch, ~30 KiB, whatever a short frame claims) and grows by append past
+// it as entries decode, so allocation follows the bytes present, not the
+// count claimed.
+func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, one func(*T) error) ([]T, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 0 {
+		return nil, bad("frame field "+key, err)
+	}
+	out := make([]T, 0, min(n, maxPresized))
+	for range n {
+		m, err := dec.DecodeArrayLen()
+		if err != nil {
+			return nil, bad("frame field "+key, err)
+		}
+		if m != fields {
+			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
+		}
+		var e T
+		if err := one(&e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
+	return decodeEntries(dec, kInvokes, invokeFields, func(inv *Invoke) error {
+		var err error
+		if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
+			return err
+		}
+		if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
+			return err
+		}
+		if inv.Name, err = dec.DecodeString(); err != nil {
+			return bad("frame field "+kInvokes+": name", err)
+		}
+		if inv.Code, err = decodeStatus(dec, kInvokes+": code"); err != nil {
+			return err
+		}
+		if err := decodeOptionalProc(dec, &inv.Source); err != nil {
+			return err
+		}
+		if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
+			return err
+		}
+		inv.Results, err = pmix.DecodeInfos(dec)
+		return err
+	})
+}
+
+func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
+	return decodeEntries(dec, kDones, doneFields, func(d *Done) error {
+		var err error
+		if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
+			return err
+		}
+		if d.Status, err = decodeStatus(dec, kDones+": status"); err != nil {
+			return err
+		}
+		if d.Results, err = pmix.DecodeInfos(dec); err != nil {
+			return err
+		}
+		c, err := dec.PeekCode()
+		if err != nil {
+			return bad("frame field "+kDones+": prior", err)
+		}
+		if c == msgpcode.Nil {
+			return dec.Skip()
+		}
+		if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
+			return err
+		}
+		d.HasPrior = true
+		if d.Prior == nil {
+			d.Prior = []pmix.Info{}
+		}
+		return nil
+	})
+}
+
+// encodeEntries writes a batch field's entries (Frame.encode).
+func encodeEntries[T any](enc *msgpack.Encoder, es []T, one func(*T, *msgpack.Encoder) error) error {
+	if err := enc.EncodeArrayLen(len(es)); err != nil {
+		return err
+	}
+	for i := range es {
+		if err := one(&es[i], enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeStatus(dec *msgpack.Decoder, what string) (pmix.Status, error) {
+	n, err := dec.DecodeInt64()
+	if err != nil {
+		return 0, bad("frame field "+what, err)
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %d does not fit a status", what, n)
+	}
+	return pmix.Status(n), nil
+}
+
+// decodeOptionalProc reads a Proc, or nil for the zero Proc.
+func decodeOptionalProc(dec *msgpack.Decoder, p *pmix.Proc) error {
+	c, err := dec.PeekCode()
+	if err != nil {
+		return bad("frame field "+kInvokes+": source", err)
+	}
+	if c == msgpcode.Nil {
+		return dec.Skip()
+	}
+	return p.DecodeMsgpack(dec)
+}
