@@ -196,9 +196,9 @@ func Lookup(ctx context.Context, cfg LookupConfig) (*Report, error) {
 	line("raw KV watch delivery", rawWake)
 	line("PMIX_WAIT wake-up, publish->return", wake)
 	r.Targets = append(r.Targets,
-		Target{Name: "lookup_hit_vs_kv_get", Measured: ratio(percentile(hit, 50), percentile(rawGet, 50)), Op: "<=", Goal: 1.5},
-		Target{Name: "publish_vs_kv_create", Measured: ratio(percentile(publish, 50), percentile(rawCreate, 50)), Op: "<=", Goal: 1.5},
-		Target{Name: "wait_wake_vs_kv_watch", Measured: ratio(percentile(wake, 50), percentile(rawWake, 50)), Op: "<=", Goal: 2.0},
+		Target{Name: "lookup_hit_vs_kv_get", Measured: ratio(percentile(hit, 50), percentile(rawGet, 50)), Op: "<=", Goal: 1.3},
+		Target{Name: "publish_vs_kv_create", Measured: ratio(percentile(publish, 50), percentile(rawCreate, 50)), Op: "<=", Goal: 1.3},
+		Target{Name: "wait_wake_vs_kv_watch", Measured: ratio(percentile(wake, 50), percentile(rawWake, 50)), Op: "<=", Goal: 1.5},
 	)
 	return r, nil
 }
@@ -241,9 +241,10 @@ func nextEntry(ctx context.Context, w natsjs.KeyWatcher) error {
 
 // waitWake measures from the start of a publish to the return of a
 // PMIX_WAIT lookup of that key, started beforehand on another agent. It
-// publishes only once the lookup's watch exists — a consumer of the bucket
-// filtered on the key — so what it measures is the wake-up, not the
-// lookup's first read.
+// publishes only once the agent follows the scope the value lands in (the
+// session's: a consumer of the bucket filtered on that KV key), so what it
+// measures is the wake-up, not the lookup's first read. The agent keeps
+// following the key afterwards (its mirror of recently looked-up keys).
 func waitWake(ctx context.Context, publisher, looker *client.Client, raw *rawKV, i int) (time.Duration, error) {
 	wait := []pmix.Info{pmix.NewInfo(pmix.KeyWait, pmix.Int32(0)), pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(30))}
 	key := fmt.Sprintf("w%d", i)
@@ -253,7 +254,7 @@ func waitWake(ctx context.Context, publisher, looker *client.Client, raw *rawKV,
 		woke = time.Now()
 		done <- err
 	})
-	if err := watching(ctx, raw.stream, "."+key, true); err != nil {
+	if err := watching(ctx, raw.stream, sessionScope+key, true); err != nil {
 		return 0, err
 	}
 	start := time.Now()
@@ -268,13 +269,13 @@ func waitWake(ctx context.Context, publisher, looker *client.Client, raw *rawKV,
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	// The agent stops the watch once it has answered; the round ends when
-	// it has, as a raw round ends with its watch stopped.
-	if err := watching(ctx, raw.stream, "."+key, false); err != nil {
-		return 0, err
-	}
 	return woke.Sub(start), nil
 }
+
+// sessionScope is the part of a KV key before a key published by the
+// benchmark's job at the default range (session "s"; see
+// publishlookup/scope.go).
+const sessionScope = ".s.s."
 
 // watching waits until a consumer of stream filters on a subject ending in
 // suffix (want), or until none does (!want).

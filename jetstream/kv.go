@@ -52,6 +52,18 @@ type KV interface {
 	// Errors: ErrInvalidKey; ErrUnreachable.
 	Watch(ctx context.Context, keys []string) (KVWatcher, error)
 
+	// Follow reports key's entry, if it has one, and then every change to
+	// it, to report, one call at a time and in the order stored: KVPut
+	// and KVDeleted, KVCurrent once what was stored before the follow
+	// began has been reported, and a last KVLapsed if the follow breaks.
+	// Unlike Watch it reports deletions, and says when its picture is
+	// current and when it stops being so, so that a cache can be kept
+	// from it. Reports run on a goroutine of the follow: do not block in
+	// them.
+	//
+	// Errors: ErrInvalidKey; ErrUnreachable; ErrKVClosed.
+	Follow(ctx context.Context, key string, report func(KVChange)) (KVFollow, error)
+
 	// Name identifies the bucket in messages: "bucket@domain".
 	Name() string
 }
@@ -93,6 +105,10 @@ type KVConfig struct {
 	// Timeout bounds each operation whose context has no deadline. Zero
 	// means DefaultKVTimeout.
 	Timeout time.Duration
+	// FollowHeartbeat is how often an idle follow (Follow) hears from the
+	// server; one that hears nothing for twice as long lapses. Zero means
+	// DefaultFollowHeartbeat; at least 500 ms.
+	FollowHeartbeat time.Duration
 }
 
 // DefaultKVTimeout bounds an operation whose context has no deadline.
@@ -117,6 +133,9 @@ func (c KVConfig) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v: negative", c.Timeout))
 	}
+	if c.FollowHeartbeat != 0 && (c.FollowHeartbeat < 500*time.Millisecond || c.FollowHeartbeat > 30*time.Second) {
+		errs = append(errs, fmt.Errorf("follow heartbeat %v: want 500ms to 30s (0: the default)", c.FollowHeartbeat))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidKVConfig, errors.Join(errs...))
 	}
@@ -137,6 +156,12 @@ type NATSKV struct {
 	mu     sync.Mutex // serializes provisioning
 	kv     natsjs.KeyValue
 	closed bool
+
+	fmu        sync.Mutex
+	fclosed    bool
+	follows    map[*follower]struct{} // running follows, lapsed on a disconnection
+	status     chan nats.Status       // the connection's status, while follows were made
+	statusDone chan struct{}          // closed when watchStatus returns
 }
 
 // NewKV returns a handle on the bucket cfg names. It does no I/O: the
@@ -152,6 +177,9 @@ func NewKV(cfg KVConfig) (*NATSKV, error) {
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
+	}
+	if cfg.FollowHeartbeat == 0 {
+		cfg.FollowHeartbeat = DefaultFollowHeartbeat
 	}
 	js, err := natsjs.NewWithDomain(cfg.Conn, cfg.Domain)
 	if err != nil {
@@ -174,12 +202,13 @@ func (k *NATSKV) Domain() string { return k.cfg.Domain }
 func (k *NATSKV) Bucket() string { return k.cfg.Bucket }
 
 // Close releases the handle's subscription. Operations after Close return
-// ErrKVClosed; watches already running keep running until stopped. Safe to
-// call twice.
+// ErrKVClosed; watches already running keep running until stopped; follows
+// lapse. Safe to call twice.
 func (k *NATSKV) Close() error {
 	k.mu.Lock()
 	k.closed = true
 	k.mu.Unlock()
+	k.closeFollows()
 	return k.getter.close()
 }
 

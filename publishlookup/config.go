@@ -16,6 +16,13 @@ const DefaultBucket = "PMIXBUS_PUBLISH"
 // DefaultTimeout bounds each cleanup of data whose persistence ended.
 const DefaultTimeout = 5 * time.Second
 
+// DefaultMirrorScopes bounds the mirror: the scopes (KV keys) it follows.
+const DefaultMirrorScopes = 256
+
+// DefaultMirrorIdle is how long the mirror keeps following a scope no
+// lookup read.
+const DefaultMirrorIdle = time.Minute
+
 // Config configures a Service.
 type Config struct {
 	// Cluster is the cluster the service serves: the one of every Identity
@@ -46,6 +53,15 @@ type Config struct {
 	// 250 ms.
 	Retry time.Duration
 
+	// MirrorScopes bounds the mirror of recently looked-up scopes (see
+	// mirror.go): at most this many KV keys followed, each a consumer on
+	// its bucket's server. Zero means DefaultMirrorScopes.
+	MirrorScopes int
+
+	// MirrorIdle is how long the mirror keeps following a scope that no
+	// lookup read. Zero means DefaultMirrorIdle.
+	MirrorIdle time.Duration
+
 	// Logger receives what the service cannot report through a return
 	// value (cleanups that failed). Nil discards.
 	Logger *slog.Logger
@@ -66,6 +82,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v: negative", c.Timeout))
+	}
+	if c.MirrorScopes < 0 {
+		errs = append(errs, fmt.Errorf("mirror scopes %d: negative", c.MirrorScopes))
+	}
+	if c.MirrorIdle < 0 {
+		errs = append(errs, fmt.Errorf("mirror idle %v: negative", c.MirrorIdle))
 	}
 	if c.Retry < 0 {
 		errs = append(errs, fmt.Errorf("retry %v: negative", c.Retry))

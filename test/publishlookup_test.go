@@ -84,36 +84,47 @@ func awaitLookup(t *testing.T, ch <-chan lookupResult) lookupResult {
 	return lookupResult{}
 }
 
-// waitWatching waits until n lookups are watching the bucket of domain: a
-// PMIX_WAIT lookup watches through one JetStream consumer per bucket. So a
-// test publishes only once the lookup is past its first read, and what
-// wakes it is the watch.
-func (w *world) waitWatching(t *testing.T, domain string, n int) {
+// waitWatching waits until the agents follow the GLOBAL scope of each of
+// keys in the bucket of domain (a consumer filtered on its KV key): a
+// lookup waiting on them is woken by what is published there from then on,
+// not by its first read.
+func (w *world) waitWatching(t *testing.T, domain string, keys ...string) {
 	t.Helper()
 	nc := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleAgent))
 	clustertest.WaitFor(t, waitTime, func() error {
-		got, err := consumers(t.Context(), nc, domain, "KV_PMIXBUS_PUBLISH")
+		got, err := consumerFilters(t.Context(), nc, domain, "KV_PMIXBUS_PUBLISH")
 		if err != nil {
 			return err
 		}
-		if got != n {
-			return fmt.Errorf("%d consumers on the bucket in %s, want %d", got, domain, n)
+		for _, k := range keys {
+			if !got["$KV.PMIXBUS_PUBLISH.g."+k] {
+				return fmt.Errorf("no consumer on the bucket in %s follows %s", domain, k)
+			}
 		}
 		return nil
 	})
 }
 
-// consumers counts the consumers of a stream in a JetStream domain.
-func consumers(ctx context.Context, nc *nats.Conn, domain, stream string) (int, error) {
+// consumerFilters returns the filter subjects of the consumers of a
+// stream in a JetStream domain.
+func consumerFilters(ctx context.Context, nc *nats.Conn, domain, stream string) (map[string]bool, error) {
 	js, err := natsjs.NewWithDomain(nc, domain)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return s.CachedInfo().State.Consumers, nil
+	out := map[string]bool{}
+	lister := s.ListConsumers(ctx)
+	for info := range lister.Info() {
+		out[info.Config.FilterSubject] = true
+		for _, f := range info.Config.FilterSubjects {
+			out[f] = true
+		}
+	}
+	return out, lister.Err()
 }
 
 // TestRendezvousAcrossClusters is RFC0003's rendezvous: two jobs on two
@@ -284,7 +295,7 @@ func TestPublishLookupEndToEnd(t *testing.T) {
 
 	t.Run("wait woken from another cluster", func(t *testing.T) {
 		ch := a1.lookupAsync([]string{"late", "later"}, waitAll(), timeout(20))
-		w.waitWatching(t, w.mc.HubDomain(), 1)
+		w.waitWatching(t, w.mc.HubDomain(), "late", "later")
 		b0.publish(t, str("late", "b0"), rng(pmix.RangeGlobal))
 		b2.publish(t, str("later", "b2"), rng(pmix.RangeGlobal))
 		r := awaitLookup(t, ch)
