@@ -158,12 +158,23 @@ func (k *NATSKV) Follow(ctx context.Context, key string, report func(KVChange)) 
 		k.untrack(f)
 		return nil, kvError(err, "follow "+key+" in "+k.Name())
 	}
+	// Stopping an ordered consumer leaves it on the server until its
+	// inactivity threshold; a mirror that replaces follows would pile them
+	// up, so stopping deletes it.
+	stop := func() {
+		cc.Stop()
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), k.cfg.Timeout)
+			_ = k.js.DeleteConsumer(dctx, "KV_"+k.cfg.Bucket, info.Name)
+			cancel()
+		}
+	}
 	f.mu.Lock()
-	f.stop = cc.Stop
+	f.stop = stop
 	ended := f.ended
 	f.mu.Unlock()
 	if ended {
-		cc.Stop()
+		go stop()
 		return f, nil
 	}
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
@@ -202,16 +213,22 @@ func (k *NATSKV) watchStatus(ch chan nats.Status, done chan struct{}) {
 	defer close(done)
 	for st := range ch {
 		k.fmu.Lock()
-		fs := make([]*follower, 0, len(k.follows))
-		for f := range k.follows {
-			fs = append(fs, f)
-		}
+		fs := k.running()
 		k.fmu.Unlock()
 		err := fmt.Errorf("%w: connection %s", ErrUnreachable, statusName(st))
 		for _, f := range fs {
 			f.deliver(KVChange{Kind: KVLapsed, Err: err})
 		}
 	}
+}
+
+// running returns the follows of the handle; k.fmu held.
+func (k *NATSKV) running() []*follower {
+	fs := make([]*follower, 0, len(k.follows))
+	for f := range k.follows {
+		fs = append(fs, f)
+	}
+	return fs
 }
 
 func statusName(st nats.Status) string {
@@ -231,10 +248,7 @@ func statusName(st nats.Status) string {
 func (k *NATSKV) closeFollows() {
 	k.fmu.Lock()
 	k.fclosed = true
-	fs := make([]*follower, 0, len(k.follows))
-	for f := range k.follows {
-		fs = append(fs, f)
-	}
+	fs := k.running()
 	ch, done := k.status, k.statusDone
 	k.status = nil
 	k.fmu.Unlock()

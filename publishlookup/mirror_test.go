@@ -1,0 +1,186 @@
+package publishlookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// countingKV counts the reads of a bucket: a lookup the mirror answers
+// reads none.
+type countingKV struct {
+	*jetstream.MemKV
+	reads atomic.Int32
+}
+
+func (c *countingKV) GetMany(ctx context.Context, keys []string) (map[string]jetstream.KVEntry, error) {
+	c.reads.Add(1)
+	return c.MemKV.GetMany(ctx, keys)
+}
+
+// mirrorEnv is two services of cluster A (two agents) on one bucket.
+func mirrorEnv(t *testing.T, scopes int) (kv *countingKV, mine, other *Service) {
+	kv = &countingKV{MemKV: jetstream.NewMemKV("A")}
+	mk := func() *Service {
+		s, err := New(Config{Cluster: "A", Local: kv, Global: kv, Retry: 20 * time.Millisecond, MirrorScopes: scopes, Logger: clustertest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		return s
+	}
+	return kv, mk(), mk()
+}
+
+// waitMirrored waits until s's mirror follows n scopes, all current.
+func waitMirrored(t *testing.T, s *Service, n int) {
+	t.Helper()
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if all, current := s.mirror.size(); all != n || current != n {
+			return fmt.Errorf("%d scopes mirrored, %d current; want %d", all, current, n)
+		}
+		return nil
+	})
+}
+
+func TestMirror(t *testing.T) {
+	ctx := t.Context()
+	kv, s, other := mirrorEnv(t, 0)
+	if err := other.Publish(ctx, a0, data("k", "v1")); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func() ([]Datum, error) { return s.Lookup(ctx, a1, []string{"k"}, nil) }
+
+	// The first lookup reads the bucket; once its scopes are current,
+	// lookups read none.
+	if d, err := lookup(); err != nil || d[0].Value.String() != pmix.String("v1").String() {
+		t.Fatalf("first lookup: %+v %v", d, err)
+	}
+	waitMirrored(t, s, 5) // LOCAL, NAMESPACE, SESSION, CUSTOM, GLOBAL: one bucket
+	before := kv.reads.Load()
+	if d, err := lookup(); err != nil || d[0].Value.String() != pmix.String("v1").String() {
+		t.Fatalf("mirrored lookup: %+v %v", d, err)
+	}
+	if kv.reads.Load() != before {
+		t.Fatal("a mirrored lookup read the bucket")
+	}
+
+	// Unpublished through another agent: gone once the follow delivers it.
+	if err := other.Unpublish(ctx, a0, []string{"k"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if _, err := lookup(); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("after unpublish: %v", err)
+		}
+		return nil
+	})
+
+	// Access permissions are decided on the mirrored value as on a read.
+	if err := other.Publish(ctx, a0, data("k", "private", pmix.KeyAccessUserIDs, "4000000000")); err != nil {
+		t.Fatal(err)
+	}
+	before = kv.reads.Load() // other's reads
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if _, err := lookup(); !errors.Is(err, ErrNoPermissions) {
+			return fmt.Errorf("restricted value: %v", err)
+		}
+		return nil
+	})
+	if kv.reads.Load() != before {
+		t.Fatal("a mirrored lookup read the bucket")
+	}
+
+	// A lapse drops the mirror: no stale answer while the bucket cannot be
+	// read, and a direct read again once it can.
+	kv.SetUnreachable(true)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if all, _ := s.mirror.size(); all != 0 {
+			return fmt.Errorf("%d scopes mirrored after the lapse", all)
+		}
+		return nil
+	})
+	if _, err := lookup(); pmix.StatusOf(err) != pmix.ErrUnreach {
+		t.Fatalf("lookup of a lapsed mirror with the bucket down: %v", err)
+	}
+	kv.SetUnreachable(false)
+	if _, err := lookup(); !errors.Is(err, ErrNoPermissions) {
+		t.Fatalf("lookup once the bucket is back: %v", err)
+	}
+	waitMirrored(t, s, 5)
+}
+
+// TestMirrorFirstRead: a FIRST_READ value served from the mirror is
+// consumed by exactly one lookup, through the conditional delete.
+func TestMirrorFirstRead(t *testing.T) {
+	ctx := t.Context()
+	_, s, other := mirrorEnv(t, 0)
+	if _, err := s.Lookup(ctx, a1, []string{"once"}, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("before publish: %v", err)
+	}
+	waitMirrored(t, s, 5)
+	if err := other.Publish(ctx, a0, data("once", "x", pmix.KeyPersistence, pmix.PersistFirstRead)); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		_, err := s.Lookup(ctx, a1, []string{"once"}, nil)
+		return err
+	})
+	for _, svc := range []*Service{s, other} {
+		clustertest.WaitFor(t, 10*time.Second, func() error {
+			if _, err := svc.Lookup(ctx, a2, []string{"once"}, nil); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("FIRST_READ value read twice: %v", err)
+			}
+			return nil
+		})
+	}
+}
+
+// TestMirrorWait: PMIX_WAIT lookups are woken by the mirror's follows,
+// which stay for the next lookup.
+func TestMirrorWait(t *testing.T) {
+	ctx := t.Context()
+	kv, s, other := mirrorEnv(t, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Lookup(ctx, a1, []string{"late"}, data(pmix.KeyWait, 0, pmix.KeyTimeout, 10))
+		done <- err
+	}()
+	waitMirrored(t, s, 5)
+	if err := other.Publish(ctx, a0, data("late", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	before := kv.reads.Load()
+	if _, err := s.Lookup(ctx, a1, []string{"late"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if kv.reads.Load() != before {
+		t.Fatal("the lookup after a wait read the bucket")
+	}
+}
+
+// TestMirrorBound: the mirror follows at most MirrorScopes scopes.
+func TestMirrorBound(t *testing.T) {
+	ctx := t.Context()
+	_, s, _ := mirrorEnv(t, 7)
+	for i := range 10 {
+		if _, err := s.Lookup(ctx, a1, []string{fmt.Sprint("k", i)}, nil); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		if all, _ := s.mirror.size(); all > 7 {
+			t.Fatalf("%d scopes mirrored, bound 7", all)
+		}
+	}
+	// The most recent key's scopes are kept.
+	waitMirrored(t, s, 7)
+}
