@@ -61,6 +61,19 @@ func (tc *tclient) lookupFails(t *testing.T, keys []string, want pmix.Status, di
 	return got
 }
 
+// lookupGone waits until a lookup of keys by tc is PMIX_ERR_NOT_FOUND:
+// tc's agent mirrors what it looked up, and sees a removal made through
+// another agent within its follow's delivery time.
+func (tc *tclient) lookupGone(t *testing.T, keys ...string) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got, err := tc.c.Lookup(t.Context(), keys, nil); !errors.Is(err, pmix.ErrNotFound) {
+			return fmt.Errorf("%s: lookup %v: %+v %v, want not found", tc.name, keys, got, err)
+		}
+		return nil
+	})
+}
+
 type lookupResult struct {
 	data []client.PData
 	err  error
@@ -232,11 +245,11 @@ func TestPublishLookupEndToEnd(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		a3.lookupFails(t, []string{"ns"}, pmix.ErrNotFound)
+		a3.lookupGone(t, "ns")
 		if err := a0.c.Unpublish(t.Context(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		a2.lookupFails(t, []string{"local", "private"}, pmix.ErrNotFound)
+		a2.lookupGone(t, "local", "private")
 	})
 
 	t.Run("first read, across agents and clusters", func(t *testing.T) {
@@ -333,10 +346,15 @@ func TestPersistenceEndToEnd(t *testing.T) {
 	a20.publish(t, str("app2", "a"), g, persist(pmix.PersistApp))
 	present := func(key string, want bool) {
 		t.Helper()
-		_, err := b0.c.Lookup(t.Context(), []string{key}, nil)
-		if got := err == nil; got != want {
-			t.Fatalf("%s present: %v (%v), want %v", key, got, err, want)
-		}
+		// b0's agent mirrors what it looked up: a removal made through
+		// another agent reaches it within its follow's delivery time.
+		clustertest.WaitFor(t, waitTime, func() error {
+			_, err := b0.c.Lookup(t.Context(), []string{key}, nil)
+			if got := err == nil; got != want {
+				return fmt.Errorf("%s present: %v (%v), want %v", key, got, err, want)
+			}
+			return nil
+		})
 	}
 	present("proc", true)
 	if err := a0.c.Finalize(t.Context()); err != nil {
