@@ -52,17 +52,17 @@ type KV interface {
 	// Errors: ErrInvalidKey; ErrUnreachable.
 	Watch(ctx context.Context, keys []string) (KVWatcher, error)
 
-	// Follow reports key's entry, if it has one, and then every change to
-	// it, to report, one call at a time and in the order stored: KVPut
-	// and KVDeleted, KVCurrent once what was stored before the follow
-	// began has been reported, and a last KVLapsed if the follow breaks.
-	// Unlike Watch it reports deletions, and says when its picture is
-	// current and when it stops being so, so that a cache can be kept
-	// from it. Reports run on a goroutine of the follow: do not block in
-	// them.
+	// Follow reports every change stored in the bucket from now on to
+	// report, one call at a time and in the order stored: KVCurrent once
+	// the follow is in place (anything stored after it is reported), then
+	// KVPut and KVDeleted (deletions, purges, expiries) for every key, and
+	// a last KVLapsed if the follow breaks. Unlike Watch it reports
+	// deletions and says when it stops being complete, so that a cache of
+	// keys read after KVCurrent can be kept from it. Reports run on a
+	// goroutine of the follow: do not block in them.
 	//
-	// Errors: ErrInvalidKey; ErrUnreachable; ErrKVClosed.
-	Follow(ctx context.Context, key string, report func(KVChange)) (KVFollow, error)
+	// Errors: ErrUnreachable; ErrKVClosed.
+	Follow(ctx context.Context, report func(KVChange)) (KVFollow, error)
 
 	// Name identifies the bucket in messages: "bucket@domain".
 	Name() string

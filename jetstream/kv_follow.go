@@ -15,15 +15,15 @@ import (
 type KVChangeKind int
 
 const (
-	// KVPut: Entry was stored (or was the key's entry when the follow
-	// began).
+	// KVPut: Entry was stored.
 	KVPut KVChangeKind = iota
 	// KVDeleted: the key was deleted, purged or expired at Entry.Revision;
 	// Entry.Value is nil.
 	KVDeleted
-	// KVCurrent: everything stored before the follow began has been
-	// reported. From then on the follow's picture of the key is as recent
-	// as its delivery: a key it has not reported is absent.
+	// KVCurrent: the follow is in place: every change stored from now on
+	// will be reported. A reader that reads a key after this report, and
+	// applies the follow's later reports to what it read (the higher
+	// revision wins), knows the key as recently as the follow's delivery.
 	KVCurrent
 	// KVLapsed: the follow broke — its connection is lost or reconnecting,
 	// heartbeats stopped (a link to the bucket's domain is down), its
@@ -39,7 +39,7 @@ type KVChange struct {
 	Err   error   // KVLapsed
 }
 
-// KVFollow is a running follow of a key (KV.Follow).
+// KVFollow is a running follow of a bucket (KV.Follow).
 type KVFollow interface {
 	// Stop ends the follow; no report is made after Stop returns, and
 	// none of KVLapsed for it. Safe to call twice, and from a report.
@@ -102,15 +102,12 @@ func (f *follower) Stop() {
 	}
 }
 
-// Follow implements KV with an ordered consumer on the key's subject,
-// delivering the key's last entry then every change, with idle heartbeats
-// (KVConfig.FollowHeartbeat). Every follow of the handle lapses as soon as
-// the connection is disconnected or reconnecting: what was stored in the
-// meantime would not be reported.
-func (k *NATSKV) Follow(ctx context.Context, key string, report func(KVChange)) (KVFollow, error) {
-	if !KeyValid(key) {
-		return nil, keyError(key)
-	}
+// Follow implements KV with an ordered consumer of every subject of the
+// bucket, delivering only what is stored after it is made, with idle
+// heartbeats (KVConfig.FollowHeartbeat). Every follow of the handle lapses
+// as soon as the connection is disconnected or reconnecting: what was
+// stored in the meantime would not be reported.
+func (k *NATSKV) Follow(ctx context.Context, report func(KVChange)) (KVFollow, error) {
 	if _, err := k.bucket(ctx); err != nil {
 		return nil, err
 	}
@@ -122,20 +119,20 @@ func (k *NATSKV) Follow(ctx context.Context, key string, report func(KVChange)) 
 	ctx, cancel := k.bound(ctx)
 	defer cancel()
 	cons, err := k.js.OrderedConsumer(ctx, "KV_"+k.cfg.Bucket, natsjs.OrderedConsumerConfig{
-		FilterSubjects:    []string{kvSubjectPrefix(k.cfg.Bucket) + key},
-		DeliverPolicy:     natsjs.DeliverLastPerSubjectPolicy,
+		FilterSubjects:    []string{kvSubjectPrefix(k.cfg.Bucket) + ">"},
+		DeliverPolicy:     natsjs.DeliverNewPolicy,
 		InactiveThreshold: 2 * k.cfg.FollowHeartbeat,
 		MaxResetAttempts:  1,
 	})
 	if err != nil {
 		k.untrack(f)
-		return nil, kvError(err, "follow "+key+" in "+k.Name())
+		return nil, kvError(err, "follow "+k.Name())
 	}
 	prefix := kvSubjectPrefix(k.cfg.Bucket)
 	handle := func(m natsjs.Msg) {
 		meta, err := m.Metadata()
 		if err != nil || len(m.Subject()) <= len(prefix) {
-			f.deliver(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: follow %s: unreadable delivery", ErrWatchEnded, key)})
+			f.deliver(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: follow %s: unreadable delivery", ErrWatchEnded, k.Name())})
 			return
 		}
 		e := KVEntry{Key: m.Subject()[len(prefix):], Revision: meta.Sequence.Stream}
@@ -146,17 +143,14 @@ func (k *NATSKV) Follow(ctx context.Context, key string, report func(KVChange)) 
 			e.Value = m.Data()
 			f.deliver(KVChange{Kind: KVPut, Entry: e})
 		}
-		if meta.NumPending == 0 {
-			f.deliver(KVChange{Kind: KVCurrent})
-		}
 	}
 	lapse := func(_ natsjs.ConsumeContext, err error) {
-		f.deliver(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: follow %s in %s: %w", ErrWatchEnded, key, k.Name(), err)})
+		f.deliver(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: follow %s: %w", ErrWatchEnded, k.Name(), err)})
 	}
 	cc, err := cons.Consume(handle, natsjs.ConsumeErrHandler(lapse), natsjs.PullHeartbeat(k.cfg.FollowHeartbeat))
 	if err != nil {
 		k.untrack(f)
-		return nil, kvError(err, "follow "+key+" in "+k.Name())
+		return nil, kvError(err, "follow "+k.Name())
 	}
 	// Stopping an ordered consumer leaves it on the server until its
 	// inactivity threshold; a mirror that replaces follows would pile them
@@ -177,9 +171,7 @@ func (k *NATSKV) Follow(ctx context.Context, key string, report func(KVChange)) 
 		go stop()
 		return f, nil
 	}
-	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
-		f.deliver(KVChange{Kind: KVCurrent})
-	}
+	f.deliver(KVChange{Kind: KVCurrent})
 	return f, nil
 }
 

@@ -199,16 +199,13 @@ func (w *memWatcher) Stop() error {
 
 // Follow implements KV. A follow lapses when SetUnreachable(true) is
 // called, or when it falls 1024 reports behind.
-func (m *MemKV) Follow(ctx context.Context, key string, report func(KVChange)) (KVFollow, error) {
+func (m *MemKV) Follow(ctx context.Context, report func(KVChange)) (KVFollow, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx, key); err != nil {
+	if err := m.check(ctx); err != nil {
 		return nil, err
 	}
-	f := &memFollow{m: m, key: key, changes: make(chan KVChange, 1024), done: make(chan struct{})}
-	if e, ok := m.entries[key]; ok {
-		f.offer(KVChange{Kind: KVPut, Entry: e})
-	}
+	f := &memFollow{m: m, changes: make(chan KVChange, 1024), done: make(chan struct{})}
 	f.offer(KVChange{Kind: KVCurrent})
 	if m.follows == nil {
 		m.follows = make(map[*memFollow]struct{})
@@ -218,11 +215,10 @@ func (m *MemKV) Follow(ctx context.Context, key string, report func(KVChange)) (
 	return f, nil
 }
 
-// memFollow is a follow of a MemKV key: changes are queued under the
+// memFollow is a follow of a MemKV: changes are queued under the
 // bucket's lock and reported in order on a goroutine of the follow.
 type memFollow struct {
 	m       *MemKV
-	key     string
 	changes chan KVChange // closed when the follow ends, under m.mu
 	done    chan struct{} // closed by Stop
 	ended   bool
@@ -231,13 +227,13 @@ type memFollow struct {
 // offer queues c for the follow; m.mu held. A follow whose queue is full
 // lapses, as a slow consumer's would.
 func (f *memFollow) offer(c KVChange) {
-	if f.ended || c.Kind != KVLapsed && c.Kind != KVCurrent && c.Entry.Key != f.key {
+	if f.ended {
 		return
 	}
 	select {
 	case f.changes <- c:
 	default:
-		f.end(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.key)})
+		f.end(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.m.name)})
 		return
 	}
 	if c.Kind == KVLapsed {
@@ -273,7 +269,7 @@ func (f *memFollow) run(report func(KVChange)) {
 	case <-f.done:
 	default:
 		if !lapsed {
-			report(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.key)})
+			report(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.m.name)})
 		}
 	}
 }

@@ -160,7 +160,9 @@ func (l *lookup) refs(keys []string) []scopeRef {
 // buckets again if a FIRST_READ value the mirror showed was gone).
 func (l *lookup) read(ctx context.Context) {
 	missing := l.missing()
-	if entries, ok := l.s.mirror.read(l.refs(missing)); ok {
+	refs := l.refs(missing)
+	entries, t, ok := l.s.mirror.read(refs)
+	if ok {
 		l.mu.Lock()
 		l.stale = false
 		l.mu.Unlock()
@@ -172,8 +174,11 @@ func (l *lookup) read(ctx context.Context) {
 			return
 		}
 		missing = l.missing()
+		refs = l.refs(missing)
+		_, t, _ = l.s.mirror.read(refs) // a ticket; the mirror cannot answer
 	}
 	entries, failed := l.readBuckets(ctx, missing)
+	l.s.mirror.loaded(t, refs, entries, failed)
 	l.takeAll(ctx, missing, entries, failed)
 }
 
@@ -292,8 +297,9 @@ func (l *lookup) take(ctx context.Context, k string, sc scope, e jetstream.KVEnt
 }
 
 // watch waits until enough values are found or ctx ends, taking the
-// values the mirror's follows of the missing keys' scopes report (see
-// mirror.wait: nothing stored in them is missed).
+// values the mirror's follows put in the missing keys' scopes. It
+// registers with the mirror before it reads again, so nothing stored
+// after that read is missed (see mirror.wait).
 func (l *lookup) watch(ctx context.Context) error {
 	byScope := map[scopeRef]scopeOf{}
 	for k, scs := range l.scopes {
@@ -304,22 +310,24 @@ func (l *lookup) watch(ctx context.Context) error {
 	w := newWaiter(l.refs(l.missing()))
 	l.s.mirror.wait(w)
 	defer l.s.mirror.unwait(w)
-	for {
-		refs, es := w.drain()
-		for i, e := range es {
-			if so, ok := byScope[refs[i]]; ok {
-				l.take(ctx, so.key, so.scope, e)
-			}
-		}
-		if l.satisfied() {
-			return nil
-		}
+	l.read(ctx)
+	for !l.satisfied() {
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
 			return ErrTimeout
 		}
+		refs, es, reread := w.drain()
+		for i, e := range es {
+			if so, ok := byScope[refs[i]]; ok {
+				l.take(ctx, so.key, so.scope, e)
+			}
+		}
+		if reread && !l.satisfied() {
+			l.read(ctx)
+		}
 	}
+	return nil
 }
 
 // result returns the values found, in key order, and the lookup's status;

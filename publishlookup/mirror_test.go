@@ -39,12 +39,15 @@ func mirrorEnv(t *testing.T, scopes int) (kv *countingKV, mine, other *Service) 
 	return kv, mk(), mk()
 }
 
-// waitMirrored waits until s's mirror follows n scopes, all current.
-func waitMirrored(t *testing.T, s *Service, n int) {
+// waitMirrored looks up (with lookup) until s's mirror holds n scopes,
+// all known: a scope is known from a read made once the bucket's follow
+// is in place.
+func waitMirrored(t *testing.T, s *Service, n int, lookup func()) {
 	t.Helper()
 	clustertest.WaitFor(t, 10*time.Second, func() error {
-		if all, current := s.mirror.size(); all != n || current != n {
-			return fmt.Errorf("%d scopes mirrored, %d current; want %d", all, current, n)
+		lookup()
+		if all, known := s.mirror.size(); all != n || known != n {
+			return fmt.Errorf("%d scopes mirrored, %d known; want %d", all, known, n)
 		}
 		return nil
 	})
@@ -63,7 +66,7 @@ func TestMirror(t *testing.T) {
 	if d, err := lookup(); err != nil || d[0].Value.String() != pmix.String("v1").String() {
 		t.Fatalf("first lookup: %+v %v", d, err)
 	}
-	waitMirrored(t, s, 5) // LOCAL, NAMESPACE, SESSION, CUSTOM, GLOBAL: one bucket
+	waitMirrored(t, s, 5, func() { _, _ = lookup() }) // LOCAL, NAMESPACE, SESSION, CUSTOM, GLOBAL: one bucket
 	before := kv.reads.Load()
 	if d, err := lookup(); err != nil || d[0].Value.String() != pmix.String("v1").String() {
 		t.Fatalf("mirrored lookup: %+v %v", d, err)
@@ -102,8 +105,8 @@ func TestMirror(t *testing.T) {
 	// read, and a direct read again once it can.
 	kv.SetUnreachable(true)
 	clustertest.WaitFor(t, 10*time.Second, func() error {
-		if all, _ := s.mirror.size(); all != 0 {
-			return fmt.Errorf("%d scopes mirrored after the lapse", all)
+		if _, known := s.mirror.size(); known != 0 {
+			return fmt.Errorf("%d scopes known after the lapse", known)
 		}
 		return nil
 	})
@@ -114,7 +117,7 @@ func TestMirror(t *testing.T) {
 	if _, err := lookup(); !errors.Is(err, ErrNoPermissions) {
 		t.Fatalf("lookup once the bucket is back: %v", err)
 	}
-	waitMirrored(t, s, 5)
+	waitMirrored(t, s, 5, func() { _, _ = lookup() })
 }
 
 // TestMirrorFirstRead: a FIRST_READ value served from the mirror is
@@ -122,10 +125,11 @@ func TestMirror(t *testing.T) {
 func TestMirrorFirstRead(t *testing.T) {
 	ctx := t.Context()
 	_, s, other := mirrorEnv(t, 0)
-	if _, err := s.Lookup(ctx, a1, []string{"once"}, nil); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("before publish: %v", err)
-	}
-	waitMirrored(t, s, 5)
+	waitMirrored(t, s, 5, func() {
+		if _, err := s.Lookup(ctx, a1, []string{"once"}, nil); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("before publish: %v", err)
+		}
+	})
 	if err := other.Publish(ctx, a0, data("once", "x", pmix.KeyPersistence, pmix.PersistFirstRead)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +157,12 @@ func TestMirrorWait(t *testing.T) {
 		_, err := s.Lookup(ctx, a1, []string{"late"}, data(pmix.KeyWait, 0, pmix.KeyTimeout, 10))
 		done <- err
 	}()
-	waitMirrored(t, s, 5)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if n := s.Waiting(); n != 1 {
+			return fmt.Errorf("%d lookups waiting", n)
+		}
+		return nil
+	})
 	if err := other.Publish(ctx, a0, data("late", "v")); err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +190,12 @@ func TestMirrorBound(t *testing.T) {
 			t.Fatalf("%d scopes mirrored, bound 7", all)
 		}
 	}
-	// The most recent key's scopes are kept.
-	waitMirrored(t, s, 7)
+	// The most recent key's scopes are kept, and known.
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		_, _ = s.Lookup(ctx, a1, []string{"k9"}, nil)
+		if all, known := s.mirror.size(); all != 7 || known != 5 {
+			return fmt.Errorf("%d scopes mirrored, %d known; want 7 and k9's 5", all, known)
+		}
+		return nil
+	})
 }

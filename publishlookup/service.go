@@ -105,6 +105,11 @@ func (s *Service) goFunc(f func()) {
 	}()
 }
 
+// Waiting returns the number of PMIX_WAIT lookups waiting with every
+// bucket they wait on followed: each is woken by the next publish of a key
+// it waits for. For benchmarks and tests.
+func (s *Service) Waiting() int { return s.mirror.waiting() }
+
 func (s *Service) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,15 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
-	"github.com/pmixbus/pmixbus/security"
 )
 
 // Helpers for publish/lookup over the world of harness_test.go.
@@ -97,47 +93,21 @@ func awaitLookup(t *testing.T, ch <-chan lookupResult) lookupResult {
 	return lookupResult{}
 }
 
-// waitWatching waits until the agents follow the GLOBAL scope of each of
-// keys in the bucket of domain (a consumer filtered on its KV key): a
-// lookup waiting on them is woken by what is published there from then on,
-// not by its first read.
-func (w *world) waitWatching(t *testing.T, domain string, keys ...string) {
+// waitWaiting waits until n PMIX_WAIT lookups wait with the buckets they
+// wait on followed (agent.Agent.LookupsWaiting): a test publishes only once
+// the lookup is past its first read, so what wakes it is the follow.
+func (w *world) waitWaiting(t *testing.T, n int) {
 	t.Helper()
-	nc := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleAgent))
 	clustertest.WaitFor(t, waitTime, func() error {
-		got, err := consumerFilters(t.Context(), nc, domain, "KV_PMIXBUS_PUBLISH")
-		if err != nil {
-			return err
+		got := 0
+		for _, a := range w.agents {
+			got += a.LookupsWaiting()
 		}
-		for _, k := range keys {
-			if !got["$KV.PMIXBUS_PUBLISH.g."+k] {
-				return fmt.Errorf("no consumer on the bucket in %s follows %s", domain, k)
-			}
+		if got != n {
+			return fmt.Errorf("%d lookups waiting, want %d", got, n)
 		}
 		return nil
 	})
-}
-
-// consumerFilters returns the filter subjects of the consumers of a
-// stream in a JetStream domain.
-func consumerFilters(ctx context.Context, nc *nats.Conn, domain, stream string) (map[string]bool, error) {
-	js, err := natsjs.NewWithDomain(nc, domain)
-	if err != nil {
-		return nil, err
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	lister := s.ListConsumers(ctx)
-	for info := range lister.Info() {
-		out[info.Config.FilterSubject] = true
-		for _, f := range info.Config.FilterSubjects {
-			out[f] = true
-		}
-	}
-	return out, lister.Err()
 }
 
 // TestRendezvousAcrossClusters is RFC0003's rendezvous: two jobs on two
@@ -308,7 +278,7 @@ func TestPublishLookupEndToEnd(t *testing.T) {
 
 	t.Run("wait woken from another cluster", func(t *testing.T) {
 		ch := a1.lookupAsync([]string{"late", "later"}, waitAll(), timeout(20))
-		w.waitWatching(t, w.mc.HubDomain(), "late", "later")
+		w.waitWaiting(t, 1)
 		b0.publish(t, str("late", "b0"), rng(pmix.RangeGlobal))
 		b2.publish(t, str("later", "b2"), rng(pmix.RangeGlobal))
 		r := awaitLookup(t, ch)
