@@ -16,11 +16,10 @@ const DefaultBucket = "PMIXBUS_PUBLISH"
 // DefaultTimeout bounds each cleanup of data whose persistence ended.
 const DefaultTimeout = 5 * time.Second
 
-// DefaultMirrorScopes bounds the mirror: the scopes (KV keys) it follows.
-const DefaultMirrorScopes = 256
+// DefaultMirrorScopes bounds the mirror: the scopes (KV keys) it keeps.
+const DefaultMirrorScopes = 1024
 
-// DefaultMirrorIdle is how long the mirror keeps following a scope no
-// lookup read.
+// DefaultMirrorIdle is how long the mirror keeps a scope no lookup read.
 const DefaultMirrorIdle = time.Minute
 
 // Config configures a Service.
@@ -54,12 +53,14 @@ type Config struct {
 	Retry time.Duration
 
 	// MirrorScopes bounds the mirror of recently looked-up scopes (see
-	// mirror.go): at most this many KV keys followed, each a consumer on
-	// its bucket's server. Zero means DefaultMirrorScopes.
+	// mirror.go): at most this many KV keys kept, each with its current
+	// entry. (Each bucket is followed by one consumer, whatever the
+	// number.) Zero means DefaultMirrorScopes.
 	MirrorScopes int
 
-	// MirrorIdle is how long the mirror keeps following a scope that no
-	// lookup read. Zero means DefaultMirrorIdle.
+	// MirrorIdle is how long the mirror keeps a scope that no lookup
+	// read; a bucket none is left of is no longer followed. Zero means
+	// DefaultMirrorIdle.
 	MirrorIdle time.Duration
 
 	// Logger receives what the service cannot report through a return

@@ -39,11 +39,12 @@
 //
 // # The mirror
 //
-// A Service follows the scopes its lookups read recently (mirror.go) and
-// answers a lookup whose scopes it holds current from memory; PMIX_WAIT
-// lookups are woken by the same follows. A change made through another
-// service is seen once its follow delivers it; a lapsed follow is dropped
-// and the buckets read again. mirror.go states the bounds.
+// A Service keeps the scopes its lookups read recently (mirror.go), kept
+// current by one follow of each bucket, and answers a lookup whose scopes
+// it holds from memory; PMIX_WAIT lookups are woken by the same follows. A
+// change made through another service is seen once the follow delivers
+// it; a lapsed follow drops its bucket's scopes and the bucket is read
+// again. mirror.go states the bounds.
 //
 // # Concurrency
 //

@@ -26,9 +26,13 @@ import (
 // PMIX_PERSIST_FIRST_READ value is deleted by the lookup that returns it,
 // atomically: of concurrent lookups exactly one gets it.
 //
-// With PMIX_WAIT, Lookup watches the keys' scopes and returns as soon as
-// enough values have been published; it never polls. A bucket that cannot
-// be reached is tried again every Config.Retry until the lookup ends.
+// With PMIX_WAIT, Lookup waits on the mirror's follows of the buckets and
+// returns as soon as enough values have been published; it never polls. A
+// bucket that cannot be reached is followed again every Config.Retry until
+// the lookup ends.
+//
+// Keys whose scopes the mirror holds are answered from it (see mirror.go
+// for what that means for a change made through another agent).
 //
 // The values come back in the order of keys, found ones only, each with
 // its publisher, "cluster:nspace" when that is another cluster. The error
