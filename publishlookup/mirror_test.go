@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func TestMirrorWait(t *testing.T) {
 // TestMirrorBound: the mirror follows at most MirrorScopes scopes.
 func TestMirrorBound(t *testing.T) {
 	ctx := t.Context()
-	_, s, _ := mirrorEnv(t, 7)
+	kv, s, _ := mirrorEnv(t, 7)
 	for i := range 10 {
 		if _, err := s.Lookup(ctx, a1, []string{fmt.Sprint("k", i)}, nil); !errors.Is(err, ErrNotFound) {
 			t.Fatal(err)
@@ -190,12 +191,38 @@ func TestMirrorBound(t *testing.T) {
 			t.Fatalf("%d scopes mirrored, bound 7", all)
 		}
 	}
-	// The most recent key's scopes are kept, and known.
+	// The most recent key's scopes are kept: a lookup of it is answered
+	// from the mirror once they are known.
 	clustertest.WaitFor(t, 10*time.Second, func() error {
+		before := kv.reads.Load()
 		_, _ = s.Lookup(ctx, a1, []string{"k9"}, nil)
-		if all, known := s.mirror.size(); all != 7 || known != 5 {
-			return fmt.Errorf("%d scopes mirrored, %d known; want 7 and k9's 5", all, known)
+		if all, _ := s.mirror.size(); all != 7 {
+			return fmt.Errorf("%d scopes mirrored, want 7", all)
+		}
+		if kv.reads.Load() != before {
+			return errors.New("k9 read from the bucket")
 		}
 		return nil
 	})
+}
+
+// TestMirrorPartial: a multi-key lookup answered from the mirror returns
+// what it found and names the keys it did not, as a read does.
+func TestMirrorPartial(t *testing.T) {
+	ctx := t.Context()
+	kv, s, other := mirrorEnv(t, 0)
+	if err := other.Publish(ctx, a0, data("here", "v")); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"here", "absent"}
+	lookup := func() ([]Datum, error) { return s.Lookup(ctx, a1, keys, nil) }
+	waitMirrored(t, s, 10, func() { _, _ = lookup() })
+	before := kv.reads.Load()
+	d, err := lookup()
+	if !errors.Is(err, ErrPartial) || len(d) != 1 || d[0].Key != "here" || !strings.Contains(err.Error(), `"absent"`) {
+		t.Fatalf("partial lookup from the mirror: %+v %v", d, err)
+	}
+	if kv.reads.Load() != before {
+		t.Fatal("a mirrored lookup read the bucket")
+	}
 }
