@@ -301,3 +301,14 @@ func (a *Agent) publishLookupJobEnded(ctx context.Context, nspace string) {
 		a.log.Warn("removing PMIX_PERSIST_SESSION data", "err", err)
 	}
 }
+
+// LookupsWaiting returns the number of PMIX_WAIT lookups of the agent's
+// clients that wait with every bucket they wait on followed, so that the
+// next publish of a key they wait for wakes them
+// (publishlookup.Service.Waiting). For benchmarks and tests.
+func (a *Agent) LookupsWaiting() int {
+	if a.pl == nil {
+		return 0
+	}
+	return a.pl.svc.Waiting()
+}

@@ -20,6 +20,7 @@ type MemKV struct {
 	rev         uint64
 	entries     map[string]KVEntry
 	watchers    map[*memWatcher]struct{}
+	follows     map[*memFollow]struct{}
 	unreachable bool
 }
 
@@ -41,6 +42,9 @@ func (m *MemKV) SetUnreachable(down bool) {
 	if down {
 		for w := range m.watchers {
 			broken = append(broken, w)
+		}
+		for f := range m.follows {
+			f.offer(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s", ErrUnreachable, m.name)})
 		}
 	}
 	m.mu.Unlock()
@@ -87,6 +91,9 @@ func (m *MemKV) Create(ctx context.Context, key string, value []byte) (uint64, e
 	for w := range m.watchers {
 		w.offer(e)
 	}
+	for f := range m.follows {
+		f.offer(KVChange{Kind: KVPut, Entry: e})
+	}
 	return e.Revision, nil
 }
 
@@ -119,6 +126,9 @@ func (m *MemKV) Delete(ctx context.Context, key string, revision uint64) error {
 	}
 	m.rev++
 	delete(m.entries, key)
+	for f := range m.follows {
+		f.offer(KVChange{Kind: KVDeleted, Entry: KVEntry{Key: key, Revision: m.rev}})
+	}
 	return nil
 }
 
@@ -185,4 +195,97 @@ func (w *memWatcher) Stop() error {
 		close(w.updates)
 	}
 	return nil
+}
+
+// Follow implements KV. A follow lapses when SetUnreachable(true) is
+// called, or when it falls 1024 reports behind.
+func (m *MemKV) Follow(ctx context.Context, report func(KVChange)) (KVFollow, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	f := &memFollow{m: m, changes: make(chan KVChange, 1024), done: make(chan struct{})}
+	f.offer(KVChange{Kind: KVCurrent})
+	if m.follows == nil {
+		m.follows = make(map[*memFollow]struct{})
+	}
+	m.follows[f] = struct{}{}
+	go f.run(report)
+	return f, nil
+}
+
+// memFollow is a follow of a MemKV: changes are queued under the
+// bucket's lock and reported in order on a goroutine of the follow.
+type memFollow struct {
+	m       *MemKV
+	changes chan KVChange // closed when the follow ends, under m.mu
+	done    chan struct{} // closed by Stop
+	ended   bool
+}
+
+// offer queues c for the follow; m.mu held. A follow whose queue is full
+// lapses, as a slow consumer's would.
+func (f *memFollow) offer(c KVChange) {
+	if f.ended {
+		return
+	}
+	select {
+	case f.changes <- c:
+	default:
+		f.end(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.m.name)})
+		return
+	}
+	if c.Kind == KVLapsed {
+		f.end(c)
+	}
+}
+
+// end closes the queue after last, if it fits; m.mu held.
+func (f *memFollow) end(last KVChange) {
+	f.ended = true
+	delete(f.m.follows, f)
+	select {
+	case f.changes <- last:
+	default:
+		// The queue is full: the follow ends with what it holds; a
+		// lapse it cannot report is reported by run.
+	}
+	close(f.changes)
+}
+
+func (f *memFollow) run(report func(KVChange)) {
+	lapsed := false
+	for c := range f.changes {
+		select {
+		case <-f.done:
+			return
+		default:
+		}
+		lapsed = lapsed || c.Kind == KVLapsed
+		report(c)
+	}
+	select {
+	case <-f.done:
+	default:
+		if !lapsed {
+			report(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s fell behind", ErrWatchEnded, f.m.name)})
+		}
+	}
+}
+
+// Stop implements KVFollow.
+func (f *memFollow) Stop() {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if !f.ended {
+		f.ended = true
+		delete(f.m.follows, f)
+		close(f.changes)
+	}
+	select {
+	case <-f.done:
+	default:
+		close(f.done)
+	}
 }

@@ -289,3 +289,25 @@ func TestKVConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPubAckSequence(t *testing.T) {
+	for _, tc := range []struct {
+		ack  string
+		seq  uint64
+		isOK bool
+	}{
+		{`{"stream":"KV_B","domain":"A","seq":42}`, 42, true},
+		{`{"stream":"KV_B","seq":7,"duplicate":true}`, 7, true},
+		{`{"stream":"KV_error","domain":"error","seq":3}`, 3, true},
+		{`{"stream":"KV_B","error":{"code":400,"err_code":10071,"description":"wrong last sequence: 5"}}`, 0, false},
+		{`{"error":{"code":503,"description":"no responders"}}`, 0, false},
+		{`{"stream":"KV_B","seq":0}`, 0, false},
+		{`{"stream":"KV_B","seq":99999999999999999999999}`, 0, false},
+		{``, 0, false},
+		{`garbage`, 0, false},
+	} {
+		if seq, ok := pubAckSequence([]byte(tc.ack)); seq != tc.seq || ok != tc.isOK {
+			t.Errorf("%s: %d %v, want %d %v", tc.ack, seq, ok, tc.seq, tc.isOK)
+		}
+	}
+}

@@ -16,6 +16,12 @@ const DefaultBucket = "PMIXBUS_PUBLISH"
 // DefaultTimeout bounds each cleanup of data whose persistence ended.
 const DefaultTimeout = 5 * time.Second
 
+// DefaultMirrorScopes bounds the mirror: the scopes (KV keys) it keeps.
+const DefaultMirrorScopes = 1024
+
+// DefaultMirrorIdle is how long the mirror keeps a scope no lookup read.
+const DefaultMirrorIdle = time.Minute
+
 // Config configures a Service.
 type Config struct {
 	// Cluster is the cluster the service serves: the one of every Identity
@@ -46,6 +52,17 @@ type Config struct {
 	// 250 ms.
 	Retry time.Duration
 
+	// MirrorScopes bounds the mirror of recently looked-up scopes (see
+	// mirror.go): at most this many KV keys kept, each with its current
+	// entry. (Each bucket is followed by one consumer, whatever the
+	// number.) Zero means DefaultMirrorScopes.
+	MirrorScopes int
+
+	// MirrorIdle is how long the mirror keeps a scope that no lookup
+	// read; a bucket none is left of is no longer followed. Zero means
+	// DefaultMirrorIdle.
+	MirrorIdle time.Duration
+
 	// Logger receives what the service cannot report through a return
 	// value (cleanups that failed). Nil discards.
 	Logger *slog.Logger
@@ -66,6 +83,12 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v: negative", c.Timeout))
+	}
+	if c.MirrorScopes < 0 {
+		errs = append(errs, fmt.Errorf("mirror scopes %d: negative", c.MirrorScopes))
+	}
+	if c.MirrorIdle < 0 {
+		errs = append(errs, fmt.Errorf("mirror idle %v: negative", c.MirrorIdle))
 	}
 	if c.Retry < 0 {
 		errs = append(errs, fmt.Errorf("retry %v: negative", c.Retry))

@@ -37,11 +37,18 @@
 // (by default, only X's own user and group). Only X may unpublish it.
 // Persistence ends as persistence.go describes.
 //
+// # The mirror
+//
+// A Service keeps the scopes its lookups read recently (mirror.go), kept
+// current by one follow of each bucket, and answers a lookup whose scopes
+// it holds from memory; PMIX_WAIT lookups are woken by the same follows. A
+// change made through another service is seen once the follow delivers
+// it; a lapsed follow drops its bucket's scopes and the bucket is read
+// again. mirror.go states the bounds.
+//
 // # Concurrency
 //
-// A Service is safe for concurrent use. Lookup with PMIX_WAIT follows one
-// bucket on the caller's goroutine, two on a goroutine each, and ends them
-// before it returns; it stops its watches on a goroutine of the service
-// (stopping deletes a consumer, a round trip the answer need not wait for),
-// which Close waits for.
+// A Service is safe for concurrent use. Its follows report on goroutines
+// of their own; the goroutines that make them are the service's, which
+// Close stops and waits for.
 package publishlookup

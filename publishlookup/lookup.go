@@ -26,9 +26,13 @@ import (
 // PMIX_PERSIST_FIRST_READ value is deleted by the lookup that returns it,
 // atomically: of concurrent lookups exactly one gets it.
 //
-// With PMIX_WAIT, Lookup watches the keys' scopes and returns as soon as
-// enough values have been published; it never polls. A bucket that cannot
-// be reached is tried again every Config.Retry until the lookup ends.
+// With PMIX_WAIT, Lookup waits on the mirror's follows of the buckets and
+// returns as soon as enough values have been published; it never polls. A
+// bucket that cannot be reached is followed again every Config.Retry until
+// the lookup ends.
+//
+// Keys whose scopes the mirror holds are answered from it (see mirror.go
+// for what that means for a change made through another agent).
 //
 // The values come back in the order of keys, found ones only, each with
 // its publisher, "cluster:nspace" when that is another cluster. The error
@@ -77,6 +81,7 @@ type lookup struct {
 	found       map[string]Datum
 	denied      map[string]bool // exists in range, not readable by q
 	unreachable error           // a bucket of a missing key could not be read
+	stale       bool            // a FIRST_READ value read was gone when taken
 }
 
 type scopeRef struct {
@@ -142,12 +147,49 @@ func (l *lookup) bucketKeys(keys []string) map[jetstream.KV][]string {
 	return out
 }
 
-// read reads every scope of the missing keys, one request per bucket, the
-// buckets in parallel, and takes for each key the narrowest visible,
-// readable value.
+// refs returns the scopes of keys.
+func (l *lookup) refs(keys []string) []scopeRef {
+	var out []scopeRef
+	for _, k := range keys {
+		for _, sc := range l.scopes[k] {
+			out = append(out, scopeRef{sc.kv, sc.key})
+		}
+	}
+	return out
+}
+
+// read reads every scope of the missing keys, and takes for each key the
+// narrowest visible, readable value: from the mirror when it holds every
+// one of those scopes current, else from the buckets (and from the
+// buckets again if a FIRST_READ value the mirror showed was gone).
 func (l *lookup) read(ctx context.Context) {
 	missing := l.missing()
-	buckets := l.bucketKeys(missing)
+	refs := l.refs(missing)
+	entries, t, ok := l.s.mirror.read(refs)
+	if ok {
+		l.mu.Lock()
+		l.stale = false
+		l.mu.Unlock()
+		l.takeAll(ctx, missing, entries, nil)
+		l.mu.Lock()
+		stale := l.stale
+		l.mu.Unlock()
+		if !stale {
+			return
+		}
+		missing = l.missing()
+		refs = l.refs(missing)
+		_, t, _ = l.s.mirror.read(refs) // a ticket; the mirror cannot answer
+	}
+	entries, failed := l.readBuckets(ctx, missing)
+	l.s.mirror.loaded(t, refs, entries, failed)
+	l.takeAll(ctx, missing, entries, failed)
+}
+
+// readBuckets reads the scopes of keys, one request per bucket, the
+// buckets in parallel. failed holds the buckets that could not be read.
+func (l *lookup) readBuckets(ctx context.Context, keys []string) (entries map[scopeRef]jetstream.KVEntry, failed map[jetstream.KV]error) {
+	buckets := l.bucketKeys(keys)
 	type answer struct {
 		kv  jetstream.KV
 		got map[string]jetstream.KVEntry
@@ -165,8 +207,8 @@ func (l *lookup) read(ctx context.Context) {
 			answers <- answer{kv, got, err}
 		}()
 	}
-	entries := map[scopeRef]jetstream.KVEntry{}
-	failed := map[jetstream.KV]error{}
+	entries = map[scopeRef]jetstream.KVEntry{}
+	failed = map[jetstream.KV]error{}
 	for range buckets {
 		a := <-answers
 		if a.err != nil {
@@ -177,10 +219,17 @@ func (l *lookup) read(ctx context.Context) {
 			entries[scopeRef{a.kv, key}] = e
 		}
 	}
+	return entries, failed
+}
+
+// takeAll takes, for each of keys, the value of its narrowest scope that
+// q may see and read, and notes when a bucket that could hold a key not
+// found could not be read.
+func (l *lookup) takeAll(ctx context.Context, keys []string, entries map[scopeRef]jetstream.KVEntry, failed map[jetstream.KV]error) {
 	l.mu.Lock()
 	l.unreachable = nil
 	l.mu.Unlock()
-	for _, k := range missing {
+	for _, k := range keys {
 		gotIt := false
 		var lost error
 		for _, sc := range l.scopes[k] {
@@ -229,11 +278,15 @@ func (l *lookup) take(ctx context.Context, k string, sc scope, e jetstream.KVEnt
 		return false
 	}
 	if r.Persistence == pmix.PersistFirstRead {
-		if err := sc.kv.Delete(context.WithoutCancel(ctx), sc.key, e.Revision); err != nil {
+		if err := l.s.delete(context.WithoutCancel(ctx), sc, e.Revision); err != nil {
 			// Another lookup read it first, or it cannot be removed: either
 			// way it is not this lookup's to return.
 			if pmix.StatusOf(err) != jetstream.ErrRevisionMismatch.Status {
 				l.s.log.Warn("consuming a FIRST_READ value", "bucket", sc.kv.Name(), "key", e.Key, "err", err)
+			} else {
+				l.mu.Lock()
+				l.stale = true // a mirror that showed it may be behind
+				l.mu.Unlock()
 			}
 			return false
 		}
@@ -247,77 +300,38 @@ func (l *lookup) take(ctx context.Context, k string, sc scope, e jetstream.KVEnt
 	return true
 }
 
-// watch waits, on watches of the missing keys' scopes, until enough values
-// are found or ctx ends. One bucket is followed on the calling goroutine,
-// two on a goroutine each.
+// watch waits until enough values are found or ctx ends, taking the
+// values the mirror's follows put in the missing keys' scopes. It
+// registers with the mirror before it reads again, so nothing stored
+// after that read is missed (see mirror.wait).
 func (l *lookup) watch(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	byScope := map[scopeRef]scopeOf{}
 	for k, scs := range l.scopes {
 		for _, sc := range scs {
 			byScope[scopeRef{sc.kv, sc.key}] = scopeOf{key: k, scope: sc}
 		}
 	}
-	satisfied := make(chan struct{})
-	var once sync.Once
-	deliver := func(kv jetstream.KV) func(jetstream.KVEntry) bool {
-		return func(e jetstream.KVEntry) bool {
-			if so, ok := byScope[scopeRef{kv, e.Key}]; ok {
-				l.take(ctx, so.key, so.scope, e)
-			}
-			if !l.satisfied() {
-				return false
-			}
-			once.Do(func() { close(satisfied) })
-			return true
-		}
-	}
-	buckets := l.bucketKeys(l.missing())
-	if len(buckets) == 1 {
-		for kv, keys := range buckets {
-			return l.follow(ctx, kv, keys, deliver(kv))
-		}
-	}
-	var wg sync.WaitGroup
-	for kv, keys := range buckets {
-		wg.Go(func() { _ = l.follow(ctx, kv, keys, deliver(kv)) })
-	}
-	defer wg.Wait()
-	defer cancel() // first: the other followers end with ctx
-	select {
-	case <-satisfied:
-		return nil
-	case <-ctx.Done():
-		return ErrTimeout
-	}
-}
-
-// follow keeps a watch on keys of kv — making it again whenever it cannot
-// be made or breaks — and hands what it delivers to deliver, until deliver
-// says it is done (nil) or ctx ends (ErrTimeout).
-func (l *lookup) follow(ctx context.Context, kv jetstream.KV, keys []string, deliver func(jetstream.KVEntry) bool) error {
-	for {
-		w, err := kv.Watch(ctx, keys)
-		if err == nil {
-			for {
-				e, err := w.Next(ctx)
-				if err != nil {
-					break
-				}
-				if deliver(e) {
-					l.s.stopLater(w)
-					return nil
-				}
-			}
-			l.s.stopLater(w)
-		} else if ctx.Err() == nil {
-			l.s.log.Debug("watching published keys", "bucket", kv.Name(), "err", err)
-		}
-		if pause(ctx, l.s.cfg.Retry) != nil {
+	w := newWaiter(l.refs(l.missing()))
+	l.s.mirror.wait(w)
+	defer l.s.mirror.unwait(w)
+	l.read(ctx)
+	for !l.satisfied() {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
 			return ErrTimeout
 		}
+		refs, es, reread := w.drain()
+		for i, e := range es {
+			if so, ok := byScope[refs[i]]; ok {
+				l.take(ctx, so.key, so.scope, e)
+			}
+		}
+		if reread && !l.satisfied() {
+			l.read(ctx)
+		}
 	}
+	return nil
 }
 
 // result returns the values found, in key order, and the lookup's status;

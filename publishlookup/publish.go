@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -57,6 +58,7 @@ func (s *Service) Publish(ctx context.Context, p Identity, infos []pmix.Info) er
 			}
 			return pmix.Errorf(pmix.StatusOf(err), "publishing %s: %w", pmix.Quote(in.Key), err)
 		}
+		s.mirror.wrote(scopeRef{sc.kv, sc.key}, rev, &jetstream.KVEntry{Key: sc.key, Value: b, Revision: rev})
 		done = append(done, publication{scope: sc, key: in.Key, revision: rev, persistence: req.persistence, session: p.Session})
 	}
 	s.remember(p.Proc, done...)

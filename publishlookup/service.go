@@ -18,11 +18,15 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
+	mirror *mirror
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
 	mu     sync.Mutex
 	owned  map[pmix.Proc][]publication // by publisher, the procs of this agent
 	closed bool
 
-	stops sync.WaitGroup // watches being stopped after their lookup returned
+	goroutines sync.WaitGroup // of the service (goFunc)
 }
 
 // publication is one value a process of this agent published.
@@ -51,20 +55,31 @@ func New(cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, owned: make(map[pmix.Proc][]publication)}, nil
+	if cfg.MirrorScopes == 0 {
+		cfg.MirrorScopes = DefaultMirrorScopes
+	}
+	if cfg.MirrorIdle == 0 {
+		cfg.MirrorIdle = DefaultMirrorIdle
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{cfg: cfg, log: log, ctx: ctx, cancel: cancel, owned: make(map[pmix.Proc][]publication)}
+	s.mirror = newMirror(s)
+	return s, nil
 }
 
-// Close makes later calls fail with ErrClosed, and waits until the watches
-// of finished lookups are stopped. Calls in progress end as their contexts
-// say. It does not remove published data. Safe to call twice.
+// Close makes later calls fail with ErrClosed, stops the mirror's follows
+// and waits for the service's goroutines. Calls in progress end as their
+// contexts say. It does not remove published data. Safe to call twice.
 //
 // It returns ctx.Err() if ctx ends first.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.cancel()
+	s.mirror.close()
 	done := make(chan struct{})
-	go func() { s.stops.Wait(); close(done) }()
+	go func() { s.goroutines.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -73,23 +88,27 @@ func (s *Service) Close(ctx context.Context) error {
 	}
 }
 
-// stopLater stops w on a goroutine of its own: stopping a watch deletes its
-// consumer, a round trip a lookup need not wait for before it answers.
-func (s *Service) stopLater(w jetstream.KVWatcher) {
+// goFunc runs f on a goroutine that Close waits for; after Close it does
+// not run f.
+func (s *Service) goFunc(f func()) {
 	s.mu.Lock()
 	if s.closed {
-		// Close may be waiting on stops already: no Add after that.
+		// Close may be waiting already: no Add after that.
 		s.mu.Unlock()
-		_ = w.Stop()
 		return
 	}
-	s.stops.Add(1)
+	s.goroutines.Add(1)
 	s.mu.Unlock()
 	go func() {
-		defer s.stops.Done()
-		_ = w.Stop()
+		defer s.goroutines.Done()
+		f()
 	}()
 }
+
+// Waiting returns the number of PMIX_WAIT lookups waiting with every
+// bucket they wait on followed: each is woken by the next publish of a key
+// it waits for. For benchmarks and tests.
+func (s *Service) Waiting() int { return s.mirror.waiting() }
 
 func (s *Service) isClosed() bool {
 	s.mu.Lock()
@@ -146,7 +165,7 @@ func (s *Service) cleanupContext(ctx context.Context) (context.Context, context.
 func (s *Service) removeAll(ctx context.Context, pubs []publication) error {
 	var first error
 	for _, pub := range pubs {
-		err := pub.scope.kv.Delete(ctx, pub.scope.key, pub.revision)
+		err := s.delete(ctx, pub.scope, pub.revision)
 		if err != nil && pmix.StatusOf(err) != jetstream.ErrRevisionMismatch.Status {
 			s.log.Warn("removing published data", "key", pub.key, "bucket", pub.scope.kv.Name(), "err", err)
 			if first == nil {
@@ -155,4 +174,13 @@ func (s *Service) removeAll(ctx context.Context, pubs []publication) error {
 		}
 	}
 	return first
+}
+
+// delete deletes sc's key at revision, and tells the mirror.
+func (s *Service) delete(ctx context.Context, sc scope, revision uint64) error {
+	err := sc.kv.Delete(ctx, sc.key, revision)
+	if err == nil {
+		s.mirror.wrote(scopeRef{sc.kv, sc.key}, revision, nil)
+	}
+	return err
 }

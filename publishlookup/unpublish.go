@@ -79,7 +79,7 @@ func (s *Service) Unpublish(ctx context.Context, p Identity, keys []string, dire
 			foreign[so.key] = true
 			continue
 		}
-		err = so.scope.kv.Delete(ctx, so.scope.key, e.Revision)
+		err = s.delete(ctx, so.scope, e.Revision)
 		switch {
 		case err == nil:
 			removed[so.key] = true

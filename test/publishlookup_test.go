@@ -11,15 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
-	"github.com/pmixbus/pmixbus/security"
 )
 
 // Helpers for publish/lookup over the world of harness_test.go.
@@ -61,6 +57,19 @@ func (tc *tclient) lookupFails(t *testing.T, keys []string, want pmix.Status, di
 	return got
 }
 
+// lookupGone waits until a lookup of keys by tc is PMIX_ERR_NOT_FOUND:
+// tc's agent mirrors what it looked up, and sees a removal made through
+// another agent within its follow's delivery time.
+func (tc *tclient) lookupGone(t *testing.T, keys ...string) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		if got, err := tc.c.Lookup(t.Context(), keys, nil); !errors.Is(err, pmix.ErrNotFound) {
+			return fmt.Errorf("%s: lookup %v: %+v %v, want not found", tc.name, keys, got, err)
+		}
+		return nil
+	})
+}
+
 type lookupResult struct {
 	data []client.PData
 	err  error
@@ -84,36 +93,21 @@ func awaitLookup(t *testing.T, ch <-chan lookupResult) lookupResult {
 	return lookupResult{}
 }
 
-// waitWatching waits until n lookups are watching the bucket of domain: a
-// PMIX_WAIT lookup watches through one JetStream consumer per bucket. So a
-// test publishes only once the lookup is past its first read, and what
-// wakes it is the watch.
-func (w *world) waitWatching(t *testing.T, domain string, n int) {
+// waitWaiting waits until n PMIX_WAIT lookups wait with the buckets they
+// wait on followed (agent.Agent.LookupsWaiting): a test publishes only once
+// the lookup is past its first read, so what wakes it is the follow.
+func (w *world) waitWaiting(t *testing.T, n int) {
 	t.Helper()
-	nc := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleAgent))
 	clustertest.WaitFor(t, waitTime, func() error {
-		got, err := consumers(t.Context(), nc, domain, "KV_PMIXBUS_PUBLISH")
-		if err != nil {
-			return err
+		got := 0
+		for _, a := range w.agents {
+			got += a.LookupsWaiting()
 		}
 		if got != n {
-			return fmt.Errorf("%d consumers on the bucket in %s, want %d", got, domain, n)
+			return fmt.Errorf("%d lookups waiting, want %d", got, n)
 		}
 		return nil
 	})
-}
-
-// consumers counts the consumers of a stream in a JetStream domain.
-func consumers(ctx context.Context, nc *nats.Conn, domain, stream string) (int, error) {
-	js, err := natsjs.NewWithDomain(nc, domain)
-	if err != nil {
-		return 0, err
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, err
-	}
-	return s.CachedInfo().State.Consumers, nil
 }
 
 // TestRendezvousAcrossClusters is RFC0003's rendezvous: two jobs on two
@@ -221,11 +215,11 @@ func TestPublishLookupEndToEnd(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		a3.lookupFails(t, []string{"ns"}, pmix.ErrNotFound)
+		a3.lookupGone(t, "ns")
 		if err := a0.c.Unpublish(t.Context(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		a2.lookupFails(t, []string{"local", "private"}, pmix.ErrNotFound)
+		a2.lookupGone(t, "local", "private")
 	})
 
 	t.Run("first read, across agents and clusters", func(t *testing.T) {
@@ -284,7 +278,7 @@ func TestPublishLookupEndToEnd(t *testing.T) {
 
 	t.Run("wait woken from another cluster", func(t *testing.T) {
 		ch := a1.lookupAsync([]string{"late", "later"}, waitAll(), timeout(20))
-		w.waitWatching(t, w.mc.HubDomain(), 1)
+		w.waitWaiting(t, 1)
 		b0.publish(t, str("late", "b0"), rng(pmix.RangeGlobal))
 		b2.publish(t, str("later", "b2"), rng(pmix.RangeGlobal))
 		r := awaitLookup(t, ch)
@@ -322,10 +316,15 @@ func TestPersistenceEndToEnd(t *testing.T) {
 	a20.publish(t, str("app2", "a"), g, persist(pmix.PersistApp))
 	present := func(key string, want bool) {
 		t.Helper()
-		_, err := b0.c.Lookup(t.Context(), []string{key}, nil)
-		if got := err == nil; got != want {
-			t.Fatalf("%s present: %v (%v), want %v", key, got, err, want)
-		}
+		// b0's agent mirrors what it looked up: a removal made through
+		// another agent reaches it within its follow's delivery time.
+		clustertest.WaitFor(t, waitTime, func() error {
+			_, err := b0.c.Lookup(t.Context(), []string{key}, nil)
+			if got := err == nil; got != want {
+				return fmt.Errorf("%s present: %v (%v), want %v", key, got, err, want)
+			}
+			return nil
+		})
 	}
 	present("proc", true)
 	if err := a0.c.Finalize(t.Context()); err != nil {
