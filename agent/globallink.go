@@ -91,6 +91,9 @@ func (a *Agent) probeGlobalLink() {
 			a.log.Warn("the link to the other clusters is down: GLOBAL events reach this cluster only until it is back", "err", err)
 			downSince = lastUp
 			a.router.beginCatchup()
+			if p := a.pl; p != nil && p.global != p.local {
+				p.svc.GlobalLinkDown() // its GLOBAL values may be stale from now on
+			}
 		case !down && a.link.down.Swap(false):
 			a.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage, and catching up on theirs")
 			since := downSince

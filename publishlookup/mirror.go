@@ -184,7 +184,7 @@ func (m *mirror) start(b *bucketFollow, delay time.Duration) {
 		defer m.mu.Unlock()
 		if m.closed || b.gen != gen {
 			if f != nil {
-				f.Stop()
+				f.Stop() // a lapse came meanwhile, and started anew
 			}
 			return
 		}
@@ -248,6 +248,28 @@ func (m *mirror) report(b *bucketFollow, gen uint64, c jetstream.KVChange) {
 		} else {
 			w.offer(scopeRef{b.kv, c.Entry.Key}, c.Entry)
 		}
+	}
+}
+
+// lapse drops kv's scopes, as a lapse of its follow does, for a reason
+// the follow cannot see yet (the link to the bucket's domain was found
+// down before the follow's heartbeats missed), and follows it anew after
+// Config.Retry.
+func (m *mirror) lapse(kv jetstream.KV, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.buckets[kv]
+	if m.closed || b == nil {
+		return
+	}
+	m.s.log.Debug("published data no longer followed", "bucket", kv.Name(), "why", why)
+	if b.follow != nil {
+		b.follow.Stop()
+	}
+	b.current, b.follow, b.starting = false, nil, false
+	b.gen++ // every scope of the bucket is unknown from now on; a start under way is discarded
+	if m.wanted(b) {
+		m.start(b, m.s.cfg.Retry)
 	}
 }
 

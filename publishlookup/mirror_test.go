@@ -226,3 +226,76 @@ func TestMirrorPartial(t *testing.T) {
 		t.Fatal("a mirrored lookup read the bucket")
 	}
 }
+
+// knownIn counts the scopes of kv the mirror would answer from.
+func knownIn(s *Service, kv jetstream.KV) int {
+	m := s.mirror
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, ms := range m.scopes {
+		if b := m.buckets[ms.ref.kv]; ms.ref.kv == kv && ms.known && b.current && ms.gen == b.gen {
+			n++
+		}
+	}
+	return n
+}
+
+// The agent's probe of the link to the GLOBAL bucket's domain drops that
+// bucket's scopes from the mirror at once (GlobalLinkDown), before the
+// follow's heartbeats could tell: a GLOBAL lookup reads the bucket, UNREACH
+// while the link is cut, and nothing stale is served; the local bucket's
+// scopes stay mirrored; the GLOBAL ones come back once the bucket can be
+// read.
+func TestGlobalLinkDownDropsGlobalMirror(t *testing.T) {
+	ctx := t.Context()
+	local := &countingKV{MemKV: jetstream.NewMemKV("A")}
+	global := &countingKV{MemKV: jetstream.NewMemKV("hub")}
+	s, err := New(Config{Cluster: "A", Local: local, Global: global, Retry: 20 * time.Millisecond, Logger: clustertest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if err := s.Publish(ctx, a0, data("g", "v", pmix.KeyRange, pmix.RangeGlobal)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(ctx, a0, data("l", "v", pmix.KeyRange, pmix.RangeNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(key string, rng pmix.Range) error {
+		_, err := s.Lookup(ctx, a1, []string{key}, data(pmix.KeyRange, rng))
+		return err
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if err := errors.Join(lookup("g", pmix.RangeGlobal), lookup("l", pmix.RangeNamespace)); err != nil {
+			return err
+		}
+		if g, l := knownIn(s, global), knownIn(s, local); g == 0 || l == 0 {
+			return fmt.Errorf("mirrored: %d global, %d local scopes", g, l)
+		}
+		return nil
+	})
+	locals := knownIn(s, local)
+
+	s.GlobalLinkDown()
+	if g, l := knownIn(s, global), knownIn(s, local); g != 0 || l != locals {
+		t.Fatalf("after the link went down: %d global scopes still served, %d of %d local", g, l, locals)
+	}
+	global.SetUnreachable(true) // what the cut link does to reads
+	if err := lookup("g", pmix.RangeGlobal); pmix.StatusOf(err) != pmix.ErrUnreach {
+		t.Fatalf("GLOBAL lookup across the cut link: %v, want UNREACH", err)
+	}
+	if err := lookup("l", pmix.RangeNamespace); err != nil {
+		t.Fatalf("a NAMESPACE lookup with the link cut: %v", err)
+	}
+	global.SetUnreachable(false)
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if err := lookup("g", pmix.RangeGlobal); err != nil {
+			return err
+		}
+		if g := knownIn(s, global); g == 0 {
+			return errors.New("the GLOBAL scopes are not mirrored again")
+		}
+		return nil
+	})
+}

@@ -110,6 +110,13 @@ func (s *Service) goFunc(f func()) {
 // it waits for. For benchmarks and tests.
 func (s *Service) Waiting() int { return s.mirror.waiting() }
 
+// GlobalLinkDown tells the service that the link to the domain of the
+// GLOBAL bucket (Config.Global) was found down: its mirrored values are
+// dropped at once, so that lookups read the bucket — and are UNREACH while
+// it cannot be read — instead of being served values that may have been
+// unpublished beyond the link until the follow's heartbeats miss.
+func (s *Service) GlobalLinkDown() { s.mirror.lapse(s.cfg.Global, "the link to its domain is down") }
+
 func (s *Service) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
