@@ -65,13 +65,46 @@ type globalLink struct {
 }
 
 // watchGlobalLink starts probing the link when this cluster is not the
-// top of its topology.
+// top of its topology. When nothing answers for the top at start (the
+// agent started while its leaf link was not up yet), it asks again every
+// linkProbeInterval until something does, and decides then: until that
+// answer this cluster counts as unlinked, as a server without the top's
+// mapping is.
 func (a *Agent) watchGlobalLink(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	top, err := cluster.TopDomain(pctx, a.nc)
 	cancel()
-	if err != nil || top == a.cfg.Cluster.Domain() {
-		return // the top itself, or a lone server: no link to lose
+	if err == nil {
+		a.watchIfBelow(top)
+		return
+	}
+	a.goFunc(func() {
+		t := time.NewTicker(linkProbeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.done:
+				return
+			case <-t.C:
+			}
+			pctx, cancel := context.WithTimeout(a.ctx, linkProbeInterval)
+			top, err := cluster.TopDomain(pctx, a.nc)
+			cancel()
+			if err == nil {
+				a.log.Info("the top of the topology answers now", "domain", top)
+				a.watchIfBelow(top)
+				return
+			}
+		}
+	})
+}
+
+// watchIfBelow starts probing the link to the top, whose domain is top,
+// unless this cluster is the top itself (or a lone server): no link to
+// lose there.
+func (a *Agent) watchIfBelow(top string) {
+	if top == a.cfg.Cluster.Domain() {
+		return
 	}
 	a.link.watched.Store(true)
 	a.goFunc(a.probeGlobalLink)

@@ -43,8 +43,12 @@ type Stats struct {
 
 	// The link to the other clusters (GLOBAL events): down, and the
 	// cacheable GLOBAL events kept for them meanwhile.
-	GlobalLinkDown   bool
-	GlobalEventsHeld int
+	GlobalLinkDown bool
+	// GlobalLinkWatched: this cluster is below the top of its topology,
+	// and the agent probes its link (an agent that started with the link
+	// down watches it once the top has answered).
+	GlobalLinkWatched bool
+	GlobalEventsHeld  int
 	// Catching up on the other clusters' GLOBAL events once the link is
 	// back: catch-ups done, and events their caches gave the chains.
 	GlobalCatchups       uint64
@@ -91,6 +95,7 @@ func (a *Agent) Stats() Stats {
 		s.NATSConnected = a.nc.IsConnected()
 	}
 	s.GlobalLinkDown = a.link.down.Load()
+	s.GlobalLinkWatched = a.link.watched.Load()
 	a.link.mu.Lock()
 	s.GlobalEventsHeld = len(a.link.held)
 	a.link.mu.Unlock()

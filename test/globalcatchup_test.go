@@ -10,7 +10,10 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"github.com/pmixbus/pmixbus/agent"
+	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -173,4 +176,50 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	if b2.Stats().GlobalEventsHeld != 0 {
 		t.Error("b2 still holds GLOBAL events for the others")
 	}
+}
+
+// An agent that starts while its cluster's leaf link is down (it can, with
+// the GLOBAL domain given) cannot tell at start whether it is below a top:
+// it asks again until the top answers, and from then on watches the link
+// as the others do, so that a later outage is seen. (It never watched.)
+func TestAgentStartedWithLinkDownWatchesIt(t *testing.T) {
+	spec := worldSpec
+	spec.Agent = func(c *agent.Config) {
+		worldSpec.Agent(c)
+		c.GlobalDomain = cluster.DefaultHubDomain
+	}
+	w := worldOf(t, agenttest.Start(t, spec))
+	if err := w.agents["b2"].Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.mc.CutLinks("B"); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !w.agents["b1"].Stats().GlobalLinkDown {
+			return errors.New("b1 has not seen the link go down")
+		}
+		return nil
+	})
+	b2 := w.startAgent("b2")
+	if err := w.mc.RestoreLinks(t.Context(), "B"); err != nil {
+		t.Fatal(err)
+	}
+	// Once b2 has found the top (within a probe interval of the link's
+	// return), cutting the link again is seen.
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !b2.Stats().GlobalLinkWatched {
+			return errors.New("b2 does not watch its link yet")
+		}
+		return nil
+	})
+	if err := w.mc.CutLinks("B"); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if !b2.Stats().GlobalLinkDown {
+			return errors.New("b2, started while its link was down, has not seen it go down again")
+		}
+		return nil
+	})
 }
