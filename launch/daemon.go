@@ -91,14 +91,22 @@ type Daemon struct {
 	cfg DaemonConfig
 	log *slog.Logger
 
-	mu      sync.Mutex
-	closed  bool
-	jobs    map[string]*localJob
-	sub     *nats.Subscription
-	watcher natsjs.KeyWatcher
-	wg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	jobs   map[string]*localJob
+	// finished: jobs whose ranks here all ended, for a while (FinishedKeep),
+	// oldest first.
+	finished []finishedJob
+	sub      *nats.Subscription
+	watcher  natsjs.KeyWatcher
+	wg       sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+type finishedJob struct {
+	state JobState
+	at    time.Time
 }
 
 type localJob struct {
@@ -137,6 +145,7 @@ type localProc struct {
 	killed bool // ended on request: PMIX_ERR_PROC_KILLED_BY_CMD
 	silent bool // ended as part of ending the job: no event
 	ended  string
+	end    *ProcEnd // the report of its end, once it ended
 	done   chan struct{}
 	// out captures the process's stdout and stderr; closed once the
 	// process has ended, which stores an unterminated last line and ends
@@ -241,7 +250,7 @@ func (d *Daemon) answer(op string, m *nats.Msg) {
 		}
 		respond(m, Reply{Error: errorOf(err)})
 	case OpJobs:
-		respond(m, JobsReply{Node: d.cfg.Node, Jobs: d.Jobs()})
+		respond(m, JobsReply{Node: d.cfg.Node, Jobs: d.Jobs(), Finished: d.Finished()})
 	case OpStdin:
 		d.answerStdin(m)
 	default:
@@ -455,7 +464,7 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	}
 	_ = d.cfg.Host.DeregisterClient(d.ctx, lp.proc)
 	d.mu.Lock()
-	lp.ended = text
+	lp.ended, lp.end = text, &end
 	close(lp.done)
 	j.left--
 	last := j.left == 0
@@ -473,6 +482,11 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	if last {
 		d.mu.Lock()
 		delete(d.jobs, j.req.Nspace) // after the report: a launcher asking for the job's ranks meanwhile still finds it
+		d.pruneFinishedLocked(time.Now())
+		if len(d.finished) == MaxFinished {
+			d.finished = slices.Delete(d.finished, 0, 1)
+		}
+		d.finished = append(d.finished, finishedJob{state: j.stateLocked(), at: time.Now()})
 		if j.orphan != nil {
 			j.orphan.Stop()
 		}
@@ -589,19 +603,48 @@ func (d *Daemon) Jobs() []JobState {
 	defer d.mu.Unlock()
 	out := make([]JobState, 0, len(d.jobs))
 	for _, j := range d.jobs {
-		js := JobState{Nspace: j.req.Nspace, Launcher: j.req.Launcher}
-		for _, r := range slices.Sorted(maps.Keys(j.procs)) {
-			lp := j.procs[r]
-			state := "running"
-			if lp.ended != "" {
-				state = "ended: " + lp.ended
-			}
-			js.Ranks = append(js.Ranks, RankState{Rank: r, Pid: lp.p.Pid(), State: state})
-		}
-		out = append(out, js)
+		out = append(out, j.stateLocked())
 	}
 	slices.SortFunc(out, func(a, b JobState) int { return strings.Compare(a.Nspace, b.Nspace) })
 	return out
+}
+
+// Finished lists the jobs whose ranks here all ended within FinishedKeep,
+// oldest first.
+func (d *Daemon) Finished() []JobState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pruneFinishedLocked(time.Now())
+	out := make([]JobState, len(d.finished))
+	for i, f := range d.finished {
+		out[i] = f.state
+	}
+	return out
+}
+
+func (d *Daemon) pruneFinishedLocked(now time.Time) {
+	i := 0
+	for i < len(d.finished) && now.Sub(d.finished[i].at) > FinishedKeep {
+		i++
+	}
+	d.finished = slices.Delete(d.finished, 0, i)
+}
+
+// stateLocked is the job's state here; d.mu held.
+func (j *localJob) stateLocked() JobState {
+	js := JobState{Nspace: j.req.Nspace, Launcher: j.req.Launcher}
+	for _, r := range slices.Sorted(maps.Keys(j.procs)) {
+		lp := j.procs[r]
+		state := "running"
+		if lp.ended != "" {
+			state = "ended: " + lp.ended
+		}
+		js.Ranks = append(js.Ranks, RankState{Rank: r, Pid: lp.p.Pid(), State: state})
+		if lp.end != nil {
+			js.Ends = append(js.Ends, *lp.end)
+		}
+	}
+	return js
 }
 
 // watchLaunchers follows the jobs bucket: when the key of a job with ranks

@@ -680,6 +680,7 @@ func (r *Run) poll() {
 			}
 			delete(r.suspects, cluster.Qualify(j.cluster, node))
 			running := map[pmix.Rank]bool{}
+			reported := map[pmix.Rank]ProcEnd{}
 			for _, js := range reply.Jobs {
 				if js.Nspace == j.nspace {
 					for _, rs := range js.Ranks {
@@ -687,7 +688,21 @@ func (r *Run) poll() {
 					}
 				}
 			}
+			for _, js := range append(reply.Jobs, reply.Finished...) {
+				if js.Nspace != j.nspace {
+					continue
+				}
+				for _, e := range js.Ends {
+					if e.Nspace == j.nspace && e.Node == node {
+						reported[e.Rank] = e
+					}
+				}
+			}
 			for _, rk := range ranks {
+				if e, ok := reported[rk]; ok {
+					r.procEnd(e) // its report did not reach us (the connection was down): the agent's copy
+					continue
+				}
 				if !running[rk] {
 					r.lateCheck(j, node, rk)
 				}
@@ -696,14 +711,15 @@ func (r *Run) poll() {
 	}
 }
 
-// lateCheck handles a rank its agent no longer lists: its report may yet
-// be in the channel, so it counts as ended only when still unheard of on
-// the next poll.
+// lateCheck handles a rank its agent no longer lists: it counts as ended
+// without a report only when none is acted on, held until the rank's
+// output has ended (procEnd), or waiting in the channel.
 func (r *Run) lateCheck(j *runJob, node string, rk pmix.Rank) {
 	r.mu.Lock()
 	_, seen := j.ends[rk]
+	_, held := r.held[rankKey{j.nspace, rk}]
 	r.mu.Unlock()
-	if seen || len(r.msgs) > 0 {
+	if seen || held || len(r.msgs) > 0 {
 		return
 	}
 	r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "ended, but its agent's report never arrived"})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/iof"
@@ -209,10 +210,16 @@ func (e ProcEnd) Abnormal() bool {
 	return e.State != pmix.Success && e.State != pmix.EventProcTerminated && e.State != pmix.ErrProcKilledByCmd
 }
 
-// JobsReply lists an agent's jobs, for status.
+// JobsReply lists an agent's jobs, for status, and for a launcher that
+// may have missed a process's end report.
 type JobsReply struct {
 	Node string     `json:"node"`
 	Jobs []JobState `json:"jobs"`
+	// Finished are the jobs whose ranks here all ended in the last
+	// FinishedKeep (at most MaxFinished of them), with their ends: a
+	// report published while its launcher's connection was down is not
+	// lost.
+	Finished []JobState `json:"finished,omitempty"`
 }
 
 // JobState is one job as an agent sees it.
@@ -220,7 +227,17 @@ type JobState struct {
 	Nspace   string      `json:"nspace"`
 	Launcher string      `json:"launcher,omitempty"`
 	Ranks    []RankState `json:"ranks"`
+	// Ends are the end reports of the job's ranks here that ended, as
+	// they were sent to the launcher.
+	Ends []ProcEnd `json:"ends,omitempty"`
 }
+
+// FinishedKeep is how long an agent keeps the ends of a job whose ranks
+// on its node all ended, and MaxFinished how many such jobs at most.
+const (
+	FinishedKeep = 2 * time.Minute
+	MaxFinished  = 1024
+)
 
 // RankState is one local rank of a job.
 type RankState struct {
