@@ -292,6 +292,12 @@ func (a *Agent) every(interval time.Duration, f func()) { a.everyOr(interval, ni
 
 // everyOr is every, also calling f whenever wake receives.
 func (a *Agent) everyOr(interval time.Duration, wake <-chan struct{}, f func()) {
+	a.until(interval, wake, func() bool { f(); return false })
+}
+
+// until calls f every interval, and whenever wake receives, until f
+// reports it is done or the agent shuts down.
+func (a *Agent) until(interval time.Duration, wake <-chan struct{}, f func() (done bool)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -299,9 +305,10 @@ func (a *Agent) everyOr(interval time.Duration, wake <-chan struct{}, f func()) 
 		case <-a.done:
 			return
 		case <-t.C:
-			f()
 		case <-wake:
-			f()
+		}
+		if f() {
+			return
 		}
 	}
 }

@@ -79,23 +79,17 @@ func (a *Agent) watchGlobalLink(ctx context.Context) {
 		return
 	}
 	a.goFunc(func() {
-		t := time.NewTicker(linkProbeInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.done:
-				return
-			case <-t.C:
-			}
+		a.until(linkProbeInterval, nil, func() bool {
 			pctx, cancel := context.WithTimeout(a.ctx, linkProbeInterval)
 			top, err := cluster.TopDomain(pctx, a.nc)
 			cancel()
-			if err == nil {
-				a.log.Info("the top of the topology answers now", "domain", top)
-				a.watchIfBelow(top)
-				return
+			if err != nil {
+				return false
 			}
-		}
+			a.log.Info("the top of the topology answers now", "domain", top)
+			a.watchIfBelow(top)
+			return true
+		})
 	})
 }
 
