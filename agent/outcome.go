@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -185,7 +184,10 @@ func (a *Agent) probeOutcomesOnce() {
 // answer is in hand, or there is none because somebody subscribes.
 func (a *Agent) probeListener(subject string) (bool, error) {
 	inbox := a.nc.NewRespInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+	// A channel for the one answer (SubscribeSync would make one of
+	// 65,536 per probe).
+	answer := make(chan *nats.Msg, 1)
+	sub, err := a.nc.ChanSubscribe(inbox, answer)
 	if err != nil {
 		return false, err
 	}
@@ -198,15 +200,18 @@ func (a *Agent) probeListener(subject string) (bool, error) {
 	if err := a.nc.FlushWithContext(ctx); err != nil {
 		return false, err
 	}
-	_, err = sub.NextMsg(0)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return false, nil
-	case err == nil, errors.Is(err, nats.ErrTimeout):
-		return true, nil // received: answered, or not
+	select {
+	case m := <-answer:
+		// "No responders" is a message without data whose status is 503.
+		return len(m.Data) > 0 || m.Header.Get("Status") != noRespondersStatus, nil
+	default:
+		return true, nil // received, not answered
 	}
-	return false, err
 }
+
+// noRespondersStatus is the status of the server's answer to a request
+// nobody received.
+const noRespondersStatus = "503"
 
 // publishOutcomes sends queued reports in batches, while a listener is
 // known, until the agent stops, then sends what is left.

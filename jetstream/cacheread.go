@@ -443,6 +443,7 @@ type cursor struct {
 	buf    []CachedMsg
 	done   bool
 	sub    *nats.Subscription
+	msgs   chan *nats.Msg // sub's: room for one answer
 }
 
 type directGetRequest struct {
@@ -469,11 +470,15 @@ func (cu *cursor) fill(ctx context.Context) error {
 		return nil
 	}
 	if cu.sub == nil {
-		sub, err := cu.nc.SubscribeSync(cu.nc.NewInbox())
+		// One answer at a time: at most batch messages and its end. (A
+		// SubscribeSync makes a channel of 65,536 for every read of
+		// every registration: 512 KiB each, most of what a registration
+		// allocated.)
+		cu.msgs = make(chan *nats.Msg, cu.batch+2)
+		sub, err := cu.nc.ChanSubscribe(cu.nc.NewInbox(), cu.msgs)
 		if err != nil {
 			return kvError(err, "cache read")
 		}
-		_ = sub.SetPendingLimits(-1, -1) // one answer at a time, bounded by batch and max_bytes
 		cu.sub = sub
 	}
 	req, _ := json.Marshal(directGetRequest{Seq: cu.next, NextFor: cu.filter, Batch: cu.batch, MaxBytes: directMaxBytes})
@@ -483,9 +488,11 @@ func (cu *cursor) fill(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	for {
-		m, err := cu.sub.NextMsgWithContext(rctx)
-		if err != nil {
-			return kvError(err, "cache read")
+		var m *nats.Msg
+		select {
+		case m = <-cu.msgs:
+		case <-rctx.Done():
+			return kvError(rctx.Err(), "cache read")
 		}
 		if status := m.Header.Get(hdrStatus); status != "" && len(m.Data) == 0 {
 			switch status {
