@@ -256,7 +256,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypeNotify:
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
-		cc.completed(&proto.Done{Seq: f.Seq, Status: f.Status, Results: f.Results, Prior: f.Prior, HasPrior: f.HasPrior})
+		d := proto.DoneOf(f)
+		cc.completed(&d)
 	case proto.TypeInvokeDoneBatch:
 		for i := range f.Dones {
 			cc.completed(&f.Dones[i])
@@ -324,17 +325,15 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	cc.grown = cc.grown || len(cc.pending) > 8
 	batch := cc.version >= 2
 	cc.mu.Unlock()
+	inv := proto.Invoke{
+		Seq: seq, ID: uint64(call.ID), Name: call.Name,
+		Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
+	}
 	var err error
 	if batch {
-		err = cc.w.sendInvoke(&proto.Invoke{
-			Seq: seq, ID: uint64(call.ID), Name: call.Name,
-			Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
-		})
+		err = cc.w.sendInvoke(&inv)
 	} else {
-		err = cc.write(&proto.Frame{
-			Type: proto.TypeInvoke, Seq: seq, ID: uint64(call.ID), Name: call.Name,
-			Code: call.Code, Source: call.Source, Info: call.Info, Results: call.Results,
-		})
+		err = cc.write(inv.Frame())
 	}
 	if err != nil {
 		// The client was cut off or its socket broke: the sender closes

@@ -205,34 +205,28 @@ func (a *Agent) sendHeldGlobal(others []liveness.ClusterInfo, last bool) {
 // sendAgain sends a held GLOBAL event again, marked with catchupHeader:
 // one copy for each of the other clusters, which only that cluster's
 // events stream stores (Nats-Expected-Stream; it makes the job-events
-// copy itself), so that this cluster's own never
-// store it twice, however long the outage lasted; or, knowing of no other
-// cluster, one copy, which this cluster's streams drop as a duplicate
-// within their window (a minute) only.
+// copy itself), so that this cluster's own never stores it twice, however
+// long the outage lasted; or, knowing of no other cluster, one copy, which
+// this cluster's streams drop as a duplicate within their window (a
+// minute) only.
 func (a *Agent) sendAgain(m *event.Message, others []liveness.ClusterInfo) error {
 	sc := subjects.Global()
 	if m.Environment {
 		sc = sc.Environment()
 	}
-	own := string(a.cfg.Cluster)
+	mark := func(stream string) nats.Header {
+		h := nats.Header{catchupHeader: []string{string(a.cfg.Cluster)}}
+		if stream != "" {
+			h[nats.ExpectedStreamHdr] = []string{stream}
+		}
+		return h
+	}
 	if len(others) == 0 {
-		return event.PublishWith(a.nc, m, []subjects.Scope{sc}, nats.Header{catchupHeader: []string{own}})
-	}
-	b, err := m.Marshal()
-	if err != nil {
-		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
-	}
-	subj := sc.Subject(m.Code)
-	send := func(subject, stream string) error {
-		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}, catchupHeader: []string{own}, nats.ExpectedStreamHdr: []string{stream}}
-		return a.nc.PublishMsg(&nats.Msg{Subject: subject, Header: hdr, Data: b})
+		return event.PublishWith(a.nc, m, []subjects.Scope{sc}, mark(""))
 	}
 	for _, ci := range others {
-		cl := string(ci.Cluster)
-		// That cluster's events stream copies a job event to its
-		// job-events stream as it stores it.
-		if err := send(subj, jetstream.EventStreamName(cl)); err != nil {
-			return pmix.Errorf(pmix.ErrUnreach, "sending %v to %s again: %w", m.Code, subj, err)
+		if err := event.PublishWith(a.nc, m, []subjects.Scope{sc}, mark(jetstream.EventStreamName(string(ci.Cluster)))); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -178,7 +178,8 @@ func (c *Client) invoke(f *proto.Frame) {
 			c.invokeOne(&f.Invokes[i])
 		}
 	default:
-		c.invokeOne(&proto.Invoke{Seq: f.Seq, ID: f.ID, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results})
+		inv := proto.InvokeOf(f)
+		c.invokeOne(&inv)
 	}
 }
 
@@ -190,11 +191,12 @@ func (c *Client) invokeOne(inv *proto.Invoke) {
 	c.mu.Unlock()
 	seq := inv.Seq
 	answer := func(status pmix.Status, results, prior []pmix.Info) {
+		d := proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil}
 		if c.batch {
-			_ = c.w.WriteDone(&proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
+			_ = c.w.WriteDone(&d)
 			return
 		}
-		_ = c.write(&proto.Frame{Type: proto.TypeInvokeDone, Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil})
+		_ = c.write(d.Frame())
 	}
 	if !ok {
 		// Deregistered while the agent was invoking it.

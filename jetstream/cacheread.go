@@ -370,14 +370,11 @@ func (c *EventCache) getJob(ctx context.Context, seq uint64) (*CachedMsg, error)
 	}
 	// nats.go reads the first Nats-Subject and Nats-Time-Stamp: a copy's
 	// event's (see lastHeader).
-	subj, tm := raw.Subject, raw.Time
-	if s := lastHeader(raw.Header, hdrSubject); s != "" {
-		subj = s
+	m := directMsg(raw.Header, raw.Data, seq)
+	if m.Subject == "" { // not answered by a direct get
+		m.Subject, m.Time = raw.Subject, raw.Time
 	}
-	if t, err := time.Parse(time.RFC3339Nano, lastHeader(raw.Header, natsjs.TimeStampHeaer)); err == nil {
-		tm = t
-	}
-	return &CachedMsg{ID: raw.Header.Get(MsgIDHeader), Subject: subj, Data: raw.Data, Time: tm, Seq: seq}, nil
+	return &m, nil
 }
 
 // scan calls f for every message of stream on filters after sequence
@@ -516,12 +513,15 @@ func (cu *cursor) fill(ctx context.Context) error {
 			cu.done = true // the rest of the answer is past the read point too
 			continue
 		}
-		ts, _ := time.Parse(time.RFC3339Nano, lastHeader(m.Header, natsjs.TimeStampHeaer))
-		cu.buf = append(cu.buf, CachedMsg{
-			ID: m.Header.Get(MsgIDHeader), Subject: lastHeader(m.Header, hdrSubject),
-			Data: m.Data, Time: ts, Seq: seq,
-		})
+		cu.buf = append(cu.buf, directMsg(m.Header, m.Data, seq))
 	}
+}
+
+// directMsg is the message a direct get answered, with headers h and
+// data, at sequence seq.
+func directMsg(h nats.Header, data []byte, seq uint64) CachedMsg {
+	ts, _ := time.Parse(time.RFC3339Nano, lastHeader(h, natsjs.TimeStampHeaer))
+	return CachedMsg{ID: h.Get(MsgIDHeader), Subject: lastHeader(h, hdrSubject), Data: data, Time: ts, Seq: seq}
 }
 
 // lastHeader returns the last value of a header. A direct get appends the

@@ -15,9 +15,8 @@
 //	rev, err := kv.Create(ctx, "g.myrendezvouskey", value) // ErrKeyExists if taken
 //	got, err := kv.GetMany(ctx, []string{"g.a", "g.b"})     // one round trip
 //	err = kv.Delete(ctx, "g.a", got["g.a"].Revision)        // ErrRevisionMismatch if it changed
-//	w, err := kv.Watch(ctx, []string{"g.c"})                // current value, then puts
-//	defer w.Stop()
-//	e, err := w.Next(ctx)                                   // blocks until g.c is created
+//	f, err := kv.Follow(ctx, func(c jetstream.KVChange) {}) // every change from now on
+//	defer f.Stop()
 //
 // The KV interface is the seam: MemKV implements it in memory, with fault
 // injection (SetUnreachable), so code above a bucket is tested without a
@@ -31,7 +30,6 @@
 //
 // # Concurrency
 //
-// NATSKV and MemKV are safe for concurrent use; a watcher's Next is called
-// from one goroutine at a time, its Stop from any. This package starts no
-// goroutine of its own (nats.go runs one per NATSKV watch until Stop).
+// NATSKV and MemKV are safe for concurrent use; a follow's reports come
+// one at a time, on a goroutine of the follow, until it lapses or Stop.
 package jetstream

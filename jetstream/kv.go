@@ -45,22 +45,13 @@ type KV interface {
 	// already deleted; ErrInvalidKey; ErrUnreachable.
 	Delete(ctx context.Context, key string, revision uint64) error
 
-	// Watch delivers the current entry of each of keys that exists, then
-	// every later put to them, until Stop or until ctx ends. Deletes are
-	// not delivered.
-	// Anything stored after Watch returned is delivered, so a caller that
-	// reads after starting a watch misses nothing.
-	//
-	// Errors: ErrInvalidKey; ErrUnreachable.
-	Watch(ctx context.Context, keys []string) (KVWatcher, error)
-
 	// Follow reports every change stored in the bucket from now on to
 	// report, one call at a time and in the order stored: KVCurrent once
 	// the follow is in place (anything stored after it is reported), then
 	// KVPut and KVDeleted (deletions, purges, expiries) for every key, and
-	// a last KVLapsed if the follow breaks. Unlike Watch it reports
-	// deletions and says when it stops being complete, so that a cache of
-	// keys read after KVCurrent can be kept from it. Reports run on a
+	// a last KVLapsed if the follow breaks. It reports deletions and says
+	// when it stops being complete, so that a cache of keys read after
+	// KVCurrent can be kept from it. Reports run on a
 	// goroutine of the follow: do not block in them.
 	//
 	// Errors: ErrUnreachable; ErrKVClosed.
@@ -75,17 +66,6 @@ type KVEntry struct {
 	Key      string
 	Value    []byte
 	Revision uint64
-}
-
-// KVWatcher is a running watch.
-type KVWatcher interface {
-	// Next returns the next entry. It blocks until there is one, or ctx
-	// ends (ctx.Err()), or the watch ends: ErrWatchEnded after Stop, or
-	// when the watch broke (its connection closed) — watch again then.
-	// Call it from one goroutine at a time.
-	Next(ctx context.Context) (KVEntry, error)
-	// Stop ends the watch; safe to call twice and concurrently with Next.
-	Stop() error
 }
 
 // KVConfig configures a NATSKV.
@@ -358,65 +338,6 @@ func (k *NATSKV) Delete(ctx context.Context, key string, revision uint64) error 
 	ctx, cancel := k.bound(ctx)
 	defer cancel()
 	return kvError(kv.Delete(ctx, key, natsjs.LastRevision(revision)), "delete "+key+" from "+k.Name())
-}
-
-// Watch implements KV with an ordered consumer on the keys' subjects.
-func (k *NATSKV) Watch(ctx context.Context, keys []string) (KVWatcher, error) {
-	for _, key := range keys {
-		if !KeyValid(key) {
-			return nil, keyError(key)
-		}
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: watch of no keys", ErrInvalidKey)
-	}
-	kv, err := k.bucket(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// nats.go ends the watch when the context given to WatchFiltered ends,
-	// so it gets one that Stop cancels.
-	wctx, cancel := context.WithCancel(ctx)
-	w, err := kv.WatchFiltered(wctx, append([]string(nil), keys...), natsjs.IgnoreDeletes())
-	if err != nil {
-		cancel()
-		return nil, kvError(err, "watch "+k.Name())
-	}
-	return &natsWatcher{w: w, cancel: cancel}, nil
-}
-
-// natsWatcher adapts a nats.go KeyWatcher: it drops the end-of-initial-
-// values marker and hands out KVEntry values.
-type natsWatcher struct {
-	w      natsjs.KeyWatcher
-	cancel context.CancelFunc
-	once   sync.Once
-}
-
-func (nw *natsWatcher) Next(ctx context.Context) (KVEntry, error) {
-	for {
-		select {
-		case e, ok := <-nw.w.Updates():
-			if !ok {
-				return KVEntry{}, ErrWatchEnded
-			}
-			if e == nil || e.Operation() != natsjs.KeyValuePut {
-				continue
-			}
-			return KVEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()}, nil
-		case <-ctx.Done():
-			return KVEntry{}, ctx.Err()
-		}
-	}
-}
-
-func (nw *natsWatcher) Stop() error {
-	var err error
-	nw.once.Do(func() {
-		err = nw.w.Stop()
-		nw.cancel()
-	})
-	return err
 }
 
 // MaxKeyLen is the longest KV key: made into a subject, with the bucket's

@@ -3,7 +3,9 @@ package jetstream
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,8 +138,7 @@ func (k *NATSKV) Follow(ctx context.Context, report func(KVChange)) (KVFollow, e
 			return
 		}
 		e := KVEntry{Key: m.Subject()[len(prefix):], Revision: meta.Sequence.Stream}
-		h := m.Headers()
-		if h.Get(hdrKVOperation) != "" || h.Get(hdrMarker) != "" {
+		if isDeletion(m.Headers()) {
 			f.deliver(KVChange{Kind: KVDeleted, Entry: e})
 		} else {
 			e.Value = m.Data()
@@ -207,7 +208,7 @@ func (k *NATSKV) watchStatus(ch chan nats.Status, done chan struct{}) {
 		k.fmu.Lock()
 		fs := k.running()
 		k.fmu.Unlock()
-		err := fmt.Errorf("%w: connection %s", ErrUnreachable, statusName(st))
+		err := fmt.Errorf("%w: connection %s", ErrUnreachable, strings.ToLower(st.String()))
 		for _, f := range fs {
 			f.deliver(KVChange{Kind: KVLapsed, Err: err})
 		}
@@ -215,25 +216,7 @@ func (k *NATSKV) watchStatus(ch chan nats.Status, done chan struct{}) {
 }
 
 // running returns the follows of the handle; k.fmu held.
-func (k *NATSKV) running() []*follower {
-	fs := make([]*follower, 0, len(k.follows))
-	for f := range k.follows {
-		fs = append(fs, f)
-	}
-	return fs
-}
-
-func statusName(st nats.Status) string {
-	switch st {
-	case nats.DISCONNECTED:
-		return "disconnected"
-	case nats.RECONNECTING:
-		return "reconnecting"
-	case nats.CLOSED:
-		return "closed"
-	}
-	return "status " + strconv.Itoa(int(st))
-}
+func (k *NATSKV) running() []*follower { return slices.Collect(maps.Keys(k.follows)) }
 
 // closeFollows ends every follow of the handle and stops listening to the
 // connection's status.

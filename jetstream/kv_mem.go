@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 )
 
@@ -19,37 +18,29 @@ type MemKV struct {
 	mu          sync.Mutex
 	rev         uint64
 	entries     map[string]KVEntry
-	watchers    map[*memWatcher]struct{}
 	follows     map[*memFollow]struct{}
 	unreachable bool
 }
 
 // NewMemKV returns an empty bucket called name.
 func NewMemKV(name string) *MemKV {
-	return &MemKV{name: name, entries: make(map[string]KVEntry), watchers: make(map[*memWatcher]struct{})}
+	return &MemKV{name: name, entries: make(map[string]KVEntry)}
 }
 
 // Name implements KV.
 func (m *MemKV) Name() string { return m.name }
 
 // SetUnreachable makes every later operation fail with ErrUnreachable (true)
-// or work again (false). Watches running when it is set are broken: Next
-// returns ErrWatchEnded, as for a watch over a lost link.
+// or work again (false). Follows running when it is set lapse, as for a
+// follow over a lost link.
 func (m *MemKV) SetUnreachable(down bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.unreachable = down
-	var broken []*memWatcher
 	if down {
-		for w := range m.watchers {
-			broken = append(broken, w)
-		}
 		for f := range m.follows {
 			f.offer(KVChange{Kind: KVLapsed, Err: fmt.Errorf("%w: %s", ErrUnreachable, m.name)})
 		}
-	}
-	m.mu.Unlock()
-	for _, w := range broken {
-		_ = w.Stop()
 	}
 }
 
@@ -88,9 +79,6 @@ func (m *MemKV) Create(ctx context.Context, key string, value []byte) (uint64, e
 	m.rev++
 	e := KVEntry{Key: key, Value: bytes.Clone(value), Revision: m.rev}
 	m.entries[key] = e
-	for w := range m.watchers {
-		w.offer(e)
-	}
 	for f := range m.follows {
 		f.offer(KVChange{Kind: KVPut, Entry: e})
 	}
@@ -128,71 +116,6 @@ func (m *MemKV) Delete(ctx context.Context, key string, revision uint64) error {
 	delete(m.entries, key)
 	for f := range m.follows {
 		f.offer(KVChange{Kind: KVDeleted, Entry: KVEntry{Key: key, Revision: m.rev}})
-	}
-	return nil
-}
-
-// Watch implements KV.
-func (m *MemKV) Watch(ctx context.Context, keys []string) (KVWatcher, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(ctx, keys...); err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: watch of no keys", ErrInvalidKey)
-	}
-	w := &memWatcher{m: m, keys: slices.Clone(keys), updates: make(chan KVEntry, 1024)}
-	for _, k := range keys {
-		if e, ok := m.entries[k]; ok {
-			w.offer(e)
-		}
-	}
-	m.watchers[w] = struct{}{}
-	return w, nil
-}
-
-type memWatcher struct {
-	m       *MemKV
-	keys    []string
-	updates chan KVEntry // closed by Stop, under m.mu
-	stopped bool
-}
-
-// offer delivers e if the watcher wants it; called with m.mu held. A
-// watcher whose buffer is full is broken, as a slow consumer would be.
-func (w *memWatcher) offer(e KVEntry) {
-	if w.stopped || !slices.Contains(w.keys, e.Key) {
-		return
-	}
-	select {
-	case w.updates <- e:
-	default:
-		w.stopped = true
-		delete(w.m.watchers, w)
-		close(w.updates)
-	}
-}
-
-func (w *memWatcher) Next(ctx context.Context) (KVEntry, error) {
-	select {
-	case e, ok := <-w.updates:
-		if !ok {
-			return KVEntry{}, ErrWatchEnded
-		}
-		return e, nil
-	case <-ctx.Done():
-		return KVEntry{}, ctx.Err()
-	}
-}
-
-func (w *memWatcher) Stop() error {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	if !w.stopped {
-		w.stopped = true
-		delete(w.m.watchers, w)
-		close(w.updates)
 	}
 	return nil
 }

@@ -99,8 +99,7 @@ func (g *multiGetter) getMany(ctx context.Context, keys []string) (map[string]KV
 			if !strings.HasPrefix(subj, g.prefix) || err != nil {
 				return nil, pmix.Errorf(pmix.ErrUnpackFailure, "direct get answered subject %q sequence %q", subj, m.Header.Get(hdrSequence))
 			}
-			if m.Header.Get(hdrKVOperation) == "" && m.Header.Get(hdrMarker) == "" {
-				// Not a delete, purge or expiry marker.
+			if !isDeletion(m.Header) {
 				key := subj[len(g.prefix):]
 				got[key] = KVEntry{Key: key, Value: m.Data, Revision: seq}
 			}
@@ -169,4 +168,10 @@ func (g *multiGetter) close() error {
 	err := g.sub.Unsubscribe()
 	g.sub = nil
 	return err
+}
+
+// isDeletion reports whether a KV message with headers h is a delete,
+// purge or expiry marker rather than a value.
+func isDeletion(h nats.Header) bool {
+	return h.Get(hdrKVOperation) != "" || h.Get(hdrMarker) != ""
 }

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
@@ -21,16 +22,24 @@ func kvImpls(t *testing.T) map[string]func(t *testing.T) KV {
 	return map[string]func(t *testing.T) KV{
 		"mem": func(t *testing.T) KV { return NewMemKV("mem") },
 		"nats": func(t *testing.T) KV {
-			s := clustertest.StartServer(t, "A")
-			nc := clustertest.Connect(t, s.ClientURL())
-			kv, err := NewKV(KVConfig{Conn: nc, Domain: "A", Bucket: "TEST"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = kv.Close() })
+			kv, _ := openNATSKV(t)
 			return kv
 		},
 	}
+}
+
+// openNATSKV opens a bucket on a server of its own, and returns it with
+// its connection.
+func openNATSKV(t *testing.T) (*NATSKV, *nats.Conn) {
+	t.Helper()
+	s := clustertest.StartServer(t, "A")
+	nc := clustertest.Connect(t, s.ClientURL())
+	kv, err := NewKV(KVConfig{Conn: nc, Domain: "A", Bucket: "TEST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kv.Close() })
+	return kv, nc
 }
 
 func TestKV(t *testing.T) {
@@ -88,55 +97,6 @@ func TestKV(t *testing.T) {
 	}
 }
 
-func TestKVWatch(t *testing.T) {
-	for name, open := range kvImpls(t) {
-		t.Run(name, func(t *testing.T) {
-			kv := open(t)
-			ctx := t.Context()
-			if _, err := kv.Create(ctx, "w.1", []byte("before")); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Create(ctx, "other", []byte("x")); err != nil {
-				t.Fatal(err)
-			}
-			w, err := kv.Watch(ctx, []string{"w.1", "w.2"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Stop()
-			next := func() KVEntry {
-				t.Helper()
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				e, err := w.Next(ctx)
-				if err != nil {
-					t.Fatalf("next: %v", err)
-				}
-				return e
-			}
-			if e := next(); e.Key != "w.1" || string(e.Value) != "before" {
-				t.Fatalf("initial: %+v", e)
-			}
-			if _, err := kv.Create(ctx, "other.2", []byte("x")); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Create(ctx, "w.2", []byte("after")); err != nil {
-				t.Fatal(err)
-			}
-			if e := next(); e.Key != "w.2" || string(e.Value) != "after" {
-				t.Fatalf("update: %+v", e)
-			}
-			if err := w.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Next(ctx); !errors.Is(err, ErrWatchEnded) {
-				t.Fatalf("next after Stop: %v", err)
-			}
-			_ = w.Stop()
-		})
-	}
-}
-
 // TestKVCreateRace: of many concurrent creators of one key exactly one
 // wins, on a fresh key and on a deleted one.
 func TestKVCreateRace(t *testing.T) {
@@ -180,13 +140,14 @@ func TestKVCreateRace(t *testing.T) {
 
 func TestMemKVUnreachable(t *testing.T) {
 	kv := NewMemKV("m")
-	w, err := kv.Watch(t.Context(), []string{"k"})
-	if err != nil {
+	changes := make(chan KVChange, 4)
+	if _, err := kv.Follow(t.Context(), func(c KVChange) { changes <- c }); err != nil {
 		t.Fatal(err)
 	}
+	nextChange(t, changes, KVCurrent)
 	kv.SetUnreachable(true)
-	if _, err := w.Next(t.Context()); !errors.Is(err, ErrWatchEnded) {
-		t.Fatalf("watch survived the loss of its domain: %v", err)
+	if c := nextChange(t, changes, KVLapsed); !errors.Is(c.Err, ErrUnreachable) {
+		t.Fatalf("follow lapsed with %v", c.Err)
 	}
 	if _, err := kv.GetMany(t.Context(), []string{"k"}); !errors.Is(err, ErrUnreachable) || !errors.Is(err, pmix.ErrUnreach) {
 		t.Fatalf("get: %v", err)
@@ -213,19 +174,19 @@ func TestNATSKVAcrossDomains(t *testing.T) {
 	}
 	a, b := open("A"), open("B")
 	ctx := t.Context()
-	w, err := b.Watch(ctx, []string{"g.x"})
+	changes := make(chan KVChange, 16)
+	f, err := b.Follow(ctx, func(c KVChange) { changes <- c })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer f.Stop()
+	nextChange(t, changes, KVCurrent)
 	rev, err := a.Create(ctx, "g.x", []byte("from A"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if e, err := w.Next(wctx); err != nil || e.Revision != rev || string(e.Value) != "from A" {
-		t.Fatalf("watch in B saw %+v %v", e, err)
+	if c := nextChange(t, changes, KVPut); c.Entry.Revision != rev || string(c.Entry.Value) != "from A" {
+		t.Fatalf("follow in B saw %+v", c)
 	}
 	got, err := b.GetMany(ctx, []string{"g.x"})
 	if err != nil || string(got["g.x"].Value) != "from A" {
@@ -310,4 +271,19 @@ func TestPubAckSequence(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %v", tc.ack, seq, ok, tc.seq, tc.isOK)
 		}
 	}
+}
+
+// nextChange returns the next report of a follow, which must be of kind.
+func nextChange(t *testing.T, changes <-chan KVChange, kind KVChangeKind) KVChange {
+	t.Helper()
+	select {
+	case c := <-changes:
+		if c.Kind != kind {
+			t.Fatalf("report %+v, want kind %d", c, kind)
+		}
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no report of kind %d", kind)
+	}
+	return KVChange{}
 }

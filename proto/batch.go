@@ -34,6 +34,26 @@ type Done struct {
 	HasPrior bool // see Frame.HasPrior
 }
 
+// InvokeOf is the invocation an invoke frame carries.
+func InvokeOf(f *Frame) Invoke {
+	return Invoke{Seq: f.Seq, ID: f.ID, Name: f.Name, Code: f.Code, Source: f.Source, Info: f.Info, Results: f.Results}
+}
+
+// Frame is inv as an invoke frame (protocol version 1).
+func (inv *Invoke) Frame() *Frame {
+	return &Frame{Type: TypeInvoke, Seq: inv.Seq, ID: inv.ID, Name: inv.Name, Code: inv.Code, Source: inv.Source, Info: inv.Info, Results: inv.Results}
+}
+
+// DoneOf is the completion an invoke-done frame carries.
+func DoneOf(f *Frame) Done {
+	return Done{Seq: f.Seq, Status: f.Status, Results: f.Results, Prior: f.Prior, HasPrior: f.HasPrior}
+}
+
+// Frame is d as an invoke-done frame (protocol version 1).
+func (d *Done) Frame() *Frame {
+	return &Frame{Type: TypeInvokeDone, Seq: d.Seq, Status: d.Status, Results: d.Results, Prior: d.Prior, HasPrior: d.HasPrior}
+}
+
 // maxPresized bounds the entries a batch's slice is made for before they
 // are decoded: as many as the agent's dispatch handles in one pass.
 const maxPresized = 256
@@ -244,7 +264,7 @@ func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
 		if inv.Name, err = dec.DecodeString(); err != nil {
 			return bad("frame field "+kInvokes+": name", err)
 		}
-		if inv.Code, err = decodeStatus(dec, kInvokes+": code"); err != nil {
+		if inv.Code, err = decodeStatus(dec, func() string { return "frame field " + kInvokes + ": code" }); err != nil {
 			return err
 		}
 		if err := decodeOptionalProc(dec, &inv.Source); err != nil {
@@ -264,7 +284,7 @@ func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
 		if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
 			return err
 		}
-		if d.Status, err = decodeStatus(dec, kDones+": status"); err != nil {
+		if d.Status, err = decodeStatus(dec, func() string { return "frame field " + kDones + ": status" }); err != nil {
 			return err
 		}
 		if d.Results, err = pmix.DecodeInfos(dec); err != nil {
@@ -301,13 +321,14 @@ func encodeEntries[T any](enc *msgpack.Encoder, es []T, one func(*T, *msgpack.En
 	return nil
 }
 
-func decodeStatus(dec *msgpack.Decoder, what string) (pmix.Status, error) {
+// decodeStatus reads a status; field names the field, for errors only.
+func decodeStatus(dec *msgpack.Decoder, field func() string) (pmix.Status, error) {
 	n, err := dec.DecodeInt64()
 	if err != nil {
-		return 0, bad("frame field "+what, err)
+		return 0, bad(field(), err)
 	}
 	if n < math.MinInt32 || n > math.MaxInt32 {
-		return 0, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %d does not fit a status", what, n)
+		return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %d does not fit a status", field(), n)
 	}
 	return pmix.Status(n), nil
 }

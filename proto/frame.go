@@ -585,16 +585,7 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 		}
 		return n, nil
 	}
-	i32 := func() (pmix.Status, error) {
-		n, err := dec.DecodeInt64()
-		if err != nil {
-			return 0, bad(field(), err)
-		}
-		if n < math.MinInt32 || n > math.MaxInt32 {
-			return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %d does not fit a status", field(), n)
-		}
-		return pmix.Status(n), nil
-	}
+	i32 := func() (pmix.Status, error) { return decodeStatus(dec, field) }
 	str := func() (string, error) {
 		s, err := dec.DecodeString()
 		if err != nil {

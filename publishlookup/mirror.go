@@ -191,10 +191,7 @@ func (m *mirror) start(b *bucketFollow, delay time.Duration) {
 		b.starting = false
 		if err != nil {
 			m.s.log.Debug("following published data", "bucket", b.kv.Name(), "err", err)
-			b.gen++
-			if m.wanted(b) {
-				m.start(b, m.s.cfg.Retry)
-			}
+			m.restartLocked(b)
 			return
 		}
 		b.follow = f
@@ -235,11 +232,7 @@ func (m *mirror) report(b *bucketFollow, gen uint64, c jetstream.KVChange) {
 		wake = m.waitersOf(b.kv)
 	case jetstream.KVLapsed:
 		m.s.log.Debug("following published data lapsed", "bucket", b.kv.Name(), "err", c.Err)
-		b.current, b.follow, b.starting = false, nil, false
-		b.gen++ // every scope of the bucket is unknown from now on
-		if m.wanted(b) {
-			m.start(b, m.s.cfg.Retry)
-		}
+		m.restartLocked(b)
 	}
 	m.mu.Unlock()
 	for _, w := range wake {
@@ -266,8 +259,16 @@ func (m *mirror) lapse(kv jetstream.KV, why string) {
 	if b.follow != nil {
 		b.follow.Stop()
 	}
+	m.restartLocked(b)
+}
+
+// restartLocked forgets b's follow — every scope of the bucket is unknown
+// from now on, and a start under way is discarded — and follows the
+// bucket anew after Config.Retry while some scope of it is mirrored; m.mu
+// held.
+func (m *mirror) restartLocked(b *bucketFollow) {
 	b.current, b.follow, b.starting = false, nil, false
-	b.gen++ // every scope of the bucket is unknown from now on; a start under way is discarded
+	b.gen++
 	if m.wanted(b) {
 		m.start(b, m.s.cfg.Retry)
 	}
