@@ -76,3 +76,58 @@ func idsOf(rs []event.OutcomeReport) []string {
 	}
 	return out
 }
+
+// TestOutcomeQueueChunks: reports keep their order across the queue's
+// chunks whatever the cuts: discards and takes that end inside a chunk or
+// on its boundary, and a queue emptied and filled again from reused
+// chunks.
+func TestOutcomeQueueChunks(t *testing.T) {
+	q := &outcomeQueue{ready: make(chan struct{}, 1), probe: make(chan struct{}, 1)}
+	next, want := 0, 0 // the next report to add, the oldest still queued
+	add := func(n int) {
+		for range n {
+			q.add(event.OutcomeReport{EventID: fmt.Sprint(next)})
+			next++
+		}
+	}
+	check := func(got []event.OutcomeReport) {
+		t.Helper()
+		for _, r := range got {
+			if r.EventID != fmt.Sprint(want) {
+				t.Fatalf("took %s, want %d", r.EventID, want)
+			}
+			want++
+		}
+	}
+	add(3*outcomeChunk + 5)
+	discarded, _ := q.probed(false, q.mark()-uint64(outcomeChunk+2)) // all but the last chunk and 2
+	if discarded != 2*outcomeChunk+3 {
+		t.Fatalf("discarded %d", discarded)
+	}
+	want += discarded
+	q.probed(true, q.mark())
+	for _, k := range []int{1, outcomeChunk - 1, 2} {
+		got, _ := q.take(k)
+		if len(got) != k {
+			t.Fatalf("took %d of %d", len(got), k)
+		}
+		check(got)
+	}
+	add(outcomeChunk*(outcomeFreeChunks+2) + 7) // past the free list, then from reused chunks
+	for {
+		got, _ := q.take(outcomeBatch)
+		if len(got) == 0 {
+			break
+		}
+		check(got)
+	}
+	if want != next || q.n != 0 || len(q.chunks) != 0 || len(q.free) > outcomeFreeChunks {
+		t.Fatalf("after draining: took up to %d of %d; %d queued in %d chunks, %d free", want, next, q.n, len(q.chunks), len(q.free))
+	}
+	add(outcomeChunk + 1)
+	got, _ := q.take(outcomeBatch)
+	check(got)
+	if want != next {
+		t.Fatalf("took up to %d of %d", want, next)
+	}
+}
