@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pmixbus/pmixbus/agent"
 )
 
 // TestMain lets the test binary be a helper process of the scale benchmark,
@@ -58,6 +60,7 @@ func selfCommand(t testing.TB, command string) []string {
 // benchmarkReport runs a benchmark once per b.N round, prints its report
 // and reports its targets as metrics.
 func benchmarkReport(b *testing.B, run func(context.Context) (*Report, error)) {
+	agent.ApplyGCPercent() // as pmixbus bench does: the agents are in this process
 	for range b.N {
 		r, err := run(b.Context())
 		if err != nil {

@@ -71,6 +71,10 @@ the embedded server's leaf link on TLS (see "pmixbus server -h").
 Each flag may also come from the environment variable named after it; a flag
 on the command line wins.
 
+The agent runs Go's garbage collector with GOGC=400 unless GOGC is set in
+its environment: its heap peaks at about five times what it holds live
+(docs/PERFORMANCE.md, "The collector's target"); set GOMEMLIMIT to cap it.
+
 When ready it prints, on stdout:
 
     pmixbus agent <node> of cluster <cluster> ready
@@ -123,6 +127,7 @@ var agentEnv = envBindings{
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	agent.ApplyGCPercent()
 	fs := newFlagSet("agent", "[flags]", agentDescription)
 	var (
 		clusterName    = fs.String("cluster", "local", "cluster `name`; also the JetStream domain (PMIXBUS_CLUSTER)")

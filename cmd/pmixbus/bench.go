@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bench"
 )
 
@@ -71,6 +72,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return usageError(fs, stderr, "unknown benchmark %q; want one of %s", fs.Arg(0), strings.Join(names, ", "))
 	}
+	// The benchmarks' agents run in this process: measure them with the
+	// collector target pmixbus agent runs with.
+	agent.ApplyGCPercent()
 	return b.run(ctx, fs.Args()[1:], stdout, stderr)
 }
 
