@@ -73,9 +73,12 @@ type Agent struct {
 	rmFuncs  atomic.Pointer[[]func(*event.Message)]
 	outFuncs atomic.Pointer[[]func(event.OutcomeReport)]
 	attached atomic.Pointer[[]recipient] // the attached clients
-	conns    map[*clientConn]struct{}    // every accepted connection, in hello or attached
-	closed   bool
-	started  bool
+	// attachedStale: attached is out of date (guarded by mu when set to
+	// false; see attachedChangedLocked).
+	attachedStale atomic.Bool
+	conns         map[*clientConn]struct{} // every accepted connection, in hello or attached
+	closed        bool
+	started       bool
 
 	// Goroutines the agent owns: goFunc adds them under goMu until
 	// Shutdown sets stopping, so none is added once Shutdown waits.

@@ -15,7 +15,17 @@ import (
 // place is where the agent runs, for the routing rules of package event.
 func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
 
+// recipients returns the attached clients. It must not be called with
+// a.mu held: after a change it takes a.mu to rebuild the list.
 func (a *Agent) recipients() []recipient {
+	if a.attachedStale.Load() {
+		a.mu.Lock()
+		if a.attachedStale.Load() {
+			a.rebuildAttachedLocked()
+			a.attachedStale.Store(false)
+		}
+		a.mu.Unlock()
+	}
 	if p := a.attached.Load(); p != nil {
 		return *p
 	}

@@ -263,6 +263,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 	}
 	e.conn = cc
 	e.state.Attached, e.state.Finalized = true, false // a process attaching after another finalized
+	a.clientAttachedLocked(proc)
 	a.attachedChangedLocked()
 	a.goFunc(func() { a.ensureRetention(a.ctx, proc.Nspace) })
 	return e, nil
@@ -415,9 +416,15 @@ func appendCopy[T any](old *[]T, v T) *[]T {
 	return &s
 }
 
-// attachedChangedLocked republishes the attached clients after a
-// connection was bound or unbound. Called with a.mu held.
-func (a *Agent) attachedChangedLocked() {
+// attachedChangedLocked marks the attached clients changed after a
+// connection was bound or unbound; recipients rebuilds the list when next
+// asked, once for however many changed (rebuilding it at every attach made
+// attaching N clients cost O(N²)). Called with a.mu held.
+func (a *Agent) attachedChangedLocked() { a.attachedStale.Store(true) }
+
+// rebuildAttachedLocked publishes the list of attached clients. Called
+// with a.mu held.
+func (a *Agent) rebuildAttachedLocked() {
 	out := make([]recipient, 0, len(a.expected))
 	for _, e := range a.expected {
 		if e.conn != nil {
