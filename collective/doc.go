@@ -79,7 +79,9 @@
 // its own participants alike. Without a timeout nothing fails, but the
 // coordinator logs who has not arrived every Config.WarnAfter. A
 // participant that arrives after its operation failed, or after the others
-// completed it, gets ErrFinished.
+// completed it, gets ErrFinished — except when a participant's termination
+// failed it: that is every participant's failure, and a latecomer gets
+// ErrParticipantTerminated as the others did.
 //
 // # Data
 //

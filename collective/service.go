@@ -545,7 +545,13 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 	}
 	if f, ok := s.late[sig][self]; ok {
 		delete(s.late[sig], self)
-		if time.Since(f.at) <= s.cfg.Remember {
+		switch {
+		case time.Since(f.at) > s.cfg.Remember:
+		case errors.Is(f.err, ErrParticipantTerminated):
+			// Not late: a participant's end ended it, for all alike (as the
+			// coordinator answers a contribution that comes after).
+			return nil, f.err
+		default:
 			return nil, fmt.Errorf("%w: %s of %s failed before %v arrived: %v", ErrFinished, o.kind, describe(o.procs), self, f.err)
 		}
 	}
