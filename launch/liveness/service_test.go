@@ -286,7 +286,19 @@ func TestPausedNodeRejoins(t *testing.T) {
 // then says who holds it.
 func TestNodeTaken(t *testing.T) {
 	srv := clustertest.StartServer(t, "A")
-	startNode(t, srv.ClientURL(), "n1")
+	// The first agent's key lives longer: with fast's 1 s TTL, a loaded
+	// machine that delays its refreshes lets it expire, and the node is
+	// free again.
+	first := fast(clustertest.Connect(t, srv.ClientURL()), "A", "n1", &fakeHost{})
+	first.TTL, first.Interval = 5*time.Second, time.Second // the claim waits this TTL out
+	running, err := liveness.New(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := running.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = running.Shutdown(context.Background()) }()
 	nc := clustertest.Connect(t, srv.ClientURL())
 	svc, err := liveness.New(fast(nc, "A", "n1", &fakeHost{}))
 	if err != nil {
