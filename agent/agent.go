@@ -103,6 +103,10 @@ type job struct {
 	session string
 	info    []pmix.Info
 	procs   map[pmix.Rank]string // rank → node
+	// onNode holds what was computed of the job's procs on a node, filled
+	// as asked (jobinfo.go): a job is not changed once registered (a new
+	// registration makes a new job). Guarded by Agent.mu.
+	onNode map[string]*nodeRanks
 }
 
 type clientEntry struct {
