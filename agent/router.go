@@ -391,7 +391,7 @@ func (r *router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
 // client's other events for the release (see hold). Only the dispatch
 // goroutine calls it. It returns how many clients' chains it ran.
 func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
-	ev := m.BusEvent(r.place.Cluster)
+	var ev *bus.Prepared // read once for every client's chain
 	ran := 0
 	holding := r.nholds.Load() > 0
 	for _, rc := range r.host.recipients() {
@@ -399,11 +399,14 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 		if !ok || !event.For(r.place, sc, m, proc, session) {
 			continue
 		}
-		if holding && r.holdEvent(rc, proc, session, sc, m, ev) {
+		if ev == nil {
+			ev = bus.Prepare(m.BusEvent(r.place.Cluster))
+		}
+		if holding && r.holdEvent(rc, proc, session, sc, m, ev.Event()) {
 			ran++
 			continue // until the release
 		}
-		if r.notify(proc, reg, m, ev) {
+		if r.run(proc, reg, m, ev) {
 			ran++
 		}
 	}
@@ -413,11 +416,18 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 // notify runs a client's chain for an event that is for it, and reports
 // whether the client wants it.
 func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
-	if !reg.Wants(ev) {
+	return r.run(proc, reg, m, bus.Prepare(ev))
+}
+
+// run is notify for an event prepared for several clients.
+func (r *router) run(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev *bus.Prepared) bool {
+	c := reg.Start(ev)
+	if c == nil {
 		return false
 	}
 	r.stats.delivered.Add(1)
-	reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+	src := ev.Event().Source.Proc
+	c.Run(func(o bus.Outcome) { r.host.outcome(m, src, proc, o) })
 	return true
 }
 
