@@ -157,11 +157,7 @@ func TestStartOwnAbort(t *testing.T) {
 		t.Fatal("Start found nothing to run")
 	}
 	c.Run(func(o Outcome) { aborted <- o })
-	select {
-	case <-aborted:
-		t.Fatal("the abort ran while a chain still ran")
-	default:
-	}
+	noOutcome(t, aborted, "the abort ran while a chain still ran")
 	held(pmix.EventNoActionTaken, nil)
 	if o := <-aborted; !slices.Equal(ranNames(o), []string{"aborter"}) {
 		t.Errorf("abort outcome %+v", o)
@@ -201,11 +197,7 @@ func TestTimeoutQueue(t *testing.T) {
 		t.Fatalf("completed invocation timed out: %+v", o)
 	}
 	clock.Advance(7 * time.Second) // t=10 s: the timer finds nothing due
-	select {
-	case o := <-got:
-		t.Fatalf("an invocation passed over before its deadline: %+v", o)
-	default:
-	}
+	noOutcome(t, got, "an invocation passed over before its deadline")
 	if clock.Pending() != 1 {
 		t.Fatalf("%d timers after re-arming, want 1", clock.Pending())
 	}
@@ -213,11 +205,7 @@ func TestTimeoutQueue(t *testing.T) {
 	if o := <-got; !o.Ran[0].TimedOut {
 		t.Fatalf("outcome %+v, want a timeout", o)
 	}
-	select {
-	case o := <-got:
-		t.Fatalf("the third passed over early: %+v", o)
-	default:
-	}
+	noOutcome(t, got, "the third passed over early")
 	clock.Advance(time.Second)
 	if o := <-got; !o.Ran[0].TimedOut {
 		t.Fatalf("outcome %+v, want a timeout", o)
@@ -248,11 +236,7 @@ func TestTimeoutQueue(t *testing.T) {
 	if o := <-got; !o.Ran[0].TimedOut {
 		t.Fatalf("outcome %+v, want a timeout", o)
 	}
-	select {
-	case o := <-got:
-		t.Fatalf("the later deadline passed over early: %+v", o)
-	default:
-	}
+	noOutcome(t, got, "the later deadline passed over early")
 	r.Close()
 	if o := <-got; o.Status != pmix.ErrInit {
 		t.Errorf("outcome after Close %+v", o)
@@ -271,5 +255,15 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition never held")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// noOutcome fails the test if an outcome has come on got.
+func noOutcome(t *testing.T, got <-chan Outcome, what string) {
+	t.Helper()
+	select {
+	case o := <-got:
+		t.Fatalf("%s: %+v", what, o)
+	default:
 	}
 }

@@ -49,6 +49,7 @@ type Registry struct {
 	// Handler timeouts (timeout.go): the registrations whose queue has a
 	// timer armed, and whether Close stopped them.
 	t0        time.Time
+	realClock bool // clock is realClock
 	tmu       sync.Mutex
 	armed     map[*entry]struct{}
 	timersOff bool
@@ -84,6 +85,7 @@ func NewRegistry(cfg Config) (*Registry, error) {
 	if r.clock == nil {
 		r.clock = realClock{}
 	}
+	_, r.realClock = r.clock.(realClock)
 	r.t0 = r.clock.Now()
 	r.active.prevActive, r.active.nextActive = &r.active, &r.active
 	return r, nil
