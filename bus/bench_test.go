@@ -176,19 +176,27 @@ func benchNotify(b *testing.B, r *Registry, ev Event, n int) {
 	if o := <-got; len(o.Ran) != n {
 		b.Fatalf("ran %d handlers, want %d", len(o.Ran), n)
 	}
+	measure(b, n, "handler", func() {
+		r.Notify(ev, done)
+		<-got
+	})
+}
+
+// measure runs round b.N times and reports its time and allocations per
+// unit, n units a round.
+func measure(b *testing.B, n int, unit string, round func()) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {
-		r.Notify(ev, done)
-		<-got
+		round()
 	}
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
 	calls := float64(b.N) * float64(n)
-	b.ReportMetric(float64(elapsed.Nanoseconds())/calls, "ns/handler")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/calls, "allocs/handler")
+	b.ReportMetric(float64(elapsed.Nanoseconds())/calls, "ns/"+unit)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/calls, "allocs/"+unit)
 }
 
 func benchStart(b *testing.B, regs int, async bool, info []pmix.Info) {
@@ -210,11 +218,7 @@ func benchStart(b *testing.B, regs int, async bool, info []pmix.Info) {
 	}
 	got := make(chan Outcome, regs)
 	done := func(o Outcome) { got <- o }
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	b.ReportAllocs()
-	start := time.Now()
-	for b.Loop() {
+	measure(b, regs, "delivery", func() {
 		p := Prepare(Event{Code: codeA, Info: info})
 		for _, r := range rs {
 			r.Start(p).Run(done)
@@ -222,10 +226,5 @@ func benchStart(b *testing.B, regs int, async bool, info []pmix.Info) {
 		for range rs {
 			<-got
 		}
-	}
-	elapsed := time.Since(start)
-	runtime.ReadMemStats(&after)
-	n := float64(b.N) * float64(regs)
-	b.ReportMetric(float64(elapsed.Nanoseconds())/n, "ns/delivery")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/delivery")
+	})
 }
