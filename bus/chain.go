@@ -182,9 +182,7 @@ type chain struct {
 	next  int
 	done  func(Outcome)
 
-	info                []pmix.Info // p.info, until setResolved gives the chain its own copy
 	results             []pmix.Info // the consolidated results
-	spare               []pmix.Info // a free buffer for the next handler's copy
 	ran                 []Ran       // Outcome.Ran
 	status              pmix.Status // Outcome.Status
 	completed, resolved bool        // Outcome.Completed, Outcome.Resolved
@@ -202,20 +200,33 @@ type chain struct {
 
 	// The storage of the first invocation, of Outcome.Ran and of the
 	// results for a chain of one handler, the agent's usual case, so that
-	// it costs one allocation. (The chain is kept small enough for the
-	// 576-byte size class with them.)
+	// it costs one allocation.
 	first step
 	ran0  [1]Ran
 	res0  [1]pmix.Info
 }
 
-// chainRare is the state of a chain that only chains whose handlers ask for
-// termination or an abort need.
+// chainRare is the state that only some chains need: of more than one
+// handler, or whose handlers resolve the event or ask for termination or
+// an abort. (Kept out of the chain so that a one-handler chain fits the
+// 512-byte size class.)
 type chainRare struct {
+	info  []pmix.Info // the chain's own copy of p.info, once setResolved made it
+	spare []pmix.Info // a free buffer for the next handler's copy
+
 	// owners[i] added results[i]; nil until a termination entry is added.
 	owners  []*entry
 	pinned  int // required WANT_TERMINATION entries handlers returned
 	abortBy *entry
+}
+
+// info is the info the chain's handlers get: the prepared event's, until
+// the chain sets the resolved flag.
+func (c *chain) info() []pmix.Info {
+	if c.x != nil && c.x.info != nil {
+		return c.x.info
+	}
+	return c.p.info
 }
 
 // rare returns the chain's chainRare, making it if need be.
@@ -337,9 +348,6 @@ func (r *Registry) untrack(c *chain) (due []*pendingAbort) {
 // ends the loop, and its completion (or timeout) calls run again.
 func (c *chain) run() {
 	r := c.r
-	if c.info == nil {
-		c.info = c.p.info
-	}
 	for {
 		e := c.advance()
 		if e == nil {
@@ -360,7 +368,7 @@ func (c *chain) run() {
 		timeout := s.timeout()
 		n := len(c.results)
 		s.buf = c.handout()
-		s.call = Call{ID: e.id, Name: e.name, Code: c.p.ev.Code, Source: c.p.ev.Source.Proc, Info: c.info, Results: s.buf[:n:n]}
+		s.call = Call{ID: e.id, Name: e.name, Code: c.p.ev.Code, Source: c.p.ev.Source.Proc, Info: c.info(), Results: s.buf[:n:n]}
 		var started time.Duration
 		if timeout > 0 {
 			started = r.since()
@@ -422,8 +430,10 @@ func (c *chain) advance() *entry {
 // length len(c.results) and room for the rest of the chain's entries.
 func (c *chain) handout() []pmix.Info {
 	n := len(c.results)
-	buf := c.spare
-	c.spare = nil
+	var buf []pmix.Info
+	if c.x != nil {
+		buf, c.x.spare = c.x.spare, nil
+	}
 	if n == 0 && !c.res0Used && len(c.steps) == c.next {
 		// The last handler, with no results so far: the chain's own
 		// storage, which is all a one-handler chain needs.
@@ -519,7 +529,10 @@ func (c *chain) recordCompletion(s *step, status pmix.Status, returned []pmix.In
 		buf = c.appendResult(buf, in, s.e)
 		c.observe(s.e, in)
 	}
-	c.spare, c.results = c.results, buf
+	if c.results != nil {
+		c.rare().spare = c.results
+	}
+	c.results = buf
 	c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status})
 	if status == pmix.EventActionComplete {
 		c.completed = true
@@ -569,9 +582,9 @@ func (c *chain) setResolved() {
 		return
 	}
 	c.resolved = true
-	info := slices.Clone(c.info)
+	info := slices.Clone(c.info())
 	info[c.p.resolvedAt].Value = pmix.Bool(true)
-	c.info = info
+	c.rare().info = info
 }
 
 // finish delivers the outcome, after raising the abort event if a handler
