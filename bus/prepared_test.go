@@ -267,3 +267,31 @@ func noOutcome(t *testing.T, got <-chan Outcome, what string) {
 	default:
 	}
 }
+
+// TestTimeoutQueueExpiresTogether: invocations due at one firing are all
+// passed over, each chain moving on (all but one on goroutines of their
+// own).
+func TestTimeoutQueueExpiresTogether(t *testing.T) {
+	clock := newFakeClock()
+	r := newTestRegistry(t, func(c *Config) { c.Clock = clock; c.DefaultTimeout = time.Second })
+	mustRegister(t, r, codes(codeA), "hangs", func(*Call, Done) {})
+	mustRegister(t, r, codes(codeA), "next", nil, appendAt)
+	got := make(chan Outcome, 3)
+	for range 3 {
+		r.Notify(Event{Code: codeA}, func(o Outcome) { got <- o })
+	}
+	clock.Advance(time.Second)
+	for range 3 {
+		select {
+		case o := <-got:
+			if !slices.Equal(ranNames(o), []string{"hangs", "next"}) || !o.Ran[0].TimedOut {
+				t.Errorf("outcome %+v", o)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a chain never moved on")
+		}
+	}
+	if clock.Pending() != 0 {
+		t.Errorf("%d timers left", clock.Pending())
+	}
+}
