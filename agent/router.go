@@ -391,7 +391,7 @@ func (r *router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
 // client's other events for the release (see hold). Only the dispatch
 // goroutine calls it. It returns how many clients' chains it ran.
 func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
-	ev := m.BusEvent(r.place.Cluster)
+	var d *delivery // the event read once for every client's chain
 	ran := 0
 	holding := r.nholds.Load() > 0
 	for _, rc := range r.host.recipients() {
@@ -399,11 +399,14 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 		if !ok || !event.For(r.place, sc, m, proc, session) {
 			continue
 		}
-		if holding && r.holdEvent(rc, proc, session, sc, m, ev) {
+		if d == nil {
+			d = r.newDelivery(m, m.BusEvent(r.place.Cluster))
+		}
+		if holding && r.holdEvent(rc, proc, session, sc, m, d.ev.Event()) {
 			ran++
 			continue // until the release
 		}
-		if r.notify(proc, reg, m, ev) {
+		if d.run(proc, reg) {
 			ran++
 		}
 	}
@@ -413,11 +416,31 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 // notify runs a client's chain for an event that is for it, and reports
 // whether the client wants it.
 func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
-	if !reg.Wants(ev) {
+	return r.newDelivery(m, ev).run(proc, reg)
+}
+
+// delivery is one event on its way to clients' chains: prepared once, so
+// that each client's chain costs its own state and a closure of its proc.
+type delivery struct {
+	r   *router
+	m   *event.Message
+	ev  *bus.Prepared
+	src pmix.Proc
+}
+
+func (r *router) newDelivery(m *event.Message, ev bus.Event) *delivery {
+	return &delivery{r: r, m: m, ev: bus.Prepare(ev), src: ev.Source.Proc}
+}
+
+// run runs the chain of client proc, whose registry is reg, if a handler
+// of it wants the event, and reports whether one did.
+func (d *delivery) run(proc pmix.Proc, reg *bus.Registry) bool {
+	c := reg.Start(d.ev)
+	if c == nil {
 		return false
 	}
-	r.stats.delivered.Add(1)
-	reg.Notify(ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+	d.r.stats.delivered.Add(1)
+	c.Run(func(o bus.Outcome) { d.r.host.outcome(d.m, d.src, proc, o) })
 	return true
 }
 

@@ -20,6 +20,10 @@ import (
 //   - handlers=N/async: the same, each handler completing from a
 //     long-lived worker goroutine (a channel hand-off per handler), which is
 //     how the agent's handlers complete.
+//   - start/registries=16[/async]: the agent's delivery of one event to 16
+//     clients: Prepare once, then Start and Run in 16 registries of one
+//     handler each (completing within its call, or from a worker
+//     goroutine). It reports ns/delivery and allocs/delivery, per registry.
 //   - register/existing=K/…: one Register plus one Deregister with K
 //     handlers already registered (spread over 100 codes and the three
 //     categories), for several ways of placing the new one.
@@ -56,6 +60,14 @@ func BenchmarkChain(b *testing.B) {
 			}
 			benchNotify(b, r, Event{Code: codeA, Info: info}, n)
 		})
+	}
+
+	for _, async := range []bool{false, true} {
+		name := "start/registries=16"
+		if async {
+			name += "/async"
+		}
+		b.Run(name, func(b *testing.B) { benchStart(b, 16, async, info) })
 	}
 
 	for _, existing := range []int{100, 10_000, 100_000} {
@@ -164,17 +176,55 @@ func benchNotify(b *testing.B, r *Registry, ev Event, n int) {
 	if o := <-got; len(o.Ran) != n {
 		b.Fatalf("ran %d handlers, want %d", len(o.Ran), n)
 	}
+	measure(b, n, "handler", func() {
+		r.Notify(ev, done)
+		<-got
+	})
+}
+
+// measure runs round b.N times and reports its time and allocations per
+// unit, n units a round.
+func measure(b *testing.B, n int, unit string, round func()) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {
-		r.Notify(ev, done)
-		<-got
+		round()
 	}
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
 	calls := float64(b.N) * float64(n)
-	b.ReportMetric(float64(elapsed.Nanoseconds())/calls, "ns/handler")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/calls, "allocs/handler")
+	b.ReportMetric(float64(elapsed.Nanoseconds())/calls, "ns/"+unit)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/calls, "allocs/"+unit)
+}
+
+func benchStart(b *testing.B, regs int, async bool, info []pmix.Info) {
+	work := make(chan Done, regs)
+	go func() {
+		for done := range work {
+			done(pmix.EventNoActionTaken, nil)
+		}
+	}()
+	defer close(work)
+	h := noAction
+	if async {
+		h = func(_ *Call, done Done) { work <- done }
+	}
+	rs := make([]*Registry, regs)
+	for i := range rs {
+		rs[i] = benchRegistry(b)
+		mustRegister(b, rs[i], codes(codeA), "", h)
+	}
+	got := make(chan Outcome, regs)
+	done := func(o Outcome) { got <- o }
+	measure(b, regs, "delivery", func() {
+		p := Prepare(Event{Code: codeA, Info: info})
+		for _, r := range rs {
+			r.Start(p).Run(done)
+		}
+		for range rs {
+			<-got
+		}
+	})
 }

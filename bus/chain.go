@@ -31,18 +31,93 @@ func (r *Registry) Notify(ev Event, done func(Outcome)) {
 	if done == nil {
 		done = func(Outcome) {}
 	}
-	if ev.Code == pmix.EventAbortRequested && r.deferOwnAbort(ev, done) {
+	if r.ownAbort(&ev) && r.deferOwnAbort(ev, done) {
 		return
 	}
 	r.notify(ev, done)
 }
 
 func (r *Registry) notify(ev Event, done func(Outcome)) {
-	c := &chain{r: r, ev: ev, done: done}
+	c := &chain{r: r, p: Prepare(ev), done: done}
 	if !r.start(c, ev.Code) {
 		done(Outcome{Code: ev.Code, Status: pmix.ErrInit})
 		return
 	}
+	c.run()
+}
+
+// Prepared is an event read once for delivery to many registries: the
+// filters' view of it and the info its handlers see, with the resolved flag
+// false (see Call.Info). Chains share it read-only; a chain that sets the
+// resolved flag works on its own copy of the info from then on, so the flag
+// one registry's handler sets never reaches another registry's chain. An
+// agent prepares each event once and starts it in every client's registry.
+type Prepared struct {
+	ev         Event
+	view       eventView // of ev
+	info       []pmix.Info
+	resolvedAt int // index of the resolved flag in info
+}
+
+// Prepare reads ev for Start. The caller must not modify ev.Info
+// afterwards.
+func Prepare(ev Event) *Prepared {
+	p := &Prepared{ev: ev}
+	p.view = newEventView(&p.ev)
+	info := make([]pmix.Info, 0, len(ev.Info)+1)
+	for _, in := range ev.Info {
+		if in.Key != pmix.KeyEventResolved {
+			info = append(info, in)
+		}
+	}
+	p.resolvedAt = len(info)
+	p.info = append(info, pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false)))
+	return p
+}
+
+// Event returns the prepared event.
+func (p *Prepared) Event() Event { return p.ev }
+
+// Chain is a chain that Start found wants to run: Run runs it.
+type Chain struct{ c chain }
+
+// Start is Wants and Notify in one, for an event prepared once for many
+// registries: it returns the chain of ev, its snapshot taken now, when it
+// would invoke at least one handler, and nil when it would invoke none or
+// the registry is closed. A non-nil chain must be run with Run, once (until
+// then it counts as running, for Close and for the abort event's wait).
+func (r *Registry) Start(ev *Prepared) *Chain {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return nil
+	}
+	steps := r.planLocked(ev.ev.Code)
+	epoch := r.epoch.Load()
+	for i, e := range steps {
+		if e.activeIn(epoch) && ev.view.passes(e.cat, &e.filter, &r.self) {
+			ch := &Chain{c: chain{r: r, p: ev, steps: steps, epoch: epoch, next: i}}
+			if !r.ownAbort(&ev.ev) {
+				r.trackLocked(&ch.c)
+			}
+			return ch
+		}
+	}
+	return nil
+}
+
+// Run runs a chain Start returned, as Notify does: done (which may be nil)
+// is called exactly once with the outcome.
+func (ch *Chain) Run(done func(Outcome)) {
+	c := &ch.c
+	if done == nil {
+		done = func(Outcome) {}
+	}
+	if c.nextActive == nil { // this process's abort event: Notify holds it
+		c.r.Notify(c.p.ev, done)
+		return
+	}
+	c.done = done
 	c.run()
 }
 
@@ -55,7 +130,7 @@ func (r *Registry) Replay(id ID, ev Event, done func(Outcome)) error {
 	if done == nil {
 		done = func(Outcome) {}
 	}
-	c := &chain{r: r, ev: ev, done: done, replay: true}
+	c := &chain{r: r, p: Prepare(ev), done: done, replay: true}
 	r.mu.Lock()
 	if r.closed.Load() {
 		r.mu.Unlock()
@@ -93,39 +168,73 @@ func (r *Registry) Run(ctx context.Context, ev Event) (Outcome, error) {
 
 // chain is one running notification.
 //
-// Ownership: the chain's state (everything above mu) belongs to exactly one
-// party at a time. The goroutine in run owns it while it walks the steps.
+// Ownership: the chain's state (everything above mu, and the storage after
+// the ring) belongs to exactly one party at a time. The goroutine in run owns it while it walks the steps.
 // While a handler's invocation is open, it passes to whichever of the
 // handler's done, its timer, or Close first marks the step finished under
 // mu; that party records the step and carries the chain on. The step's
 // flags are the only state mu guards.
 type chain struct {
 	r     *Registry
-	ev    Event
-	view  eventView
-	steps []*entry // the snapshot: never modified
-	epoch uint64   // registry epoch at start: held entries released later are skipped
-	// replay: a Replay chain, which reaches its one entry even if held.
-	replay bool
-	next   int
-	done   func(Outcome)
+	p     *Prepared // shared with other registries' chains: read only
+	steps []*entry  // the snapshot: never modified
+	epoch uint64    // registry epoch at start: held entries released later are skipped
+	next  int
+	done  func(Outcome)
 
-	info       []pmix.Info // ev.Info plus the resolved flag; copied on write
-	resolvedAt int
-	results    []pmix.Info // the consolidated results
-	spare      []pmix.Info // a free buffer for the next handler's copy
-	// owners[i] added results[i]; nil until a termination entry is added.
-	owners  []*entry
-	pinned  int // required WANT_TERMINATION entries handlers returned
-	out     Outcome
-	abortBy *entry
+	results             []pmix.Info // the consolidated results
+	ran                 []Ran       // Outcome.Ran
+	status              pmix.Status // Outcome.Status
+	completed, resolved bool        // Outcome.Completed, Outcome.Resolved
+	// replay: a Replay chain, which reaches its one entry even if held.
+	replay   bool
+	res0Used bool // res0 was handed out
+	x        *chainRare
 
 	mu      sync.Mutex
 	waiting *step // the step whose handler returned without completing
 
 	prevActive, nextActive *chain // the registry's ring of running chains
 	// aborts waits for this chain to end (guarded by Registry.mu).
-	aborts []*pendingAbort
+	aborts *[]*pendingAbort
+
+	// The storage of the first invocation, of Outcome.Ran and of the
+	// results for a chain of one handler, the agent's usual case, so that
+	// it costs one allocation.
+	first step
+	ran0  [1]Ran
+	res0  [1]pmix.Info
+}
+
+// chainRare is the state that only some chains need: of more than one
+// handler, or whose handlers resolve the event or ask for termination or
+// an abort. (Kept out of the chain so that a one-handler chain fits the
+// 512-byte size class.)
+type chainRare struct {
+	info  []pmix.Info // the chain's own copy of p.info, once setResolved made it
+	spare []pmix.Info // a free buffer for the next handler's copy
+
+	// owners[i] added results[i]; nil until a termination entry is added.
+	owners  []*entry
+	pinned  int // required WANT_TERMINATION entries handlers returned
+	abortBy *entry
+}
+
+// info is the info the chain's handlers get: the prepared event's, until
+// the chain sets the resolved flag.
+func (c *chain) info() []pmix.Info {
+	if c.x != nil && c.x.info != nil {
+		return c.x.info
+	}
+	return c.p.info
+}
+
+// rare returns the chain's chainRare, making it if need be.
+func (c *chain) rare() *chainRare {
+	if c.x == nil {
+		c.x = &chainRare{}
+	}
+	return c.x
 }
 
 // pendingAbort is an abort event of the registry's own process notified
@@ -136,13 +245,16 @@ type pendingAbort struct {
 	waiting int // chains still running (guarded by Registry.mu)
 }
 
+// ownAbort reports whether ev is the abort event of the registry's own
+// process.
+func (r *Registry) ownAbort(ev *Event) bool {
+	return ev.Code == pmix.EventAbortRequested && sourceInRange(pmix.RangeProcLocal, nil, &ev.Source, &r.self)
+}
+
 // deferOwnAbort holds ev, an abort event, until the chains running now
-// have ended, if it comes from the registry's own process and chains are
-// running. It reports whether it held it.
+// have ended, if chains are running. It reports whether it held it. ev
+// comes from the registry's own process (ownAbort).
 func (r *Registry) deferOwnAbort(ev Event, done func(Outcome)) bool {
-	if !sourceInRange(pmix.RangeProcLocal, nil, &ev.Source, &r.self) {
-		return false
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed.Load() {
@@ -150,25 +262,39 @@ func (r *Registry) deferOwnAbort(ev Event, done func(Outcome)) bool {
 	}
 	p := &pendingAbort{ev: ev, done: done}
 	for c := r.active.nextActive; c != &r.active; c = c.nextActive {
-		c.aborts = append(c.aborts, p)
+		if c.aborts == nil {
+			c.aborts = new([]*pendingAbort)
+		}
+		*c.aborts = append(*c.aborts, p)
 		p.waiting++
 	}
 	return p.waiting > 0
 }
 
-// step is one handler invocation. Its done func and timer refer to it, not
-// to the chain's current position, so a late completion finds its own step
-// finished and is ignored.
+// step is one handler invocation. Its done func and its place in the
+// timeout queue refer to it, not to the chain's current position, so a late
+// completion finds its own step finished and is ignored.
 type step struct {
-	c       *chain
-	e       *entry
-	call    Call
-	buf     []pmix.Info // the results copy handed to the handler, full capacity
-	timeout time.Duration
+	c    *chain
+	e    *entry
+	call Call
+	buf  []pmix.Info // the results copy handed to the handler, full capacity
 	// Guarded by c.mu.
 	finished bool // recorded: by done, the timer, or Close
 	returned bool // the handler returned before completing
-	timer    Timer
+	// The timeout queue of the registration (see timeout.go); guarded by
+	// Registry.tmu.
+	queued             bool
+	deadline           time.Duration // since Registry.t0
+	prevWait, nextWait *step
+}
+
+// timeout is how long the step's handler may take; 0 for no limit.
+func (s *step) timeout() time.Duration {
+	if s.e.timeout != 0 {
+		return s.e.timeout
+	}
+	return s.c.r.defaultTimeout
 }
 
 func (r *Registry) trackLocked(c *chain) {
@@ -205,27 +331,15 @@ func (r *Registry) untrack(c *chain) (due []*pendingAbort) {
 	c.prevActive.nextActive = c.nextActive
 	c.nextActive.prevActive = c.prevActive
 	c.prevActive, c.nextActive = nil, nil
-	for _, p := range c.aborts {
-		if p.waiting--; p.waiting == 0 {
-			due = append(due, p)
+	if c.aborts != nil {
+		for _, p := range *c.aborts {
+			if p.waiting--; p.waiting == 0 {
+				due = append(due, p)
+			}
 		}
+		c.aborts = nil
 	}
-	c.aborts = nil
 	return due
-}
-
-// prepare reads the event once: its filter view, and the info the handlers
-// see, with the resolved flag set to false (2016-04-07 minutes).
-func (c *chain) prepare() {
-	c.view = newEventView(&c.ev)
-	info := make([]pmix.Info, 0, len(c.ev.Info)+1)
-	for _, in := range c.ev.Info {
-		if in.Key != pmix.KeyEventResolved {
-			info = append(info, in)
-		}
-	}
-	c.resolvedAt = len(info)
-	c.info = append(info, pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false)))
 }
 
 // run walks the chain from its current position. Handlers that complete
@@ -234,9 +348,6 @@ func (c *chain) prepare() {
 // ends the loop, and its completion (or timeout) calls run again.
 func (c *chain) run() {
 	r := c.r
-	if c.info == nil {
-		c.prepare()
-	}
 	for {
 		e := c.advance()
 		if e == nil {
@@ -244,20 +355,23 @@ func (c *chain) run() {
 			return
 		}
 		if r.closed.Load() {
-			c.out.Status = pmix.ErrInit
+			c.status = pmix.ErrInit
 			c.finish()
 			return
 		}
-		s := &step{c: c, e: e, timeout: e.timeout}
-		if s.timeout == 0 {
-			s.timeout = r.defaultTimeout
+		s := &c.first
+		if s.c == nil {
+			*s = step{c: c, e: e}
+		} else {
+			s = &step{c: c, e: e}
 		}
+		timeout := s.timeout()
 		n := len(c.results)
 		s.buf = c.handout()
-		s.call = Call{ID: e.id, Name: e.name, Code: c.ev.Code, Source: c.ev.Source.Proc, Info: c.info, Results: s.buf[:n:n]}
-		var started time.Time
-		if s.timeout > 0 {
-			started = r.clock.Now()
+		s.call = Call{ID: e.id, Name: e.name, Code: c.p.ev.Code, Source: c.p.ev.Source.Proc, Info: c.info(), Results: s.buf[:n:n]}
+		var started time.Duration
+		if timeout > 0 {
+			started = r.since()
 		}
 
 		e.h(&s.call, s.complete)
@@ -271,21 +385,22 @@ func (c *chain) run() {
 		if r.closed.Load() {
 			s.finished = true
 			c.recordLost(s, pmix.ErrInit, false)
-			c.out.Status = pmix.ErrInit
+			c.status = pmix.ErrInit
 			c.mu.Unlock()
 			c.finish()
 			return
 		}
-		if s.timeout > 0 {
-			left := s.timeout - r.clock.Now().Sub(started)
-			if left <= 0 {
+		if timeout > 0 {
+			s.deadline = started + timeout
+			now := r.since()
+			if now >= s.deadline {
 				s.finished = true
 				c.recordLost(s, pmix.ErrTimeout, true)
 				c.mu.Unlock()
 				c.logTimeout(s)
 				continue
 			}
-			s.timer = r.clock.AfterFunc(left, s.expire)
+			r.enqueue(s, now)
 		}
 		c.waiting = s
 		c.mu.Unlock()
@@ -296,13 +411,13 @@ func (c *chain) run() {
 // advance returns the next handler to invoke, or nil at the end of the
 // chain or after EventActionComplete.
 func (c *chain) advance() *entry {
-	if c.out.Completed {
+	if c.completed {
 		return nil
 	}
 	for c.next < len(c.steps) {
 		e := c.steps[c.next]
 		c.next++
-		if (c.replay && !e.removed.Load() || !c.replay && e.activeIn(c.epoch)) && c.view.passes(e.cat, &e.filter, &c.r.self) {
+		if (c.replay && !e.removed.Load() || !c.replay && e.activeIn(c.epoch)) && c.p.view.passes(e.cat, &e.filter, &c.r.self) {
 			return e
 		}
 	}
@@ -315,9 +430,16 @@ func (c *chain) advance() *entry {
 // length len(c.results) and room for the rest of the chain's entries.
 func (c *chain) handout() []pmix.Info {
 	n := len(c.results)
-	buf := c.spare
-	c.spare = nil
-	if cap(buf) < n+1 {
+	var buf []pmix.Info
+	if c.x != nil {
+		buf, c.x.spare = c.x.spare, nil
+	}
+	if n == 0 && !c.res0Used && len(c.steps) == c.next {
+		// The last handler, with no results so far: the chain's own
+		// storage, which is all a one-handler chain needs.
+		c.res0Used = true
+		buf = c.res0[:0]
+	} else if cap(buf) < n+1 {
 		// Room for one status entry per handler left; a handler that adds
 		// results grows it (a floor of 4 cost a one-handler chain, the
 		// fan-out's case, 400 bytes per delivery).
@@ -336,7 +458,7 @@ func (s *step) complete(status pmix.Status, results []pmix.Info) {
 	if s.finished {
 		c.mu.Unlock()
 		c.r.log.Debug("bus: completion ignored: the handler already completed or was passed over",
-			"id", s.e.id, "name", s.e.name, "code", c.ev.Code, "status", status)
+			"id", s.e.id, "name", s.e.name, "code", c.p.ev.Code, "status", status)
 		return
 	}
 	s.finished = true
@@ -345,11 +467,10 @@ func (s *step) complete(status pmix.Status, results []pmix.Info) {
 	if async {
 		c.waiting = nil
 	}
-	t := s.timer
 	c.mu.Unlock()
 	if async {
-		if t != nil {
-			t.Stop()
+		if s.timeout() > 0 {
+			c.r.dequeue(s)
 		}
 		c.run()
 	}
@@ -373,7 +494,7 @@ func (s *step) expire() {
 
 func (c *chain) logTimeout(s *step) {
 	c.r.log.Warn("bus: handler timed out; chain moves on",
-		"id", s.e.id, "name", s.e.name, "code", c.ev.Code, "timeout", s.timeout)
+		"id", s.e.id, "name", s.e.name, "code", c.p.ev.Code, "timeout", s.timeout())
 }
 
 // interrupt ends a chain that waits on a handler, for Close.
@@ -387,11 +508,10 @@ func (c *chain) interrupt() {
 	s.finished = true
 	c.waiting = nil
 	c.recordLost(s, pmix.ErrInit, false)
-	c.out.Status = pmix.ErrInit
-	t := s.timer
+	c.status = pmix.ErrInit
 	c.mu.Unlock()
-	if t != nil {
-		t.Stop()
+	if s.timeout() > 0 {
+		c.r.dequeue(s)
 	}
 	c.finish()
 }
@@ -409,10 +529,13 @@ func (c *chain) recordCompletion(s *step, status pmix.Status, returned []pmix.In
 		buf = c.appendResult(buf, in, s.e)
 		c.observe(s.e, in)
 	}
-	c.spare, c.results = c.results, buf
-	c.out.Ran = c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status})
+	if c.results != nil {
+		c.rare().spare = c.results
+	}
+	c.results = buf
+	c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status})
 	if status == pmix.EventActionComplete {
-		c.out.Completed = true
+		c.completed = true
 		c.setResolved()
 	}
 }
@@ -421,14 +544,18 @@ func (c *chain) recordCompletion(s *step, status pmix.Status, returned []pmix.In
 // copy it holds is abandoned, since it may still write to it.
 func (c *chain) recordLost(s *step, status pmix.Status, timedOut bool) {
 	c.results = c.appendResult(c.results, pmix.NewInfo(s.e.key, pmix.StatusValue(status)), s.e)
-	c.out.Ran = c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status, TimedOut: timedOut})
+	c.appendRan(Ran{ID: s.e.id, Name: s.e.name, Status: status, TimedOut: timedOut})
 }
 
-func (c *chain) appendRan(r Ran) []Ran {
-	if c.out.Ran == nil {
-		c.out.Ran = make([]Ran, 0, len(c.steps)-c.next+1)
+func (c *chain) appendRan(r Ran) {
+	if c.ran == nil {
+		if left := len(c.steps) - c.next + 1; left > 1 {
+			c.ran = make([]Ran, 0, left)
+		} else {
+			c.ran = c.ran0[:0]
+		}
 	}
-	return append(c.out.Ran, r)
+	c.ran = append(c.ran, r)
 }
 
 // observe applies one returned info to the chain's flow: the abort request
@@ -437,8 +564,8 @@ func (c *chain) appendRan(r Ran) []Ran {
 func (c *chain) observe(e *entry, in pmix.Info) {
 	switch in.Key {
 	case pmix.KeyEventAbortRequested:
-		if flagSet(in) && c.abortBy == nil {
-			c.abortBy = e
+		if flagSet(in) && (c.x == nil || c.x.abortBy == nil) {
+			c.rare().abortBy = e
 		}
 	case pmix.KeyEventResolved:
 		if flagSet(in) {
@@ -451,13 +578,13 @@ func (c *chain) observe(e *entry, in pmix.Info) {
 // info slice is replaced, not written, because earlier handlers may still
 // hold the old one.
 func (c *chain) setResolved() {
-	if c.out.Resolved {
+	if c.resolved {
 		return
 	}
-	c.out.Resolved = true
-	info := slices.Clone(c.info)
-	info[c.resolvedAt].Value = pmix.Bool(true)
-	c.info = info
+	c.resolved = true
+	info := slices.Clone(c.info())
+	info[c.p.resolvedAt].Value = pmix.Bool(true)
+	c.rare().info = info
 }
 
 // finish delivers the outcome, after raising the abort event if a handler
@@ -466,11 +593,12 @@ func (c *chain) setResolved() {
 func (c *chain) finish() {
 	r := c.r
 	due := r.untrack(c)
-	out := c.out
-	out.Code = c.ev.Code
-	out.Results = c.results
-	out.Termination = c.termination()
-	if c.abortBy != nil && c.ev.Code != pmix.EventAbortRequested {
+	out := Outcome{
+		Code: c.p.ev.Code, Status: c.status, Results: c.results,
+		Completed: c.completed, Resolved: c.resolved,
+		Termination: c.termination(), Ran: c.ran,
+	}
+	if c.x != nil && c.x.abortBy != nil && c.p.ev.Code != pmix.EventAbortRequested {
 		c.raiseAbort(out)
 	} else {
 		c.done(out)
@@ -485,7 +613,7 @@ func (c *chain) finish() {
 // The chain that asked has ended, so the abort starts now, whatever other
 // chains run.
 func (c *chain) raiseAbort(out Outcome) {
-	c.r.notify(c.r.abortEvent(c.ev.Code, c.abortBy), func(ab Outcome) {
+	c.r.notify(c.r.abortEvent(c.p.ev.Code, c.x.abortBy), func(ab Outcome) {
 		out.Abort = &ab
 		c.done(out)
 	})

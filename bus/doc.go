@@ -160,7 +160,20 @@
 // pmix.ErrTimeout and the chain moves on. Its completion, if it ever comes,
 // is ignored. The timeout counts from the invocation; a handler that keeps
 // the calling goroutine cannot be preempted, and is passed over when it
-// returns.
+// returns. The precision is the Clock's timers': invocations waiting on one
+// registration share one timer, armed for the earliest deadline, and each
+// is passed over when its own deadline falls due (see timeout.go), so the
+// waiting costs no timer per invocation.
+//
+// # Delivering one event to many registries
+//
+// An agent runs one registry per client, and an event for many clients
+// runs in each of their registries. Prepare reads the event once (the
+// filters' view and the handlers' info with the resolved flag); Start then
+// takes one registry's snapshot and returns its chain only if a handler
+// would run (Wants and Notify in one), and Run runs it as Notify does. The
+// chains share the prepared event read-only: a chain whose handler sets the
+// resolved flag copies the info first, so the flag stays in that chain.
 //
 // # Errors
 //

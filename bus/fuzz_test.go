@@ -277,6 +277,17 @@ func checkAgainstModel(t *testing.T, r *Registry, m *model, step int) {
 		if want := m.chain(code); !slices.Equal(got, want) {
 			t.Fatalf("step %d, code %v: chain %v, model %v", step, code, got, want)
 		}
+		// Start and Run, the agent's way, run the same chain.
+		if c := r.Start(Prepare(Event{Code: code})); (c != nil) != (len(got) > 0) {
+			t.Fatalf("step %d, code %v: Start returned %v for a chain of %d", step, code, c, len(got))
+		} else if c != nil {
+			ch := make(chan Outcome, 1)
+			c.Run(func(o Outcome) { ch <- o })
+			o2 := <-ch
+			if !slices.EqualFunc(o2.Ran, o.Ran, func(a, b Ran) bool { return a.ID == b.ID }) {
+				t.Fatalf("step %d, code %v: Start/Run ran %v, Notify %v", step, code, o2.Ran, o.Ran)
+			}
+		}
 		// The invariants, stated on their own.
 		lastCat := Category(-1)
 		for i, id := range got {

@@ -234,6 +234,8 @@ type entry struct {
 	// FIRST_/LAST_IN_CATEGORY handlers live in slots.
 	label      uint64
 	prev, next *entry
+
+	waits waitQueue // invocations waiting on h (guarded by Registry.tmu)
 }
 
 func (e *entry) matches(code pmix.Status) bool {

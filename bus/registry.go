@@ -45,6 +45,14 @@ type Registry struct {
 	// change: immutable slices that running chains keep as their snapshot.
 	plans  map[pmix.Status][]*entry
 	active chain // sentinel of the ring of running chains, for Close
+
+	// Handler timeouts (timeout.go): the registrations whose queue has a
+	// timer armed, and whether Close stopped them.
+	t0        time.Time
+	realClock bool // clock is realClock
+	tmu       sync.Mutex
+	armed     map[*entry]struct{}
+	timersOff bool
 }
 
 // categoryOrder is one category's handlers in chain order: head, list, tail.
@@ -77,6 +85,8 @@ func NewRegistry(cfg Config) (*Registry, error) {
 	if r.clock == nil {
 		r.clock = realClock{}
 	}
+	_, r.realClock = r.clock.(realClock)
+	r.t0 = r.clock.Now()
 	r.active.prevActive, r.active.nextActive = &r.active, &r.active
 	return r, nil
 }
@@ -512,6 +522,7 @@ func (r *Registry) Close() {
 	}
 	r.plans = nil
 	r.mu.Unlock()
+	r.stopTimers()
 	for _, c := range running {
 		c.interrupt()
 	}

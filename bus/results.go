@@ -13,7 +13,8 @@ import "github.com/pmixbus/pmixbus/pmix"
 // put back as they were, and entries whose key the handler cleared are
 // dropped. It returns buf compacted.
 func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
-	if c.pinned > 0 {
+	x := c.x
+	if x != nil && x.pinned > 0 {
 		for i := range c.results {
 			if isPinned(&c.results[i]) {
 				buf[i] = c.results[i]
@@ -27,16 +28,16 @@ func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
 	for i := w + 1; i < len(buf); i++ { // only when something was removed
 		if buf[i].Key != "" {
 			buf[w] = buf[i]
-			if c.owners != nil {
-				c.owners[w] = c.owners[i]
+			if x != nil && x.owners != nil {
+				x.owners[w] = x.owners[i]
 			}
 			w++
 		}
 	}
 	clear(buf[w:])
-	if c.owners != nil {
-		clear(c.owners[w:])
-		c.owners = c.owners[:w]
+	if x != nil && x.owners != nil {
+		clear(x.owners[w:])
+		x.owners = x.owners[:w]
 	}
 	return buf[:w]
 }
@@ -45,14 +46,14 @@ func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
 // buf, and records who added it once the array holds a termination entry
 // (until then nobody asks, and a chain need not pay for it).
 func (c *chain) appendResult(buf []pmix.Info, in pmix.Info, e *entry) []pmix.Info {
-	if c.owners == nil && decisionOf(&in) != Undecided {
-		c.owners = make([]*entry, len(buf), cap(buf))
+	if (c.x == nil || c.x.owners == nil) && decisionOf(&in) != Undecided {
+		c.rare().owners = make([]*entry, len(buf), cap(buf))
 	}
-	if c.owners != nil {
-		c.owners = append(c.owners, e)
+	if c.x != nil && c.x.owners != nil {
+		c.x.owners = append(c.x.owners, e)
 	}
 	if isPinned(&in) {
-		c.pinned++ // never removed, so the count only grows
+		c.rare().pinned++ // never removed, so the count only grows
 	}
 	return append(buf, in)
 }
@@ -69,8 +70,8 @@ func (c *chain) termination() Termination {
 			continue
 		}
 		t = Termination{Decision: d, Required: isPinned(in)}
-		if c.owners != nil && c.owners[i] != nil {
-			t.By, t.ByName = c.owners[i].id, c.owners[i].name
+		if c.x != nil && c.x.owners != nil && c.x.owners[i] != nil {
+			t.By, t.ByName = c.x.owners[i].id, c.x.owners[i].name
 		}
 		if t.Required {
 			break
