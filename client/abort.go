@@ -54,9 +54,10 @@ type invocation struct {
 // stale ones.
 const minPrune = 64
 
-// begin records that the handler of local registration id is being called.
-func (c *Client) begin(id bus.ID) *invocation {
-	inv := &invocation{local: id, started: time.Now()}
+// begin records in inv that the handler of local registration id is
+// being called.
+func (c *Client) begin(inv *invocation, id bus.ID) {
+	*inv = invocation{local: id, started: time.Now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[inv] = struct{}{}
@@ -66,7 +67,6 @@ func (c *Client) begin(id bus.ID) *invocation {
 		c.pruneLocked(inv.started)
 		c.pruneAt = max(minPrune, 2*len(c.running))
 	}
-	return inv
 }
 
 // settle records that inv completed with results, and adds the abort
@@ -86,7 +86,8 @@ func (c *Client) settle(inv *invocation, results []pmix.Info) []pmix.Info {
 // invocations are recorded like the agent's.
 func (c *Client) tracked(h bus.Handler) bus.Handler {
 	return func(call *bus.Call, done bus.Done) {
-		inv := c.begin(call.ID)
+		inv := new(invocation)
+		c.begin(inv, call.ID)
 		h(call, func(status pmix.Status, results []pmix.Info) { done(status, c.settle(inv, results)) })
 	}
 }

@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -223,89 +224,145 @@ func (d *Done) encode(enc *msgpack.Encoder) error {
 }
 
 // decodeEntries reads a batch field: an array of entries of fields
-// elements each, every one read by one. CheckLengths has made sure the
-// count is no more than the bytes left, each entry taking at least one.
-// The slice starts with room for up to maxPresized entries (a burst's
-// batch, ~30 KiB, whatever a short frame claims) and grows by append past
-// it as entries decode, so allocation follows the bytes present, not the
-// count claimed.
-func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, one func(*T) error) ([]T, error) {
+// elements each, every one decoded by one straight into its place in the
+// slice (an entry decoded elsewhere and copied in would be allocated on
+// its own). CheckLengths has made sure the count is no more than the bytes
+// left, each entry taking at least one. The slice comes from pool, where
+// Frame.Release puts it back, or starts with room for up to maxPresized
+// entries (a burst's batch, whatever a short frame claims) and grows by
+// append past it as entries decode, so allocation follows the bytes
+// present, not the count claimed.
+func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, pool *entryPool[T], one func(*T, *msgpack.Decoder) error) ([]T, error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n < 0 {
 		return nil, bad("frame field "+key, err)
 	}
-	out := make([]T, 0, min(n, maxPresized))
+	out := pool.get(min(n, maxPresized))
 	for range n {
 		m, err := dec.DecodeArrayLen()
+		if err == nil && m != fields {
+			err = pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
+		}
+		if err == nil {
+			var zero T
+			out = append(out, zero)
+			err = one(&out[len(out)-1], dec)
+		}
 		if err != nil {
+			pool.put(out)
 			return nil, bad("frame field "+key, err)
 		}
-		if m != fields {
-			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
-		}
-		var e T
-		if err := one(&e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
 	}
 	return out, nil
 }
 
+// entryPool keeps the entry slices of batch frames released by their
+// readers (Frame.Release), zeroed, for the next frames.
+type entryPool[T any] struct{ p sync.Pool }
+
+// maxPooledEntries bounds the slices kept: a batch frame of
+// MaxBatchBytes holds about a thousand of the smallest entries.
+const maxPooledEntries = 4096
+
+var (
+	invokePool entryPool[Invoke]
+	donePool   entryPool[Done]
+)
+
+// get returns an empty slice, pooled or with room for n entries.
+func (p *entryPool[T]) get(n int) []T {
+	if s, ok := p.p.Get().(*[]T); ok {
+		return (*s)[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// put zeroes s, dropping what its entries refer to, and keeps it.
+func (p *entryPool[T]) put(s []T) {
+	if cap(s) == 0 || cap(s) > maxPooledEntries {
+		return
+	}
+	clear(s)
+	s = s[:0]
+	p.p.Put(&s)
+}
+
+// Release gives the entries of a batch frame (Invokes, Dones) back for
+// later frames to decode into, and sets them to nil: call it once nothing
+// refers to them any more, typically right after running them. What they
+// held (the info and results lists, names, procs) stays valid and is
+// never reused: a handler may keep it. Not calling it costs only the
+// allocation of the next frame's entries.
+func (f *Frame) Release() {
+	invokePool.put(f.Invokes)
+	donePool.put(f.Dones)
+	f.Invokes, f.Dones = nil, nil
+}
+
+// Errors of entry fields, built only when there is one.
+var (
+	invokeCode = func() string { return "frame field " + kInvokes + ": code" }
+	doneStatus = func() string { return "frame field " + kDones + ": status" }
+)
+
 func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
-	return decodeEntries(dec, kInvokes, invokeFields, func(inv *Invoke) error {
-		var err error
-		if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
-			return err
-		}
-		if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
-			return err
-		}
-		if inv.Name, err = dec.DecodeString(); err != nil {
-			return bad("frame field "+kInvokes+": name", err)
-		}
-		if inv.Code, err = decodeStatus(dec, func() string { return "frame field " + kInvokes + ": code" }); err != nil {
-			return err
-		}
-		if err := decodeOptionalProc(dec, &inv.Source); err != nil {
-			return err
-		}
-		if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		inv.Results, err = pmix.DecodeInfos(dec)
+	return decodeEntries(dec, kInvokes, invokeFields, &invokePool, (*Invoke).decode)
+}
+
+func (inv *Invoke) decode(dec *msgpack.Decoder) error {
+	var err error
+	if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
 		return err
-	})
+	}
+	if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
+		return err
+	}
+	if inv.Name, err = dec.DecodeString(); err != nil {
+		return bad("frame field "+kInvokes+": name", err)
+	}
+	if inv.Code, err = decodeStatus(dec, invokeCode); err != nil {
+		return err
+	}
+	if err := decodeOptionalProc(dec, &inv.Source); err != nil {
+		return err
+	}
+	if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
+		return err
+	}
+	inv.Results, err = pmix.DecodeInfos(dec)
+	return err
 }
 
 func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
-	return decodeEntries(dec, kDones, doneFields, func(d *Done) error {
-		var err error
-		if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
-			return err
-		}
-		if d.Status, err = decodeStatus(dec, func() string { return "frame field " + kDones + ": status" }); err != nil {
-			return err
-		}
-		if d.Results, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		c, err := dec.PeekCode()
-		if err != nil {
-			return bad("frame field "+kDones+": prior", err)
-		}
-		if c == msgpcode.Nil {
-			return dec.Skip()
-		}
-		if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		d.HasPrior = true
-		if d.Prior == nil {
-			d.Prior = []pmix.Info{}
-		}
-		return nil
-	})
+	return decodeEntries(dec, kDones, doneFields, &donePool, (*Done).decode)
+}
+
+func (d *Done) decode(dec *msgpack.Decoder) error {
+	var err error
+	if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
+		return err
+	}
+	if d.Status, err = decodeStatus(dec, doneStatus); err != nil {
+		return err
+	}
+	if d.Results, err = pmix.DecodeInfos(dec); err != nil {
+		return err
+	}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return bad("frame field "+kDones+": prior", err)
+	}
+	if c == msgpcode.Nil {
+		return dec.Skip()
+	}
+	if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
+		return err
+	}
+	d.HasPrior = true
+	if d.Prior == nil {
+		d.Prior = []pmix.Info{}
+	}
+	return nil
 }
 
 // encodeEntries writes a batch field's entries (Frame.encode).

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -155,6 +156,139 @@ func TestBatchRejects(t *testing.T) {
 	} {
 		if _, err := Unmarshal(body); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
 			t.Errorf("%s: %v, want PMIX_ERR_UNPACK_FAILURE", name, err)
+		}
+	}
+}
+
+// fanoutEntries are a burst as the agent sends one client in the fan-out
+// benchmark: 256 invocations of one handler for events from the host RM,
+// their info the event's (bare: the resolved flag only; rich: a text, an
+// affected proc and a time too), and the client's completions of them.
+func fanoutEntries(rich bool) ([]Invoke, []Done) {
+	info := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false))}
+	if rich {
+		info = append([]pmix.Info{
+			pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("node n12 is down")),
+			pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(pmix.Proc{Nspace: "A:job1", Rank: 7})),
+			pmix.NewInfo(pmix.KeyEventTimestamp, pmix.Time(time.Unix(1790000000, 5))),
+		}, info...)
+	}
+	invs := make([]Invoke, 256)
+	dones := make([]Done, 256)
+	for i := range invs {
+		invs[i] = Invoke{Seq: uint64(1000 + i), ID: 3, Code: -201, Info: info}
+		dones[i] = Done{Seq: uint64(1000 + i), Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true}
+	}
+	return invs, dones
+}
+
+// BenchmarkDecodeBatch decodes an invoke-batch frame of 256 invocations
+// (what a client reads) and an invoke-done-batch of 256 completions (what
+// the agent reads), releasing the entries as the client and the agent do:
+// per entry, the time and allocations.
+func BenchmarkDecodeBatch(b *testing.B) {
+	for _, rich := range []bool{false, true} {
+		invs, dones := fanoutEntries(rich)
+		var bt Batch
+		var inv, done []byte
+		var err error
+		for i := range invs {
+			if inv, err = bt.AppendInvoke(inv, &invs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bt.Close(inv)
+		for i := range dones {
+			if done, err = bt.AppendDone(done, &dones[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bt.Close(done)
+		for name, body := range map[string][]byte{"invokes": inv[4:], "dones": done[4:]} {
+			if name == "dones" && rich {
+				continue // the same frame
+			}
+			name += map[bool]string{false: "/bare", true: "/rich"}[rich]
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					f, err := Unmarshal(body)
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.Release()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(invs)), "ns/entry")
+			})
+		}
+	}
+}
+
+// TestReleaseKeepsWhatEntriesHeld: entries released to the pool are
+// decoded into again, while the info lists the first frame's entries held
+// stay as they were; decoding a released burst allocates one list per
+// invocation and nothing per completion.
+func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
+	encode := func(invs []Invoke, dones []Done) []byte {
+		var bt Batch
+		var b []byte
+		var err error
+		for i := range invs {
+			if b, err = bt.AppendInvoke(b, &invs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range dones {
+			if b, err = bt.AppendDone(b, &dones[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bt.Close(b)
+		return b[4:]
+	}
+	first, _ := fanoutEntries(true)
+	second := sampleInvokes(300)
+	f, err := Unmarshal(encode(first, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := f.Invokes[0].Info
+	f.Release()
+	if f.Invokes != nil {
+		t.Fatal("Release left the entries in the frame")
+	}
+	g, err := Unmarshal(encode(second, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.Invokes, normInvokes(second)) {
+		t.Fatalf("the second frame decoded into released entries: %+v", g.Invokes[:2])
+	}
+	if !pmix.InfosEqual(kept, first[0].Info) {
+		t.Fatalf("info kept from a released frame changed: %v", kept)
+	}
+	g.Release()
+
+	if raceEnabled {
+		return
+	}
+	invs, dones := fanoutEntries(false)
+	for name, tc := range map[string]struct {
+		body []byte
+		max  float64
+	}{
+		"invokes": {encode(invs, nil), float64(len(invs)) + 8},
+		"dones":   {encode(nil, dones), 8},
+	} {
+		allocs := testing.AllocsPerRun(20, func() {
+			f, err := Unmarshal(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Release()
+		})
+		if allocs > tc.max {
+			t.Errorf("%s: decoding a released burst of %d allocates %.0f times, want at most %.0f", name, len(invs), allocs, tc.max)
 		}
 	}
 }
