@@ -312,11 +312,11 @@ func encodeValue(enc *msgpack.Encoder, v Value) error {
 	case TypeProc:
 		return encodeProc(enc, Proc{Nspace: v.str, Rank: Rank(v.num)})
 	case TypeInfoArray:
-		return encodeInfos(enc, v.infos)
+		return encodeInfos(enc, v.infos())
 	case TypeBytes:
-		return enc.EncodeBytes(v.bytes)
+		return enc.EncodeBytes(v.bytes())
 	case TypeProcArray:
-		return encodeProcs(enc, v.procs)
+		return encodeProcs(enc, v.procs())
 	}
 	return Errorf(ErrUnknownDataType, "cannot encode value of %s", v.typ)
 }
@@ -425,17 +425,23 @@ func decodeValue(dec *msgpack.Decoder, v *Value, depth int) error {
 		}
 		out = ProcValue(p)
 	case TypeInfoArray:
-		if out.infos, err = decodeInfos(dec, depth+1); err != nil {
+		infos, err := decodeInfos(dec, depth+1)
+		if err != nil {
 			return err
 		}
+		out.list = infos
 	case TypeBytes:
-		if out.bytes, err = decodeBytes(dec); err != nil {
+		b, err := decodeBytes(dec)
+		if err != nil {
 			return err
 		}
+		out.list = b
 	case TypeProcArray:
-		if out.procs, err = decodeProcs(dec); err != nil {
+		procs, err := decodeProcs(dec)
+		if err != nil {
 			return err
 		}
+		out.list = procs
 	default:
 		return Errorf(ErrUnknownDataType, "unknown value type %d", t)
 	}

@@ -295,3 +295,11 @@ func TestKnownKeysComplete(t *testing.T) {
 		t.Errorf("a long key: %v %v", got, err)
 	}
 }
+
+// TestValueSize: a Value stays 48 bytes and an Info 72, as event info is
+// copied per handler it reaches.
+func TestValueSize(t *testing.T) {
+	if v, i := unsafe.Sizeof(Value{}), unsafe.Sizeof(Info{}); v > 48 || i > 72 {
+		t.Errorf("Value is %d bytes, Info %d", v, i)
+	}
+}

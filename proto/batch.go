@@ -22,6 +22,11 @@ type Invoke struct {
 	Source  pmix.Proc
 	Info    []pmix.Info
 	Results []pmix.Info
+	// Encoded, if set, is Info's encoding made once for all the clients
+	// an event goes to (EncodeInfoList, InfoCache): encoding the
+	// invocation copies its bytes if it is still Info's (EncodedInfos.Of),
+	// and encodes Info otherwise. Never set by decoding.
+	Encoded *EncodedInfos
 }
 
 // Done is one completion of an invoke-done-batch frame: the fields of an
@@ -198,7 +203,12 @@ func (inv *Invoke) encode(enc *msgpack.Encoder) error {
 	if err != nil {
 		return err
 	}
-	if err := pmix.EncodeInfos(enc, inv.Info); err != nil {
+	if inv.Encoded.Of(inv.Info) {
+		_, err = enc.Writer().Write(inv.Encoded.raw)
+	} else {
+		err = pmix.EncodeInfos(enc, inv.Info)
+	}
+	if err != nil {
 		return err
 	}
 	return pmix.EncodeInfos(enc, inv.Results)

@@ -1,0 +1,72 @@
+package proto
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// EncodedInfos is an info list encoded once, for an agent that sends the
+// same event info to many clients: an invocation whose Encoded is set
+// takes its bytes instead of encoding Info again, if Info still holds the
+// same infos. Immutable once made; safe for concurrent use.
+type EncodedInfos struct {
+	infos []pmix.Info // what it is the encoding of
+	raw   []byte      // the array, header and entries, as EncodeInfos writes it
+}
+
+// EncodeInfoList encodes infos once. It keeps infos (not a copy): they
+// must not change afterwards, as an event's info does not.
+func EncodeInfoList(infos []pmix.Info) (*EncodedInfos, error) {
+	e := getEncoder(nil)
+	defer putEncoder(e)
+	if err := pmix.EncodeInfos(e.enc, infos); err != nil {
+		return nil, err
+	}
+	return &EncodedInfos{infos: infos, raw: e.w.b}, nil
+}
+
+// Of reports whether e is the encoding of infos: the same slice, or one
+// holding equal infos (the chain of each client copies the event's).
+func (e *EncodedInfos) Of(infos []pmix.Info) bool {
+	if e == nil || len(infos) != len(e.infos) {
+		return false
+	}
+	if len(infos) == 0 || unsafe.SliceData(infos) == unsafe.SliceData(e.infos) {
+		return true
+	}
+	for i := range infos {
+		if !infos[i].Equal(e.infos[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// InfoCache holds the encoding of the info list last asked for: an agent
+// delivering an event to its clients asks for the same info once per
+// client, one client after another, and encodes it once. Safe for
+// concurrent use. The zero InfoCache is empty.
+type InfoCache struct {
+	mu   sync.Mutex
+	last *EncodedInfos
+}
+
+// Get returns the encoding of infos, the one it holds if that is still
+// right, else a new one it keeps; nil if infos cannot be encoded (the
+// invocation then encodes them itself, and fails). infos must not change
+// afterwards.
+func (c *InfoCache) Get(infos []pmix.Info) *EncodedInfos {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last.Of(infos) {
+		return c.last
+	}
+	e, err := EncodeInfoList(infos)
+	if err != nil {
+		return nil
+	}
+	c.last = e
+	return e
+}
