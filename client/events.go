@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -213,12 +212,11 @@ type delivery struct {
 	seq  uint64
 	call bus.Call
 	run  invocation
-	done atomic.Bool // the handler called done: later calls are ignored
 }
 
 // complete is the handler's done.
 func (d *delivery) complete(status pmix.Status, results []pmix.Info) {
-	if d.done.Swap(true) {
+	if d.run.completed.Swap(true) {
 		return
 	}
 	d.c.answer(d.seq, status, d.c.settle(&d.run, results), d.call.Results)
