@@ -189,21 +189,7 @@ func fanoutEntries(rich bool) ([]Invoke, []Done) {
 func BenchmarkDecodeBatch(b *testing.B) {
 	for _, rich := range []bool{false, true} {
 		invs, dones := fanoutEntries(rich)
-		var bt Batch
-		var inv, done []byte
-		var err error
-		for i := range invs {
-			if inv, err = bt.AppendInvoke(inv, &invs[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bt.Close(inv)
-		for i := range dones {
-			if done, err = bt.AppendDone(done, &dones[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bt.Close(done)
+		inv, done := appendBatch(b, invs, nil), appendBatch(b, nil, dones)
 		for name, body := range map[string][]byte{"invokes": inv[4:], "dones": done[4:]} {
 			if name == "dones" && rich {
 				continue // the same frame
@@ -224,28 +210,32 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	}
 }
 
+// appendBatch is invs, then dones, appended as a Batch appends them: one
+// frame of each (unless too large), with their length prefixes.
+func appendBatch(tb testing.TB, invs []Invoke, dones []Done) []byte {
+	var bt Batch
+	var b []byte
+	var err error
+	for i := range invs {
+		if b, err = bt.AppendInvoke(b, &invs[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i := range dones {
+		if b, err = bt.AppendDone(b, &dones[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	bt.Close(b)
+	return b
+}
+
 // TestReleaseKeepsWhatEntriesHeld: entries released to the pool are
 // decoded into again, while the info lists the first frame's entries held
 // stay as they were; decoding a released burst allocates one list per
 // invocation and nothing per completion.
 func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
-	encode := func(invs []Invoke, dones []Done) []byte {
-		var bt Batch
-		var b []byte
-		var err error
-		for i := range invs {
-			if b, err = bt.AppendInvoke(b, &invs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range dones {
-			if b, err = bt.AppendDone(b, &dones[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		bt.Close(b)
-		return b[4:]
-	}
+	encode := func(invs []Invoke, dones []Done) []byte { return appendBatch(t, invs, dones)[4:] }
 	first, _ := fanoutEntries(true)
 	second := sampleInvokes(300)
 	f, err := Unmarshal(encode(first, nil))

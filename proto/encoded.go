@@ -1,8 +1,8 @@
 package proto
 
 import (
+	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -16,32 +16,22 @@ type EncodedInfos struct {
 	raw   []byte      // the array, header and entries, as EncodeInfos writes it
 }
 
-// EncodeInfoList encodes infos once. It keeps infos (not a copy): they
-// must not change afterwards, as an event's info does not.
+// EncodeInfoList encodes infos once. It keeps a copy of the list (the
+// values in it are immutable).
 func EncodeInfoList(infos []pmix.Info) (*EncodedInfos, error) {
 	e := getEncoder(nil)
 	defer putEncoder(e)
 	if err := pmix.EncodeInfos(e.enc, infos); err != nil {
 		return nil, err
 	}
-	return &EncodedInfos{infos: infos, raw: e.w.b}, nil
+	return &EncodedInfos{infos: slices.Clone(infos), raw: e.w.b}, nil
 }
 
-// Of reports whether e is the encoding of infos: the same slice, or one
-// holding equal infos (the chain of each client copies the event's).
+// Of reports whether e is the encoding of infos: whether they are equal to
+// the infos it was made of (each client's chain copies the event's, so
+// the slices differ).
 func (e *EncodedInfos) Of(infos []pmix.Info) bool {
-	if e == nil || len(infos) != len(e.infos) {
-		return false
-	}
-	if len(infos) == 0 || unsafe.SliceData(infos) == unsafe.SliceData(e.infos) {
-		return true
-	}
-	for i := range infos {
-		if !infos[i].Equal(e.infos[i]) {
-			return false
-		}
-	}
-	return true
+	return e != nil && pmix.InfosEqual(infos, e.infos)
 }
 
 // InfoCache holds the encoding of the info list last asked for: an agent
@@ -55,8 +45,7 @@ type InfoCache struct {
 
 // Get returns the encoding of infos, the one it holds if that is still
 // right, else a new one it keeps; nil if infos cannot be encoded (the
-// invocation then encodes them itself, and fails). infos must not change
-// afterwards.
+// invocation then encodes them itself, and fails).
 func (c *InfoCache) Get(infos []pmix.Info) *EncodedInfos {
 	c.mu.Lock()
 	defer c.mu.Unlock()

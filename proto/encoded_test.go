@@ -20,18 +20,7 @@ func TestEncodedInfosSameBytes(t *testing.T) {
 		"nested": sampleInvokes(2)[0].Info,
 		"many":   slices.Repeat(rich[0].Info, 8), // an array16 header
 	}
-	appendAll := func(invs []Invoke) []byte {
-		var bt Batch
-		var b []byte
-		var err error
-		for i := range invs {
-			if b, err = bt.AppendInvoke(b, &invs[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		bt.Close(b)
-		return b
-	}
+	appendAll := func(invs []Invoke) []byte { return appendBatch(t, invs, nil) }
 	var cache InfoCache
 	for name, info := range lists {
 		invs := sampleInvokes(6)
