@@ -1,8 +1,10 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -316,11 +318,49 @@ var (
 	doneStatus = func() string { return "frame field " + kDones + ": status" }
 )
 
-func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
-	return decodeEntries(dec, kInvokes, invokeFields, &invokePool, (*Invoke).decode)
+func decodeInvokes(d *decoder) ([]Invoke, error) {
+	info := sharedInfo{d: d}
+	return decodeEntries(d.dec, kInvokes, invokeFields, &invokePool, func(inv *Invoke, dec *msgpack.Decoder) error {
+		return inv.decode(dec, &info)
+	})
 }
 
-func (inv *Invoke) decode(dec *msgpack.Decoder) error {
+// sharedInfo decodes the info lists of a frame's invocations, and decodes
+// a list once for consecutive invocations that carry the same bytes: the
+// same event to several handlers of the client, or events alike. A
+// handler only reads its call's Info (bus.Call: shared with the other
+// handlers of the chain, never modified), so one list serves them all; it
+// is clipped, so that appending to it copies. Results are the handler's
+// to change: each is decoded.
+type sharedInfo struct {
+	d    *decoder
+	raw  []byte      // the last list's bytes, in the body being decoded
+	list []pmix.Info // their decoding
+}
+
+func (s *sharedInfo) decode(dec *msgpack.Decoder) ([]pmix.Info, error) {
+	start := s.d.at()
+	n, err := valueLen(s.d.body[start:])
+	if err != nil {
+		return pmix.DecodeInfos(dec) // and fail as it does
+	}
+	raw := s.d.body[start : start+n]
+	if s.raw != nil && bytes.Equal(raw, s.raw) {
+		s.d.skip(n)
+		return s.list, nil
+	}
+	list, err := pmix.DecodeInfos(dec)
+	if err != nil {
+		return nil, err
+	}
+	list = slices.Clip(list)
+	if s.d.at() == start+n {
+		s.raw, s.list = raw, list
+	}
+	return list, nil
+}
+
+func (inv *Invoke) decode(dec *msgpack.Decoder, info *sharedInfo) error {
 	var err error
 	if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
 		return err
@@ -337,7 +377,7 @@ func (inv *Invoke) decode(dec *msgpack.Decoder) error {
 	if err := decodeOptionalProc(dec, &inv.Source); err != nil {
 		return err
 	}
-	if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
+	if inv.Info, err = info.decode(dec); err != nil {
 		return err
 	}
 	inv.Results, err = pmix.DecodeInfos(dec)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -162,20 +163,24 @@ func TestBatchRejects(t *testing.T) {
 
 // fanoutEntries are a burst as the agent sends one client in the fan-out
 // benchmark: 256 invocations of one handler for events from the host RM,
-// their info the event's (bare: the resolved flag only; rich: a text, an
-// affected proc and a time too), and the client's completions of them.
+// and the client's completions of them. Bare, their info is the
+// benchmark's: the resolved flag only, the same bytes for every event.
+// Rich, each event also has a text, an affected proc and a time of its
+// own, so no two infos are alike.
 func fanoutEntries(rich bool) ([]Invoke, []Done) {
-	info := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false))}
-	if rich {
-		info = append([]pmix.Info{
-			pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("node n12 is down")),
-			pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(pmix.Proc{Nspace: "A:job1", Rank: 7})),
-			pmix.NewInfo(pmix.KeyEventTimestamp, pmix.Time(time.Unix(1790000000, 5))),
-		}, info...)
-	}
+	bare := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false))}
 	invs := make([]Invoke, 256)
 	dones := make([]Done, 256)
 	for i := range invs {
+		info := bare
+		if rich {
+			info = []pmix.Info{
+				pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("node n12 is down")),
+				pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(pmix.Proc{Nspace: "A:job1", Rank: 7})),
+				pmix.NewInfo(pmix.KeyEventTimestamp, pmix.Time(time.Unix(1790000000, int64(i)))),
+				bare[0],
+			}
+		}
 		invs[i] = Invoke{Seq: uint64(1000 + i), ID: 3, Code: -201, Info: info}
 		dones[i] = Done{Seq: uint64(1000 + i), Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true}
 	}
@@ -233,7 +238,7 @@ func appendBatch(tb testing.TB, invs []Invoke, dones []Done) []byte {
 // TestReleaseKeepsWhatEntriesHeld: entries released to the pool are
 // decoded into again, while the info lists the first frame's entries held
 // stay as they were; decoding a released burst allocates one list per
-// invocation and nothing per completion.
+// distinct info and nothing per completion.
 func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
 	encode := func(invs []Invoke, dones []Done) []byte { return appendBatch(t, invs, dones)[4:] }
 	first, _ := fanoutEntries(true)
@@ -267,7 +272,7 @@ func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
 		body []byte
 		max  float64
 	}{
-		"invokes": {encode(invs, nil), float64(len(invs)) + 8},
+		"invokes": {encode(invs, nil), 8}, // one info for all
 		"dones":   {encode(nil, dones), 8},
 	} {
 		allocs := testing.AllocsPerRun(20, func() {
@@ -280,5 +285,33 @@ func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
 		if allocs > tc.max {
 			t.Errorf("%s: decoding a released burst of %d allocates %.0f times, want at most %.0f", name, len(invs), allocs, tc.max)
 		}
+	}
+}
+
+// TestSharedInfo: consecutive invocations whose info has the same bytes
+// get one decoded list, clipped so that appending to it copies; others,
+// and every invocation's results, get their own.
+func TestSharedInfo(t *testing.T) {
+	invs := sampleInvokes(6)
+	other := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(true))}
+	invs[2].Info = other
+	invs[4].Info = []pmix.Info{}
+	f, err := Unmarshal(appendBatch(t, invs, nil)[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	if !reflect.DeepEqual(f.Invokes, normInvokes(invs)) {
+		t.Fatalf("decoded %+v", f.Invokes)
+	}
+	data := func(i int) *pmix.Info { return unsafe.SliceData(f.Invokes[i].Info) }
+	if data(0) != data(1) || data(1) == data(2) || data(2) == data(3) || data(3) == data(5) {
+		t.Error("lists shared where the bytes differ, or not shared where they are the same")
+	}
+	if cap(f.Invokes[0].Info) != len(f.Invokes[0].Info) {
+		t.Error("a shared list has room to append into")
+	}
+	if unsafe.SliceData(f.Invokes[1].Results) == unsafe.SliceData(f.Invokes[3].Results) {
+		t.Error("results shared")
 	}
 }
