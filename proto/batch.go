@@ -272,8 +272,9 @@ func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, pool *en
 // readers (Frame.Release), zeroed, for the next frames.
 type entryPool[T any] struct{ p sync.Pool }
 
-// maxPooledEntries bounds the slices kept: a batch frame of
-// MaxBatchBytes holds about a thousand of the smallest entries.
+// maxPooledEntries bounds the slices kept: a fan-out's frames hold a few
+// hundred entries; a slice grown for a frame of thousands of tiny ones is
+// left to the collector.
 const maxPooledEntries = 4096
 
 var (
