@@ -320,48 +320,95 @@ var (
 )
 
 func decodeInvokes(d *decoder) ([]Invoke, error) {
-	info := sharedInfo{d: d}
+	r := repeats{d: d}
 	return decodeEntries(d.dec, kInvokes, invokeFields, &invokePool, func(inv *Invoke, dec *msgpack.Decoder) error {
-		return inv.decode(dec, &info)
+		return inv.decode(dec, &r)
 	})
 }
 
-// sharedInfo decodes the info lists of a frame's invocations, and decodes
-// a list once for consecutive invocations that carry the same bytes: the
-// same event to several handlers of the client, or events alike. A
-// handler only reads its call's Info (bus.Call: shared with the other
-// handlers of the chain, never modified), so one list serves them all; it
-// is clipped, so that appending to it copies. Results are the handler's
-// to change: each is decoded.
-type sharedInfo struct {
-	d    *decoder
-	raw  []byte      // the last list's bytes, in the body being decoded
-	list []pmix.Info // their decoding
+// repeats decodes what consecutive invocations of a frame repeat once:
+// their handler's name, their source's nspace and their info, the same
+// bytes for all the handlers of a client an event goes to and for events
+// alike. It compares the bytes with the last ones, where the decoder is in
+// the body (decoder.at).
+//
+// An info list is shared: a handler only reads its call's Info (bus.Call:
+// shared with the other handlers of the chain, never modified), so one
+// list serves them all; it is clipped, so that appending to it copies.
+// Results are the handler's to change: each is decoded.
+type repeats struct {
+	d      *decoder
+	raw    []byte      // the last info list's bytes, in the body being decoded
+	list   []pmix.Info // their decoding
+	name   string
+	nspace string
 }
 
-func (s *sharedInfo) decode(dec *msgpack.Decoder) ([]pmix.Info, error) {
-	start := s.d.at()
-	n, err := valueLen(s.d.body[start:])
+func (r *repeats) info(dec *msgpack.Decoder) ([]pmix.Info, error) {
+	start := r.d.at()
+	n, err := valueLen(r.d.body[start:])
 	if err != nil {
 		return pmix.DecodeInfos(dec) // and fail as it does
 	}
-	raw := s.d.body[start : start+n]
-	if s.raw != nil && bytes.Equal(raw, s.raw) {
-		s.d.skip(n)
-		return s.list, nil
+	raw := r.d.body[start : start+n]
+	if r.raw != nil && bytes.Equal(raw, r.raw) {
+		r.d.skip(n)
+		return r.list, nil
 	}
 	list, err := pmix.DecodeInfos(dec)
 	if err != nil {
 		return nil, err
 	}
 	list = slices.Clip(list)
-	if s.d.at() == start+n {
-		s.raw, s.list = raw, list
+	if r.d.at() == start+n {
+		r.raw, r.list = raw, list
 	}
 	return list, nil
 }
 
-func (inv *Invoke) decode(dec *msgpack.Decoder, info *sharedInfo) error {
+// str reads a str (or bin, or nil for "", as DecodeString takes), and
+// gives *last again, with no allocation, when it has its bytes.
+func (r *repeats) str(dec *msgpack.Decoder, last *string, what string) (string, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil {
+		return "", bad("frame field "+kInvokes+": "+what, err)
+	}
+	at := r.d.at()
+	if n <= 0 {
+		return "", nil
+	}
+	if n > len(r.d.body)-at { // CheckLengths has seen to it; the decoder would say so too
+		return "", pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %s of %d bytes, %d left", kInvokes, what, n, len(r.d.body)-at)
+	}
+	b := r.d.body[at : at+n]
+	r.d.skip(n)
+	if string(b) != *last {
+		*last = string(b)
+	}
+	return *last, nil
+}
+
+// source reads an invocation's source: a Proc, or nil for the RM (the
+// zero Proc).
+func (r *repeats) source(dec *msgpack.Decoder, p *pmix.Proc) error {
+	n, err := dec.DecodeArrayLen()
+	switch {
+	case err != nil:
+		return bad("frame field "+kInvokes+": source", err)
+	case n < 0: // nil
+		return nil
+	case n != 2:
+		return pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: source: want a proc [nspace, rank], got %d elements", kInvokes, n)
+	}
+	if p.Nspace, err = r.str(dec, &r.nspace, "source nspace"); err != nil {
+		return err
+	}
+	rank, err := pmix.DecodeUint(dec, math.MaxUint32, "source rank")
+	p.Rank = pmix.Rank(rank)
+	return err
+}
+
+func (inv *Invoke) decode(dec *msgpack.Decoder, r *repeats) error {
 	var err error
 	if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
 		return err
@@ -369,16 +416,16 @@ func (inv *Invoke) decode(dec *msgpack.Decoder, info *sharedInfo) error {
 	if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
 		return err
 	}
-	if inv.Name, err = dec.DecodeString(); err != nil {
-		return bad("frame field "+kInvokes+": name", err)
+	if inv.Name, err = r.str(dec, &r.name, "name"); err != nil {
+		return err
 	}
 	if inv.Code, err = decodeStatus(dec, invokeCode); err != nil {
 		return err
 	}
-	if err := decodeOptionalProc(dec, &inv.Source); err != nil {
+	if err := r.source(dec, &inv.Source); err != nil {
 		return err
 	}
-	if inv.Info, err = info.decode(dec); err != nil {
+	if inv.Info, err = r.info(dec); err != nil {
 		return err
 	}
 	inv.Results, err = pmix.DecodeInfos(dec)
@@ -440,16 +487,4 @@ func decodeStatus(dec *msgpack.Decoder, field func() string) (pmix.Status, error
 		return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %d does not fit a status", field(), n)
 	}
 	return pmix.Status(n), nil
-}
-
-// decodeOptionalProc reads a Proc, or nil for the zero Proc.
-func decodeOptionalProc(dec *msgpack.Decoder, p *pmix.Proc) error {
-	c, err := dec.PeekCode()
-	if err != nil {
-		return bad("frame field "+kInvokes+": source", err)
-	}
-	if c == msgpcode.Nil {
-		return dec.Skip()
-	}
-	return p.DecodeMsgpack(dec)
 }

@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,28 +191,35 @@ func fanoutEntries(rich bool) ([]Invoke, []Done) {
 // BenchmarkDecodeBatch decodes an invoke-batch frame of 256 invocations
 // (what a client reads) and an invoke-done-batch of 256 completions (what
 // the agent reads), releasing the entries as the client and the agent do:
-// per entry, the time and allocations.
+// per entry, the time and allocations. Named: the bare invocations of a
+// named handler for events from a client.
 func BenchmarkDecodeBatch(b *testing.B) {
-	for _, rich := range []bool{false, true} {
-		invs, dones := fanoutEntries(rich)
-		inv, done := appendBatch(b, invs, nil), appendBatch(b, nil, dones)
-		for name, body := range map[string][]byte{"invokes": inv[4:], "dones": done[4:]} {
-			if name == "dones" && rich {
-				continue // the same frame
-			}
-			name += map[bool]string{false: "/bare", true: "/rich"}[rich]
-			b.Run(name, func(b *testing.B) {
-				b.ReportAllocs()
-				for range b.N {
-					f, err := Unmarshal(body)
-					if err != nil {
-						b.Fatal(err)
-					}
-					f.Release()
+	bare, dones := fanoutEntries(false)
+	rich, _ := fanoutEntries(true)
+	named := slices.Clone(bare)
+	for i := range named {
+		named[i].Name, named[i].Source = "on-node-down", pmix.Proc{Nspace: "A:job1", Rank: 3}
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"invokes/bare", appendBatch(b, bare, nil)},
+		{"invokes/named", appendBatch(b, named, nil)},
+		{"invokes/rich", appendBatch(b, rich, nil)},
+		{"dones/bare", appendBatch(b, nil, dones)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				f, err := Unmarshal(tc.body[4:])
+				if err != nil {
+					b.Fatal(err)
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(invs)), "ns/entry")
-			})
-		}
+				f.Release()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bare)), "ns/entry")
+		})
 	}
 }
 
@@ -288,14 +296,20 @@ func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
 	}
 }
 
-// TestSharedInfo: consecutive invocations whose info has the same bytes
-// get one decoded list, clipped so that appending to it copies; others,
-// and every invocation's results, get their own.
-func TestSharedInfo(t *testing.T) {
+// TestRepeats: consecutive invocations whose info has the same bytes get
+// one decoded list, clipped so that appending to it copies; others, and
+// every invocation's results, get their own. A name or a source nspace
+// that repeats the last is the same string.
+func TestRepeats(t *testing.T) {
 	invs := sampleInvokes(6)
 	other := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(true))}
 	invs[2].Info = other
 	invs[4].Info = []pmix.Info{}
+	for i := range invs {
+		invs[i].Name = []string{"hdl", "hdl", "", "hdl2", "hdl2", "hdl"}[i]
+		invs[i].Source = pmix.Proc{Nspace: []string{"A:j", "A:j", "", "A:j", "B:k", "B:k"}[i], Rank: pmix.Rank(i)}
+	}
+	invs[2].Source = pmix.Proc{}
 	f, err := Unmarshal(appendBatch(t, invs, nil)[4:])
 	if err != nil {
 		t.Fatal(err)
@@ -313,5 +327,13 @@ func TestSharedInfo(t *testing.T) {
 	}
 	if unsafe.SliceData(f.Invokes[1].Results) == unsafe.SliceData(f.Invokes[3].Results) {
 		t.Error("results shared")
+	}
+	str := func(s string) *byte { return unsafe.StringData(s) }
+	inv := f.Invokes
+	if str(inv[0].Name) != str(inv[1].Name) || str(inv[3].Name) != str(inv[4].Name) || str(inv[0].Name) == str(inv[5].Name) {
+		t.Error("names: a repeated one decoded again, or one after another shared")
+	}
+	if str(inv[0].Source.Nspace) != str(inv[1].Source.Nspace) || str(inv[4].Source.Nspace) != str(inv[5].Source.Nspace) {
+		t.Error("a repeated source nspace decoded again")
 	}
 }

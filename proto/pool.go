@@ -73,7 +73,7 @@ func DecodeChecked(b []byte, decode func(*msgpack.Decoder) error) error {
 }
 
 // decodeChecked is DecodeChecked for decoders that need to know where
-// they are in b (sharedInfo).
+// they are in b (repeats).
 func decodeChecked(b []byte, decode func(*decoder) error) error {
 	if err := CheckLengths(b); err != nil {
 		return err
