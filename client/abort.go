@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -45,35 +46,84 @@ func (c *Client) Abort(ctx context.Context, status pmix.Status, msg string, proc
 // invocation is one call of a handler of this process that has not
 // completed yet.
 type invocation struct {
-	local   bus.ID // its registration in the client's registry
-	started time.Time
-	abort   bool // an abort was asked for meanwhile (guarded by Client.mu)
+	local   bus.ID        // its registration in the client's registry
+	started time.Duration // since epoch, on the monotonic clock
+	abort   bool          // an abort was asked for meanwhile (guarded by Client.mu)
+	// completed: its done was called (delivery.complete ignores the
+	// later calls). Here, not in delivery, to fill the padding.
+	completed atomic.Bool
+	// prev, next: its neighbours in Client.running; nil once out of it.
+	prev, next *invocation
+}
+
+// epoch is what invocation start times count from.
+var epoch = time.Now()
+
+// invocations is a list of invocations, a ring through a sentinel: every
+// delivery joins and leaves it, which costs no hashing and no map growth.
+// The zero list is empty.
+type invocations struct {
+	ring invocation
+	n    int
+}
+
+func (l *invocations) add(inv *invocation) {
+	if l.ring.next == nil {
+		l.ring.prev, l.ring.next = &l.ring, &l.ring
+	}
+	inv.prev, inv.next = l.ring.prev, &l.ring
+	inv.prev.next, l.ring.prev = inv, inv
+	l.n++
+}
+
+// remove takes inv out of the list, if it is in it.
+func (l *invocations) remove(inv *invocation) {
+	if inv.next == nil {
+		return
+	}
+	inv.prev.next, inv.next.prev = inv.next, inv.prev
+	inv.prev, inv.next = nil, nil
+	l.n--
+}
+
+// all yields the invocations in the list; the one yielded may be removed.
+func (l *invocations) all(yield func(*invocation) bool) {
+	if l.ring.next == nil {
+		return
+	}
+	for inv := l.ring.next; inv != &l.ring; {
+		next := inv.next
+		if !yield(inv) {
+			return
+		}
+		inv = next
+	}
 }
 
 // minPrune is how many invocations may be recorded before begin looks for
 // stale ones.
 const minPrune = 64
 
-// begin records that the handler of local registration id is being called.
-func (c *Client) begin(id bus.ID) *invocation {
-	inv := &invocation{local: id, started: time.Now()}
+// begin records in inv that the handler of local registration id is
+// being called.
+func (c *Client) begin(inv *invocation, id bus.ID) {
+	*inv = invocation{local: id, started: time.Since(epoch)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.running[inv] = struct{}{}
-	if len(c.running) >= c.pruneAt {
+	c.running.add(inv)
+	if c.running.n >= c.pruneAt {
 		// Handlers that never complete leave entries behind; drop those
 		// their chains have passed over.
 		c.pruneLocked(inv.started)
-		c.pruneAt = max(minPrune, 2*len(c.running))
+		c.pruneAt = max(minPrune, 2*c.running.n)
 	}
-	return inv
 }
 
 // settle records that inv completed with results, and adds the abort
 // request to them if one was asked for while it ran.
 func (c *Client) settle(inv *invocation, results []pmix.Info) []pmix.Info {
 	c.mu.Lock()
-	delete(c.running, inv)
+	c.running.remove(inv)
 	abort := inv.abort
 	c.mu.Unlock()
 	if abort {
@@ -86,7 +136,8 @@ func (c *Client) settle(inv *invocation, results []pmix.Info) []pmix.Info {
 // invocations are recorded like the agent's.
 func (c *Client) tracked(h bus.Handler) bus.Handler {
 	return func(call *bus.Call, done bus.Done) {
-		inv := c.begin(call.ID)
+		inv := new(invocation)
+		c.begin(inv, call.ID)
 		h(call, func(status pmix.Status, results []pmix.Info) { done(status, c.settle(inv, results)) })
 	}
 }
@@ -97,28 +148,28 @@ func (c *Client) tracked(h bus.Handler) bus.Handler {
 // (handlers of concurrent chains that have not completed), each chain
 // raises it; handlers passed over by their timeout are not running.
 func (c *Client) deferAbort() bool {
-	now := time.Now()
+	now := time.Since(epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pruneLocked(now)
-	for inv := range c.running {
+	for inv := range c.running.all {
 		inv.abort = true
 	}
-	return len(c.running) > 0
+	return c.running.n > 0
 }
 
 // pruneLocked forgets invocations older than their handler's timeout: the
 // chain has passed them over (the agent's timeout is assumed to be the
 // client's default, bus.DefaultHandlerTimeout unless WithHandlerTimeout
-// says otherwise).
-func (c *Client) pruneLocked(now time.Time) {
-	for inv := range c.running {
+// says otherwise). now is a time since epoch.
+func (c *Client) pruneLocked(now time.Duration) {
+	for inv := range c.running.all {
 		d := c.handlerTimeout
 		if g, ok := c.local.Lookup(inv.local); ok && g.Timeout > 0 {
 			d = g.Timeout
 		}
-		if d > 0 && now.Sub(inv.started) >= d {
-			delete(c.running, inv)
+		if d > 0 && now-inv.started >= d {
+			c.running.remove(inv)
 		}
 	}
 }

@@ -63,7 +63,7 @@ type Client struct {
 	final       bool
 	// running: invocations of this process's handlers that have not
 	// completed (abort.go).
-	running map[*invocation]struct{}
+	running invocations
 	pruneAt int
 
 	handlerTimeout time.Duration // the default of the local registry
@@ -174,7 +174,6 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 		registering: make(map[uint64]registered),
 		abandoned:   make(map[uint64]bool),
 		toAgent:     make(map[bus.ID]uint64),
-		running:     make(map[*invocation]struct{}),
 		pruneAt:     minPrune,
 		stopped:     make(chan struct{}),
 

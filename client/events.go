@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -189,28 +188,47 @@ func (c *Client) invokeOne(inv *proto.Invoke) {
 	c.mu.Lock()
 	reg, ok := c.handlers[inv.ID]
 	c.mu.Unlock()
-	seq := inv.Seq
-	answer := func(status pmix.Status, results, prior []pmix.Info) {
-		d := proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil}
-		if c.batch {
-			_ = c.w.WriteDone(&d)
-			return
-		}
-		_ = c.write(d.Frame())
-	}
 	if !ok {
 		// Deregistered while the agent was invoking it.
-		answer(pmix.EventNoActionTaken, nil, nil)
+		c.answer(inv.Seq, pmix.EventNoActionTaken, nil, nil)
 		return
 	}
 	<-reg.returned // a replayed event waits for the registration call to return
-	call := &bus.Call{ID: reg.local, Name: inv.Name, Code: inv.Code, Source: inv.Source, Info: inv.Info, Results: inv.Results}
-	if call.Results == nil {
-		call.Results = []pmix.Info{}
+	// One allocation holds what the invocation needs until it completes
+	// (and one more its done): a delivery is the fan-out's unit of work.
+	d := &delivery{c: c, seq: inv.Seq}
+	d.call = bus.Call{ID: reg.local, Name: inv.Name, Code: inv.Code, Source: inv.Source, Info: inv.Info, Results: inv.Results}
+	if d.call.Results == nil {
+		d.call.Results = []pmix.Info{}
 	}
-	running := c.begin(reg.local)
-	var once sync.Once
-	reg.h(call, func(status pmix.Status, results []pmix.Info) {
-		once.Do(func() { answer(status, c.settle(running, results), call.Results) })
-	})
+	c.begin(&d.run, reg.local)
+	reg.h(&d.call, d.complete)
+}
+
+// delivery is one invocation of a handler by the agent, from the call to
+// its completion.
+type delivery struct {
+	c    *Client
+	seq  uint64
+	call bus.Call
+	run  invocation
+}
+
+// complete is the handler's done.
+func (d *delivery) complete(status pmix.Status, results []pmix.Info) {
+	if d.run.completed.Swap(true) {
+		return
+	}
+	d.c.answer(d.seq, status, d.c.settle(&d.run, results), d.call.Results)
+}
+
+// answer sends the completion of invocation seq: prior is the prior
+// results as the handler left them, nil if it never saw them.
+func (c *Client) answer(seq uint64, status pmix.Status, results, prior []pmix.Info) {
+	d := proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil}
+	if c.batch {
+		_ = c.w.WriteDone(&d)
+		return
+	}
+	_ = c.write(d.Frame())
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,14 +174,14 @@ func TestAbortFromRunningHandler(t *testing.T) {
 	t.Run("a handler passed over is not running", func(t *testing.T) {
 		mustRegister(t, c, []pmix.Status{codeX - 1}, named("hangs"), func(*bus.Call, bus.Done) {})
 		a.send("hangs", codeX-1)
-		running := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.running) }
+		running := func() int { c.mu.Lock(); defer c.mu.Unlock(); return c.running.n }
 		waitUntil(t, "the handler runs", func() bool { return running() == 1 })
 		// As if its timeout (the client's default, which the agent is
 		// assumed to share) had passed: the agent has moved on, so the
 		// abort runs now.
 		c.mu.Lock()
-		for inv := range c.running {
-			inv.started = inv.started.Add(-time.Hour)
+		for inv := range c.running.all {
+			inv.started -= time.Hour
 		}
 		c.mu.Unlock()
 		abort(t)
@@ -191,4 +192,38 @@ func TestAbortFromRunningHandler(t *testing.T) {
 			t.Error("the passed-over invocation is still recorded")
 		}
 	})
+}
+
+// TestInvocations: the running list holds what was added and not removed,
+// in order; removing twice, or while walking it, is harmless.
+func TestInvocations(t *testing.T) {
+	var l invocations
+	inv := make([]invocation, 5)
+	for i := range inv {
+		inv[i].local = bus.ID(i)
+		l.add(&inv[i])
+	}
+	l.remove(&inv[1])
+	l.remove(&inv[1])
+	for v := range l.all {
+		if v.local == 2 {
+			l.remove(v)
+		}
+	}
+	var got []bus.ID
+	for v := range l.all {
+		got = append(got, v.local)
+	}
+	if !slices.Equal(got, []bus.ID{0, 3, 4}) || l.n != 3 {
+		t.Fatalf("list holds %v (n %d), want [0 3 4]", got, l.n)
+	}
+	for i := range inv {
+		l.remove(&inv[i])
+	}
+	for v := range l.all {
+		t.Fatalf("%d left in an emptied list", v.local)
+	}
+	if l.n != 0 {
+		t.Fatalf("n %d", l.n)
+	}
 }

@@ -84,11 +84,13 @@ func (c *Client) runHandlers() {
 		}
 		c.w.Cork()
 		c.invoke(f)
+		f.Release() // the handlers keep what the entries held, not the entries
 		for range 256 {
 			if f, ok = c.invokes.tryPop(); !ok {
 				break
 			}
 			c.invoke(f)
+			f.Release()
 		}
 		_ = c.w.Uncork()
 	}

@@ -145,3 +145,34 @@ const (
 	// record a pull delivers.
 	KeyIOFTime = "pmixbus.iof.time"
 )
+
+// knownKeys are the keys above: decoding an info whose key is one of
+// them takes the constant instead of allocating the string again (an event
+// info crosses a socket per handler it reaches). TestKnownKeysComplete
+// keeps the list whole.
+var knownKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		KeyNspace, KeyRank, KeyJobID, KeySessionID, KeyClusterID, KeyHostname, KeyNodeID,
+		KeyJobSize, KeyLocalSize, KeyLocalRank, KeyNodeRank, KeyLocalPeers, KeyUnivSize,
+		KeyMaxProcs, KeyAppNum, KeyUserID, KeyGroupID, KeyProcID, KeyEventHdlrName,
+		KeyEventHdlrFirst, KeyEventHdlrLast, KeyEventHdlrFirstInCategory,
+		KeyEventHdlrLastInCategory, KeyEventHdlrBefore, KeyEventHdlrAfter, KeyEventHdlrPrepend,
+		KeyEventHdlrAppend, KeyEventJobLevel, KeyEventEnviroLevel, KeyEventCustomRange,
+		KeyEventAffectedProc, KeyEventAffectedProcs, KeyEventNonDefault, KeyEventReturnObject,
+		KeyEventDoNotCache, KeyEventSilentTerm, KeyEventProxy, KeyEventTextMessage,
+		KeyEventTimestamp, KeyExitCode, KeyJobTermStatus, KeyProcTermStatus,
+		KeyNotifyProcTermination, KeyNotifyProcAbnormalTermination, KeyJobRecoverable,
+		KeyJobContinuous, KeyEventTerminateSession, KeyEventTerminateJob, KeyEventTerminateNode,
+		KeyEventTerminateProc, KeyEventActionTimeout, KeyEventNoTermination,
+		KeyEventWantTermination, KeyRange, KeyPersistence, KeyWait, KeyTimeout, KeyIOFComplete,
+		KeyAccessPermissions, KeyAccessUserIDs, KeyAccessGroupIDs, KeyConnectNotifyEach,
+		KeyConnectNotifyReq, KeyConnectOptional, KeyConnectXchgOnly, KeyConnectID, KeyCollectData,
+		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
+		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
+		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
+	} {
+		m[k] = k
+	}
+	return m
+}()

@@ -63,15 +63,22 @@ func (t Type) Known() bool { _, ok := typeNames[t]; return ok }
 // Value is one typed PMIx value (pmix_value_t). The zero Value is TypeUndef.
 // Build one with the constructors (String, Int32, Procs, …) and read it with
 // the accessors, which report whether the type matched.
+//
+// It is small (48 bytes) because an event's info is copied per handler
+// and per client it reaches: the rarer lists share one field.
 type Value struct {
-	typ   Type
-	num   uint64 // bool, ints (two's complement), float bits, status, range, persistence, rank, time seconds
-	nsec  uint32 // time nanoseconds
-	str   string // string, proc nspace
-	bytes []byte
-	procs []Proc
-	infos []Info
+	_    [0]func() // not comparable: list may hold a slice
+	typ  Type
+	nsec uint32 // time nanoseconds
+	num  uint64 // bool, ints (two's complement), float bits, status, range, persistence, rank, time seconds
+	str  string // string, proc nspace
+	list any    // []byte, []Proc or []Info, by typ
 }
+
+// The lists of the types that have one; nil for the others.
+func (v *Value) bytes() []byte { b, _ := v.list.([]byte); return b }
+func (v *Value) procs() []Proc { p, _ := v.list.([]Proc); return p }
+func (v *Value) infos() []Info { i, _ := v.list.([]Info); return i }
 
 // Constructors.
 
@@ -99,13 +106,13 @@ func RankValue(r Rank) Value           { return Value{typ: TypeRank, num: uint64
 func ProcValue(p Proc) Value           { return Value{typ: TypeProc, str: p.Nspace, num: uint64(p.Rank)} }
 
 // Bytes copies b.
-func Bytes(b []byte) Value { return Value{typ: TypeBytes, bytes: bytes.Clone(b)} }
+func Bytes(b []byte) Value { return Value{typ: TypeBytes, list: bytes.Clone(b)} }
 
 // Procs copies ps.
-func Procs(ps []Proc) Value { return Value{typ: TypeProcArray, procs: slices.Clone(ps)} }
+func Procs(ps []Proc) Value { return Value{typ: TypeProcArray, list: slices.Clone(ps)} }
 
 // Infos copies the slice (not deeply: Values are immutable).
-func Infos(is []Info) Value { return Value{typ: TypeInfoArray, infos: slices.Clone(is)} }
+func Infos(is []Info) Value { return Value{typ: TypeInfoArray, list: slices.Clone(is)} }
 
 // Time keeps the instant to the nanosecond; the location is not kept
 // (decoded times are UTC) and neither is the monotonic reading.
@@ -131,14 +138,14 @@ func (v Value) Persistence() (Persistence, bool) {
 }
 func (v Value) Rank() (Rank, bool)    { return Rank(v.num), v.typ == TypeRank }
 func (v Value) Proc() (Proc, bool)    { return Proc{Nspace: v.str, Rank: Rank(v.num)}, v.typ == TypeProc }
-func (v Value) Bytes() ([]byte, bool) { return v.bytes, v.typ == TypeBytes }
+func (v Value) Bytes() ([]byte, bool) { return v.bytes(), v.typ == TypeBytes }
 
 // Procs returns the procs of a TypeProcArray value, or the single proc of a
 // TypeProc value as a one-element slice. Do not modify the result.
 func (v Value) Procs() ([]Proc, bool) {
 	switch v.typ {
 	case TypeProcArray:
-		return v.procs, true
+		return v.procs(), true
 	case TypeProc:
 		return []Proc{{Nspace: v.str, Rank: Rank(v.num)}}, true
 	}
@@ -146,7 +153,7 @@ func (v Value) Procs() ([]Proc, bool) {
 }
 
 // Infos returns the infos of a TypeInfoArray value. Do not modify the result.
-func (v Value) Infos() ([]Info, bool) { return v.infos, v.typ == TypeInfoArray }
+func (v Value) Infos() ([]Info, bool) { return v.infos(), v.typ == TypeInfoArray }
 
 // Time returns the instant of a TypeTime value, in UTC.
 func (v Value) Time() (time.Time, bool) {
@@ -176,11 +183,11 @@ func (v Value) Equal(o Value) bool {
 	}
 	switch v.typ {
 	case TypeBytes:
-		return bytes.Equal(v.bytes, o.bytes)
+		return bytes.Equal(v.bytes(), o.bytes())
 	case TypeProcArray:
-		return slices.Equal(v.procs, o.procs)
+		return slices.Equal(v.procs(), o.procs())
 	case TypeInfoArray:
-		return InfosEqual(v.infos, o.infos)
+		return InfosEqual(v.infos(), o.infos())
 	}
 	return true
 }
@@ -212,18 +219,18 @@ func (v Value) String() string {
 	case TypeProc:
 		return Proc{Nspace: v.str, Rank: Rank(v.num)}.String()
 	case TypeBytes:
-		return fmt.Sprintf("bytes[%d]", len(v.bytes))
+		return fmt.Sprintf("bytes[%d]", len(v.bytes()))
 	case TypeTime:
 		t, _ := v.Time()
 		return t.Format(time.RFC3339Nano)
 	case TypeProcArray:
-		parts := make([]string, len(v.procs))
-		for i, p := range v.procs {
+		parts := make([]string, len(v.procs()))
+		for i, p := range v.procs() {
 			parts[i] = p.String()
 		}
 		return "[" + strings.Join(parts, " ") + "]"
 	case TypeInfoArray:
-		return "{" + FormatInfos(v.infos) + "}"
+		return "{" + FormatInfos(v.infos()) + "}"
 	}
 	return "<" + v.typ.String() + ">"
 }
@@ -254,14 +261,14 @@ func (v Value) GoValue() any {
 	case TypeProc:
 		return Proc{Nspace: v.str, Rank: Rank(v.num)}
 	case TypeBytes:
-		return v.bytes
+		return v.bytes()
 	case TypeTime:
 		t, _ := v.Time()
 		return t
 	case TypeProcArray:
-		return v.procs
+		return v.procs()
 	case TypeInfoArray:
-		return v.infos
+		return v.infos()
 	}
 	return nil
 }

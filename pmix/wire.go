@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -48,7 +49,11 @@ func (p *Proc) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeProc(dec
 func (i Info) EncodeMsgpack(enc *msgpack.Encoder) error { return encodeInfo(enc, i) }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
-func (i *Info) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeInfo(dec, i, 0) }
+func (i *Info) DecodeMsgpack(dec *msgpack.Decoder) error {
+	kb := keyBufs.Get().(*keyBuf)
+	defer keyBufs.Put(kb)
+	return decodeInfo(dec, i, kb, 0)
+}
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (v Value) EncodeMsgpack(enc *msgpack.Encoder) error { return encodeValue(enc, v) }
@@ -218,11 +223,11 @@ func encodeInfo(enc *msgpack.Encoder, i Info) error {
 	return encodeValue(enc, i.Value)
 }
 
-func decodeInfo(dec *msgpack.Decoder, i *Info, depth int) error {
+func decodeInfo(dec *msgpack.Decoder, i *Info, kb *keyBuf, depth int) error {
 	if err := expectArray(dec, 3, "info"); err != nil {
 		return err
 	}
-	key, err := dec.DecodeString()
+	key, err := decodeKey(dec, kb)
 	if err != nil {
 		return wireErr("info key", err)
 	}
@@ -259,12 +264,16 @@ func decodeInfos(dec *msgpack.Decoder, depth int) ([]Info, error) {
 		return nil, err
 	}
 	infos := make([]Info, 0, min(n, 256))
+	if n == 0 {
+		return infos, nil
+	}
+	kb := keyBufs.Get().(*keyBuf)
+	defer keyBufs.Put(kb)
 	for range n {
-		var i Info
-		if err := decodeInfo(dec, &i, depth); err != nil {
+		infos = append(infos, Info{})
+		if err := decodeInfo(dec, &infos[len(infos)-1], kb, depth); err != nil {
 			return nil, err
 		}
-		infos = append(infos, i)
 	}
 	return infos, nil
 }
@@ -303,28 +312,46 @@ func encodeValue(enc *msgpack.Encoder, v Value) error {
 	case TypeProc:
 		return encodeProc(enc, Proc{Nspace: v.str, Rank: Rank(v.num)})
 	case TypeInfoArray:
-		return encodeInfos(enc, v.infos)
+		return encodeInfos(enc, v.infos())
 	case TypeBytes:
-		return enc.EncodeBytes(v.bytes)
+		return enc.EncodeBytes(v.bytes())
 	case TypeProcArray:
-		return encodeProcs(enc, v.procs)
+		return encodeProcs(enc, v.procs())
 	}
 	return Errorf(ErrUnknownDataType, "cannot encode value of %s", v.typ)
 }
 
-// Signed and unsigned bounds of the integer types.
-var (
-	intBounds = map[Type][2]int64{
-		TypeInt8: {math.MinInt8, math.MaxInt8}, TypeInt16: {math.MinInt16, math.MaxInt16},
-		TypeInt32: {math.MinInt32, math.MaxInt32}, TypeInt64: {math.MinInt64, math.MaxInt64},
-		TypeStatus: {math.MinInt32, math.MaxInt32},
+// intBounds is the range of a signed integer type; ok is false for the
+// other types.
+func intBounds(t Type) (lo, hi int64, ok bool) {
+	switch t {
+	case TypeInt8:
+		return math.MinInt8, math.MaxInt8, true
+	case TypeInt16:
+		return math.MinInt16, math.MaxInt16, true
+	case TypeInt32, TypeStatus:
+		return math.MinInt32, math.MaxInt32, true
+	case TypeInt64:
+		return math.MinInt64, math.MaxInt64, true
 	}
-	uintBounds = map[Type]uint64{
-		TypeUint8: math.MaxUint8, TypeUint16: math.MaxUint16, TypeUint32: math.MaxUint32,
-		TypeUint64: math.MaxUint64, TypePersistence: math.MaxUint8, TypeRange: math.MaxUint8,
-		TypeRank: math.MaxUint32,
+	return 0, 0, false
+}
+
+// uintBound is the largest value of an unsigned integer type; ok is false
+// for the other types.
+func uintBound(t Type) (max uint64, ok bool) {
+	switch t {
+	case TypeUint8, TypePersistence, TypeRange:
+		return math.MaxUint8, true
+	case TypeUint16:
+		return math.MaxUint16, true
+	case TypeUint32, TypeRank:
+		return math.MaxUint32, true
+	case TypeUint64:
+		return math.MaxUint64, true
 	}
-)
+	return 0, false
+}
 
 func decodeValue(dec *msgpack.Decoder, v *Value, depth int) error {
 	if err := expectArray(dec, 2, "value"); err != nil {
@@ -336,22 +363,22 @@ func decodeValue(dec *msgpack.Decoder, v *Value, depth int) error {
 	}
 	typ := Type(t)
 	out := Value{typ: typ}
-	if b, ok := intBounds[typ]; ok {
+	if lo, hi, ok := intBounds(typ); ok {
 		n, err := dec.DecodeInt64()
 		if err != nil {
 			return wireErr(typ.String()+" value", err)
 		}
-		if n < b[0] || n > b[1] {
+		if n < lo || n > hi {
 			return Errorf(ErrUnpackFailure, "%d does not fit %s", n, typ)
 		}
 		out.num = uint64(n)
 		*v = out
 		return nil
 	}
-	if max, ok := uintBounds[typ]; ok {
-		n, err := decodeUint(dec, max, typ.String()+" value")
+	if max, ok := uintBound(typ); ok {
+		n, err := decodeUint(dec, max, "value")
 		if err != nil {
-			return err
+			return Errorf(ErrUnpackFailure, "%s %s", typ, MessageOf(err))
 		}
 		out.num = n
 		*v = out
@@ -398,17 +425,23 @@ func decodeValue(dec *msgpack.Decoder, v *Value, depth int) error {
 		}
 		out = ProcValue(p)
 	case TypeInfoArray:
-		if out.infos, err = decodeInfos(dec, depth+1); err != nil {
+		infos, err := decodeInfos(dec, depth+1)
+		if err != nil {
 			return err
 		}
+		out.list = infos
 	case TypeBytes:
-		if out.bytes, err = decodeBytes(dec); err != nil {
+		b, err := decodeBytes(dec)
+		if err != nil {
 			return err
 		}
+		out.list = b
 	case TypeProcArray:
-		if out.procs, err = decodeProcs(dec); err != nil {
+		procs, err := decodeProcs(dec)
+		if err != nil {
 			return err
 		}
+		out.list = procs
 	default:
 		return Errorf(ErrUnknownDataType, "unknown value type %d", t)
 	}
@@ -425,16 +458,54 @@ func decodeBytes(dec *msgpack.Decoder) ([]byte, error) {
 	if err != nil {
 		return nil, wireErr("bytes value", err)
 	}
+	b, err := readBytes(dec, n)
+	if err != nil {
+		return nil, wireErr("bytes value", err)
+	}
+	return b, nil
+}
+
+// readBytes reads n bytes into a buffer it grows as they arrive.
+func readBytes(dec *msgpack.Decoder, n int) ([]byte, error) {
 	const chunk = 64 << 10
 	b := make([]byte, 0, min(max(n, 0), chunk))
 	for len(b) < n {
 		k := min(n-len(b), chunk)
 		b = append(b, make([]byte, k)...)
 		if err := dec.ReadFull(b[len(b)-k:]); err != nil {
-			return nil, wireErr("bytes value", err)
+			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// keyBuf is where decodeKey reads a key to look it up in knownKeys. A
+// buffer on the stack would escape (msgpack reads through an interface),
+// costing the allocation it saves; one is taken from keyBufs for each list.
+type keyBuf [32]byte
+
+var keyBufs = sync.Pool{New: func() any { return new(keyBuf) }}
+
+// decodeKey reads an info key, a str (or bin, or nil for "", as
+// DecodeString takes). One of the keys this package names costs no
+// allocation.
+func decodeKey(dec *msgpack.Decoder, kb *keyBuf) (string, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return "", err
+	}
+	if n > len(kb) {
+		b, err := readBytes(dec, n)
+		return string(b), err
+	}
+	b := kb[:n]
+	if err := dec.ReadFull(b); err != nil {
+		return "", err
+	}
+	if k, ok := knownKeys[string(b)]; ok {
+		return k, nil
+	}
+	return string(b), nil
 }
 
 func expectArray(dec *msgpack.Decoder, want int, what string) error {

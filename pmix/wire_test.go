@@ -3,9 +3,15 @@ package pmix
 import (
 	"bytes"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -229,4 +235,71 @@ func FuzzValueRoundTrip(f *testing.F) {
 			t.Fatalf("not the identity:\n%v\n%v", in, out)
 		}
 	})
+}
+
+// TestKnownKeysComplete: every key constant of keys.go is in knownKeys, so
+// that decoding it allocates nothing, and a decoded known key is the
+// constant itself.
+func TestKnownKeysComplete(t *testing.T) {
+	file, err := parser.ParseFile(token.NewFileSet(), "keys.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range file.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			for i, name := range spec.(*ast.ValueSpec).Names {
+				lit, ok := spec.(*ast.ValueSpec).Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING || !strings.HasPrefix(name.Name, "Key") {
+					continue
+				}
+				key, _ := strconv.Unquote(lit.Value)
+				if knownKeys[key] != key {
+					t.Errorf("%s (%q) is not in knownKeys", name.Name, key)
+				}
+				n++
+			}
+		}
+	}
+	if n != len(knownKeys) || n < 80 {
+		t.Errorf("keys.go names %d keys, knownKeys holds %d", n, len(knownKeys))
+	}
+	b, err := MarshalInfos([]Info{NewInfo(KeyEventResolved, Bool(true)), NewInfo("my.key", Bool(true))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	if n, err := dec.DecodeArrayLen(); err != nil || n != 2 {
+		t.Fatal(n, err)
+	}
+	kb := new(keyBuf)
+	var known, other Info
+	if err := decodeInfo(dec, &known, kb, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeInfo(dec, &other, kb, 0); err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.StringData(known.Key) != unsafe.StringData(KeyEventResolved) || other.Key != "my.key" {
+		t.Errorf("decoded keys %q %q: the known one is not the constant", known.Key, other.Key)
+	}
+	long := strings.Repeat("k", 100)
+	if b, err = MarshalInfos([]Info{NewInfo(long, Bool(true))}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := UnmarshalInfos(b); err != nil || got[0].Key != long {
+		t.Errorf("a long key: %v %v", got, err)
+	}
+}
+
+// TestValueSize: a Value stays 48 bytes and an Info 72, as event info is
+// copied per handler it reaches.
+func TestValueSize(t *testing.T) {
+	if v, i := unsafe.Sizeof(Value{}), unsafe.Sizeof(Info{}); v > 48 || i > 72 {
+		t.Errorf("Value is %d bytes, Info %d", v, i)
+	}
 }

@@ -1,8 +1,11 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -21,6 +24,11 @@ type Invoke struct {
 	Source  pmix.Proc
 	Info    []pmix.Info
 	Results []pmix.Info
+	// Encoded, if set, is Info's encoding made once for all the clients
+	// an event goes to (EncodeInfoList, InfoCache): encoding the
+	// invocation copies its bytes if it is still Info's (EncodedInfos.Of),
+	// and encodes Info otherwise. Never set by decoding.
+	Encoded *EncodedInfos
 }
 
 // Done is one completion of an invoke-done-batch frame: the fields of an
@@ -197,7 +205,12 @@ func (inv *Invoke) encode(enc *msgpack.Encoder) error {
 	if err != nil {
 		return err
 	}
-	if err := pmix.EncodeInfos(enc, inv.Info); err != nil {
+	if inv.Encoded.Of(inv.Info) {
+		_, err = enc.Writer().Write(inv.Encoded.raw)
+	} else {
+		err = pmix.EncodeInfos(enc, inv.Info)
+	}
+	if err != nil {
 		return err
 	}
 	return pmix.EncodeInfos(enc, inv.Results)
@@ -223,89 +236,232 @@ func (d *Done) encode(enc *msgpack.Encoder) error {
 }
 
 // decodeEntries reads a batch field: an array of entries of fields
-// elements each, every one read by one. CheckLengths has made sure the
-// count is no more than the bytes left, each entry taking at least one.
-// The slice starts with room for up to maxPresized entries (a burst's
-// batch, ~30 KiB, whatever a short frame claims) and grows by append past
-// it as entries decode, so allocation follows the bytes present, not the
-// count claimed.
-func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, one func(*T) error) ([]T, error) {
+// elements each, every one decoded by one straight into its place in the
+// slice (an entry decoded elsewhere and copied in would be allocated on
+// its own). CheckLengths has made sure the count is no more than the bytes
+// left, each entry taking at least one. The slice comes from pool, where
+// Frame.Release puts it back, or starts with room for up to maxPresized
+// entries (a burst's batch, whatever a short frame claims) and grows by
+// append past it as entries decode, so allocation follows the bytes
+// present, not the count claimed.
+func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, pool *entryPool[T], one func(*T, *msgpack.Decoder) error) ([]T, error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n < 0 {
 		return nil, bad("frame field "+key, err)
 	}
-	out := make([]T, 0, min(n, maxPresized))
+	out := pool.get(min(n, maxPresized))
 	for range n {
 		m, err := dec.DecodeArrayLen()
+		if err == nil && m != fields {
+			err = pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
+		}
+		if err == nil {
+			var zero T
+			out = append(out, zero)
+			err = one(&out[len(out)-1], dec)
+		}
 		if err != nil {
+			pool.put(out)
 			return nil, bad("frame field "+key, err)
 		}
-		if m != fields {
-			return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: an entry of %d elements, want %d", key, m, fields)
-		}
-		var e T
-		if err := one(&e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
 	}
 	return out, nil
 }
 
-func decodeInvokes(dec *msgpack.Decoder) ([]Invoke, error) {
-	return decodeEntries(dec, kInvokes, invokeFields, func(inv *Invoke) error {
-		var err error
-		if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
-			return err
-		}
-		if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
-			return err
-		}
-		if inv.Name, err = dec.DecodeString(); err != nil {
-			return bad("frame field "+kInvokes+": name", err)
-		}
-		if inv.Code, err = decodeStatus(dec, func() string { return "frame field " + kInvokes + ": code" }); err != nil {
-			return err
-		}
-		if err := decodeOptionalProc(dec, &inv.Source); err != nil {
-			return err
-		}
-		if inv.Info, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		inv.Results, err = pmix.DecodeInfos(dec)
-		return err
+// entryPool keeps the entry slices of batch frames released by their
+// readers (Frame.Release), zeroed, for the next frames.
+type entryPool[T any] struct{ p sync.Pool }
+
+// maxPooledEntries bounds the slices kept: a fan-out's frames hold a few
+// hundred entries; a slice grown for a frame of thousands of tiny ones is
+// left to the collector.
+const maxPooledEntries = 4096
+
+var (
+	invokePool entryPool[Invoke]
+	donePool   entryPool[Done]
+)
+
+// get returns an empty slice, pooled or with room for n entries.
+func (p *entryPool[T]) get(n int) []T {
+	if s, ok := p.p.Get().(*[]T); ok {
+		return (*s)[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// put zeroes s, dropping what its entries refer to, and keeps it.
+func (p *entryPool[T]) put(s []T) {
+	if cap(s) == 0 || cap(s) > maxPooledEntries {
+		return
+	}
+	clear(s)
+	s = s[:0]
+	p.p.Put(&s)
+}
+
+// Release gives the entries of a batch frame that Unmarshal or a reader
+// decoded (Invokes, Dones) back for later frames to decode into, and sets
+// them to nil: call it once nothing refers to the entries any more,
+// typically right after running them. What they
+// held (the info and results lists, names, procs) stays valid and is
+// never reused: a handler may keep it. Not calling it costs only the
+// allocation of the next frame's entries.
+func (f *Frame) Release() {
+	invokePool.put(f.Invokes)
+	donePool.put(f.Dones)
+	f.Invokes, f.Dones = nil, nil
+}
+
+// Errors of entry fields, built only when there is one.
+var (
+	invokeCode = func() string { return "frame field " + kInvokes + ": code" }
+	doneStatus = func() string { return "frame field " + kDones + ": status" }
+)
+
+func decodeInvokes(d *decoder) ([]Invoke, error) {
+	r := repeats{d: d}
+	return decodeEntries(d.dec, kInvokes, invokeFields, &invokePool, func(inv *Invoke, dec *msgpack.Decoder) error {
+		return inv.decode(dec, &r)
 	})
 }
 
-func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
-	return decodeEntries(dec, kDones, doneFields, func(d *Done) error {
-		var err error
-		if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
-			return err
-		}
-		if d.Status, err = decodeStatus(dec, func() string { return "frame field " + kDones + ": status" }); err != nil {
-			return err
-		}
-		if d.Results, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		c, err := dec.PeekCode()
-		if err != nil {
-			return bad("frame field "+kDones+": prior", err)
-		}
-		if c == msgpcode.Nil {
-			return dec.Skip()
-		}
-		if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
-			return err
-		}
-		d.HasPrior = true
-		if d.Prior == nil {
-			d.Prior = []pmix.Info{}
-		}
+// repeats decodes what consecutive invocations of a frame repeat once:
+// their handler's name, their source's nspace and their info, the same
+// bytes for all the handlers of a client an event goes to and for events
+// alike. It compares the bytes with the last ones, where the decoder is in
+// the body (decoder.at).
+//
+// An info list is shared: a handler only reads its call's Info (bus.Call:
+// shared with the other handlers of the chain, never modified), so one
+// list serves them all; it is clipped, so that appending to it copies.
+// Results are the handler's to change: each is decoded.
+type repeats struct {
+	d      *decoder
+	raw    []byte      // the last info list's bytes, in the body being decoded
+	list   []pmix.Info // their decoding
+	name   string
+	nspace string
+}
+
+func (r *repeats) info(dec *msgpack.Decoder) ([]pmix.Info, error) {
+	start := r.d.at()
+	n, err := valueLen(r.d.body[start:])
+	if err != nil {
+		return pmix.DecodeInfos(dec) // and fail as it does
+	}
+	raw := r.d.body[start : start+n]
+	if r.raw != nil && bytes.Equal(raw, r.raw) {
+		r.d.skip(n)
+		return r.list, nil
+	}
+	list, err := pmix.DecodeInfos(dec)
+	if err != nil {
+		return nil, err
+	}
+	list = slices.Clip(list)
+	if r.d.at() == start+n {
+		r.raw, r.list = raw, list
+	}
+	return list, nil
+}
+
+// str reads a str (or bin, or nil for "", as DecodeString takes), and
+// gives *last again, with no allocation, when it has its bytes.
+func (r *repeats) str(dec *msgpack.Decoder, last *string, what string) (string, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil {
+		return "", bad("frame field "+kInvokes+": "+what, err)
+	}
+	at := r.d.at()
+	if n <= 0 {
+		return "", nil
+	}
+	if n > len(r.d.body)-at { // CheckLengths has seen to it; the decoder would say so too
+		return "", pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: %s of %d bytes, %d left", kInvokes, what, n, len(r.d.body)-at)
+	}
+	b := r.d.body[at : at+n]
+	r.d.skip(n)
+	if string(b) != *last {
+		*last = string(b)
+	}
+	return *last, nil
+}
+
+// source reads an invocation's source: a Proc, or nil for the RM (the
+// zero Proc).
+func (r *repeats) source(dec *msgpack.Decoder, p *pmix.Proc) error {
+	n, err := dec.DecodeArrayLen()
+	switch {
+	case err != nil:
+		return bad("frame field "+kInvokes+": source", err)
+	case n < 0: // nil
 		return nil
-	})
+	case n != 2:
+		return pmix.Errorf(pmix.ErrUnpackFailure, "frame field %s: source: want a proc [nspace, rank], got %d elements", kInvokes, n)
+	}
+	if p.Nspace, err = r.str(dec, &r.nspace, "source nspace"); err != nil {
+		return err
+	}
+	rank, err := pmix.DecodeUint(dec, math.MaxUint32, "source rank")
+	p.Rank = pmix.Rank(rank)
+	return err
+}
+
+func (inv *Invoke) decode(dec *msgpack.Decoder, r *repeats) error {
+	var err error
+	if inv.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation seq"); err != nil {
+		return err
+	}
+	if inv.ID, err = pmix.DecodeUint(dec, math.MaxUint64, "invocation id"); err != nil {
+		return err
+	}
+	if inv.Name, err = r.str(dec, &r.name, "name"); err != nil {
+		return err
+	}
+	if inv.Code, err = decodeStatus(dec, invokeCode); err != nil {
+		return err
+	}
+	if err := r.source(dec, &inv.Source); err != nil {
+		return err
+	}
+	if inv.Info, err = r.info(dec); err != nil {
+		return err
+	}
+	inv.Results, err = pmix.DecodeInfos(dec)
+	return err
+}
+
+func decodeDones(dec *msgpack.Decoder) ([]Done, error) {
+	return decodeEntries(dec, kDones, doneFields, &donePool, (*Done).decode)
+}
+
+func (d *Done) decode(dec *msgpack.Decoder) error {
+	var err error
+	if d.Seq, err = pmix.DecodeUint(dec, math.MaxUint64, "completion seq"); err != nil {
+		return err
+	}
+	if d.Status, err = decodeStatus(dec, doneStatus); err != nil {
+		return err
+	}
+	if d.Results, err = pmix.DecodeInfos(dec); err != nil {
+		return err
+	}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return bad("frame field "+kDones+": prior", err)
+	}
+	if c == msgpcode.Nil {
+		return dec.Skip()
+	}
+	if d.Prior, err = pmix.DecodeInfos(dec); err != nil {
+		return err
+	}
+	d.HasPrior = true
+	if d.Prior == nil {
+		d.Prior = []pmix.Info{}
+	}
+	return nil
 }
 
 // encodeEntries writes a batch field's entries (Frame.encode).
@@ -331,16 +487,4 @@ func decodeStatus(dec *msgpack.Decoder, field func() string) (pmix.Status, error
 		return 0, pmix.Errorf(pmix.ErrUnpackFailure, "%s: %d does not fit a status", field(), n)
 	}
 	return pmix.Status(n), nil
-}
-
-// decodeOptionalProc reads a Proc, or nil for the zero Proc.
-func decodeOptionalProc(dec *msgpack.Decoder, p *pmix.Proc) error {
-	c, err := dec.PeekCode()
-	if err != nil {
-		return bad("frame field "+kInvokes+": source", err)
-	}
-	if c == msgpcode.Nil {
-		return dec.Skip()
-	}
-	return p.DecodeMsgpack(dec)
 }

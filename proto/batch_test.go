@@ -3,8 +3,11 @@ package proto
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -156,5 +159,181 @@ func TestBatchRejects(t *testing.T) {
 		if _, err := Unmarshal(body); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
 			t.Errorf("%s: %v, want PMIX_ERR_UNPACK_FAILURE", name, err)
 		}
+	}
+}
+
+// fanoutEntries are a burst as the agent sends one client in the fan-out
+// benchmark: 256 invocations of one handler for events from the host RM,
+// and the client's completions of them. Bare, their info is the
+// benchmark's: the resolved flag only, the same bytes for every event.
+// Rich, each event also has a text, an affected proc and a time of its
+// own, so no two infos are alike.
+func fanoutEntries(rich bool) ([]Invoke, []Done) {
+	bare := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(false))}
+	invs := make([]Invoke, 256)
+	dones := make([]Done, 256)
+	for i := range invs {
+		info := bare
+		if rich {
+			info = []pmix.Info{
+				pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("node n12 is down")),
+				pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(pmix.Proc{Nspace: "A:job1", Rank: 7})),
+				pmix.NewInfo(pmix.KeyEventTimestamp, pmix.Time(time.Unix(1790000000, int64(i)))),
+				bare[0],
+			}
+		}
+		invs[i] = Invoke{Seq: uint64(1000 + i), ID: 3, Code: -201, Info: info}
+		dones[i] = Done{Seq: uint64(1000 + i), Status: pmix.EventNoActionTaken, Prior: []pmix.Info{}, HasPrior: true}
+	}
+	return invs, dones
+}
+
+// BenchmarkDecodeBatch decodes an invoke-batch frame of 256 invocations
+// (what a client reads) and an invoke-done-batch of 256 completions (what
+// the agent reads), releasing the entries as the client and the agent do:
+// per entry, the time and allocations. Named: the bare invocations of a
+// named handler for events from a client.
+func BenchmarkDecodeBatch(b *testing.B) {
+	bare, dones := fanoutEntries(false)
+	rich, _ := fanoutEntries(true)
+	named := slices.Clone(bare)
+	for i := range named {
+		named[i].Name, named[i].Source = "on-node-down", pmix.Proc{Nspace: "A:job1", Rank: 3}
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"invokes/bare", appendBatch(b, bare, nil)},
+		{"invokes/named", appendBatch(b, named, nil)},
+		{"invokes/rich", appendBatch(b, rich, nil)},
+		{"dones/bare", appendBatch(b, nil, dones)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				f, err := Unmarshal(tc.body[4:])
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Release()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bare)), "ns/entry")
+		})
+	}
+}
+
+// appendBatch is invs, then dones, appended as a Batch appends them: one
+// frame of each (unless too large), with their length prefixes.
+func appendBatch(tb testing.TB, invs []Invoke, dones []Done) []byte {
+	var bt Batch
+	var b []byte
+	var err error
+	for i := range invs {
+		if b, err = bt.AppendInvoke(b, &invs[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i := range dones {
+		if b, err = bt.AppendDone(b, &dones[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	bt.Close(b)
+	return b
+}
+
+// TestReleaseKeepsWhatEntriesHeld: entries released to the pool are
+// decoded into again, while the info lists the first frame's entries held
+// stay as they were; decoding a released burst allocates one list per
+// distinct info and nothing per completion.
+func TestReleaseKeepsWhatEntriesHeld(t *testing.T) {
+	encode := func(invs []Invoke, dones []Done) []byte { return appendBatch(t, invs, dones)[4:] }
+	first, _ := fanoutEntries(true)
+	second := sampleInvokes(300)
+	f, err := Unmarshal(encode(first, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := f.Invokes[0].Info
+	f.Release()
+	if f.Invokes != nil {
+		t.Fatal("Release left the entries in the frame")
+	}
+	g, err := Unmarshal(encode(second, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.Invokes, normInvokes(second)) {
+		t.Fatalf("the second frame decoded into released entries: %+v", g.Invokes[:2])
+	}
+	if !pmix.InfosEqual(kept, first[0].Info) {
+		t.Fatalf("info kept from a released frame changed: %v", kept)
+	}
+	g.Release()
+
+	if raceEnabled {
+		return
+	}
+	invs, dones := fanoutEntries(false)
+	for name, tc := range map[string]struct {
+		body []byte
+		max  float64
+	}{
+		"invokes": {encode(invs, nil), 8}, // one info for all
+		"dones":   {encode(nil, dones), 8},
+	} {
+		allocs := testing.AllocsPerRun(20, func() {
+			f, err := Unmarshal(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Release()
+		})
+		if allocs > tc.max {
+			t.Errorf("%s: decoding a released burst of %d allocates %.0f times, want at most %.0f", name, len(invs), allocs, tc.max)
+		}
+	}
+}
+
+// TestRepeats: consecutive invocations whose info has the same bytes get
+// one decoded list, clipped so that appending to it copies; others, and
+// every invocation's results, get their own. A name or a source nspace
+// that repeats the last is the same string.
+func TestRepeats(t *testing.T) {
+	invs := sampleInvokes(6)
+	other := []pmix.Info{pmix.NewInfo(pmix.KeyEventResolved, pmix.Bool(true))}
+	invs[2].Info = other
+	invs[4].Info = []pmix.Info{}
+	for i := range invs {
+		invs[i].Name = []string{"hdl", "hdl", "", "hdl2", "hdl2", "hdl"}[i]
+		invs[i].Source = pmix.Proc{Nspace: []string{"A:j", "A:j", "", "A:j", "B:k", "B:k"}[i], Rank: pmix.Rank(i)}
+	}
+	invs[2].Source = pmix.Proc{}
+	f, err := Unmarshal(appendBatch(t, invs, nil)[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	if !reflect.DeepEqual(f.Invokes, normInvokes(invs)) {
+		t.Fatalf("decoded %+v", f.Invokes)
+	}
+	data := func(i int) *pmix.Info { return unsafe.SliceData(f.Invokes[i].Info) }
+	if data(0) != data(1) || data(1) == data(2) || data(2) == data(3) || data(3) == data(5) {
+		t.Error("lists shared where the bytes differ, or not shared where they are the same")
+	}
+	if cap(f.Invokes[0].Info) != len(f.Invokes[0].Info) {
+		t.Error("a shared list has room to append into")
+	}
+	if unsafe.SliceData(f.Invokes[1].Results) == unsafe.SliceData(f.Invokes[3].Results) {
+		t.Error("results shared")
+	}
+	str := func(s string) *byte { return unsafe.StringData(s) }
+	inv := f.Invokes
+	if str(inv[0].Name) != str(inv[1].Name) || str(inv[3].Name) != str(inv[4].Name) || str(inv[0].Name) == str(inv[5].Name) {
+		t.Error("names: a repeated one decoded again, or one after another shared")
+	}
+	if str(inv[0].Source.Nspace) != str(inv[1].Source.Nspace) || str(inv[4].Source.Nspace) != str(inv[5].Source.Nspace) {
+		t.Error("a repeated source nspace decoded again")
 	}
 }

@@ -439,11 +439,11 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 // scalar keys are skipped, for forward compatibility).
 func Unmarshal(b []byte) (*Frame, error) {
 	f := &Frame{}
-	err := DecodeChecked(b, func(dec *msgpack.Decoder) error {
-		if err := f.decode(dec); err != nil {
+	err := decodeChecked(b, func(d *decoder) error {
+		if err := f.decode(d); err != nil {
 			return err
 		}
-		if _, err := dec.PeekCode(); !errors.Is(err, io.EOF) {
+		if _, err := d.dec.PeekCode(); !errors.Is(err, io.EOF) {
 			return pmix.Errorf(pmix.ErrUnpackFailure, "frame: trailing bytes after the map")
 		}
 		return nil
@@ -457,7 +457,8 @@ func Unmarshal(b []byte) (*Frame, error) {
 	return f, nil
 }
 
-func (f *Frame) decode(dec *msgpack.Decoder) error {
+func (f *Frame) decode(d *decoder) error {
+	dec := d.dec
 	// DecodeMapLen takes an ext for a header and reads the map from its
 	// payload on, past what CheckLengths measured.
 	if c, err := dec.PeekCode(); err == nil && msgpcode.IsExt(c) {
@@ -509,7 +510,7 @@ func (f *Frame) decode(dec *msgpack.Decoder) error {
 			}
 			seenOther[string(kb)] = true
 		}
-		if err := f.decodeField(dec, kb); err != nil {
+		if err := f.decodeField(d, kb); err != nil {
 			return err
 		}
 	}
@@ -575,7 +576,8 @@ func keyBit(kb []byte) uint32 {
 	return 0
 }
 
-func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
+func (f *Frame) decodeField(d *decoder, kb []byte) error {
+	dec := d.dec
 	// The field's name goes into messages only on error.
 	field := func() string { return "frame field " + string(kb) }
 	u := func(max uint64) (uint64, error) {
@@ -677,7 +679,7 @@ func (f *Frame) decodeField(dec *msgpack.Decoder, kb []byte) error {
 		n, err = u(math.MaxUint16)
 		f.Channels = uint16(n)
 	case kInvokes:
-		f.Invokes, err = decodeInvokes(dec)
+		f.Invokes, err = decodeInvokes(d)
 	case kDones:
 		f.Dones, err = decodeDones(dec)
 	default:

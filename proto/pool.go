@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"io"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -37,9 +38,17 @@ func putEncoder(e *encoder) {
 }
 
 type decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
+	rd   bytes.Reader
+	dec  *msgpack.Decoder
+	body []byte // what rd reads, while decoding
 }
+
+// at is where in body dec is: msgpack reads a bytes.Reader (an
+// io.ByteScanner) without a buffer of its own.
+func (d *decoder) at() int { return len(d.body) - d.rd.Len() }
+
+// skip moves dec n bytes on.
+func (d *decoder) skip(n int) { _, _ = d.rd.Seek(int64(n), io.SeekCurrent) }
 
 var decoders = sync.Pool{New: func() any {
 	d := &decoder{}
@@ -60,14 +69,22 @@ const pooledInput = 64 << 10
 //
 // It returns CheckLengths's error, or decode's.
 func DecodeChecked(b []byte, decode func(*msgpack.Decoder) error) error {
+	return decodeChecked(b, func(d *decoder) error { return decode(d.dec) })
+}
+
+// decodeChecked is DecodeChecked for decoders that need to know where
+// they are in b (repeats).
+func decodeChecked(b []byte, decode func(*decoder) error) error {
 	if err := CheckLengths(b); err != nil {
 		return err
 	}
 	d := decoders.Get().(*decoder)
 	d.rd.Reset(b)
 	d.dec.Reset(&d.rd)
-	err := decode(d.dec)
+	d.body = b
+	err := decode(d)
 	d.rd.Reset(nil)
+	d.body = nil
 	if err == nil && len(b) <= pooledInput {
 		decoders.Put(d)
 	}

@@ -1,0 +1,61 @@
+package proto
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// EncodedInfos is an info list encoded once, for an agent that sends the
+// same event info to many clients: an invocation whose Encoded is set
+// takes its bytes instead of encoding Info again, if Info still holds the
+// same infos. Immutable once made; safe for concurrent use.
+type EncodedInfos struct {
+	infos []pmix.Info // what it is the encoding of
+	raw   []byte      // the array, header and entries, as EncodeInfos writes it
+}
+
+// EncodeInfoList encodes infos once. It keeps a copy of the list (the
+// values in it are immutable).
+func EncodeInfoList(infos []pmix.Info) (*EncodedInfos, error) {
+	e := getEncoder(nil)
+	defer putEncoder(e)
+	if err := pmix.EncodeInfos(e.enc, infos); err != nil {
+		return nil, err
+	}
+	return &EncodedInfos{infos: slices.Clone(infos), raw: e.w.b}, nil
+}
+
+// Of reports whether e is the encoding of infos: whether they are equal to
+// the infos it was made of (each client's chain copies the event's, so
+// the slices differ).
+func (e *EncodedInfos) Of(infos []pmix.Info) bool {
+	return e != nil && pmix.InfosEqual(infos, e.infos)
+}
+
+// InfoCache holds the encoding of the info list last asked for: an agent
+// delivering an event to its clients asks for the same info once per
+// client, one client after another, and encodes it once. Safe for
+// concurrent use. The zero InfoCache is empty.
+type InfoCache struct {
+	mu   sync.Mutex
+	last *EncodedInfos
+}
+
+// Get returns the encoding of infos, the one it holds if that is still
+// right, else a new one it keeps; nil if infos cannot be encoded (the
+// invocation then encodes them itself, and fails).
+func (c *InfoCache) Get(infos []pmix.Info) *EncodedInfos {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last.Of(infos) {
+		return c.last
+	}
+	e, err := EncodeInfoList(infos)
+	if err != nil {
+		return nil
+	}
+	c.last = e
+	return e
+}
