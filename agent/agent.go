@@ -23,6 +23,7 @@ import (
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/security"
 )
 
@@ -40,8 +41,9 @@ type Agent struct {
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
 
-	outcomes outcomeQueue // reports waiting to be published
-	link     globalLink   // to the other clusters, for GLOBAL events (globallink.go)
+	outcomes outcomeQueue    // reports waiting to be published
+	infos    proto.InfoCache // the last event info encoded for invocations
+	link     globalLink      // to the other clusters, for GLOBAL events (globallink.go)
 	stats    agentStats
 	cache    *jetstream.EventCache
 	evicted  atomic.Uint64

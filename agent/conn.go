@@ -262,6 +262,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		for i := range f.Dones {
 			cc.completed(&f.Dones[i])
 		}
+		f.Release() // its entries serve the next frame (their lists are the chains')
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
@@ -331,6 +332,9 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	}
 	var err error
 	if batch {
+		// The event's info is the same for every client it goes to:
+		// encoded once, copied into each client's frame.
+		inv.Encoded = cc.a.infos.Get(call.Info)
 		err = cc.w.sendInvoke(&inv)
 	} else {
 		err = cc.write(inv.Frame())
