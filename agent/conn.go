@@ -213,6 +213,8 @@ func (cc *clientConn) hello() error {
 	if err != nil {
 		return err
 	}
+	cc.a.awaitStamp(e.proc, cc) // retention.go: before the client can publish anything
+
 	reg, err := bus.NewRegistry(bus.Config{
 		Self:           cc.a.origin(e),
 		DefaultTimeout: cc.a.cfg.HandlerTimeout,

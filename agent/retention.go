@@ -56,6 +56,9 @@ type retention struct {
 	// what attached since, not a pass over the job's clients: with 10k
 	// clients attaching, those passes made attaching O(N) per client.
 	fresh map[pmix.Rank]struct{}
+	// round is closed when a call of ensureRetention that did the work
+	// ends (and replaced): a hello waits on it for its client's stamp.
+	round chan struct{}
 	// attachedAt holds, for each attached local client, the job-events
 	// stream's last sequence just after it attached: it has received every
 	// later event. A client not in it (not attached, or not stamped yet) is
@@ -93,6 +96,7 @@ func (a *Agent) retainJobLocked(j *job) {
 		gone:       map[pmix.Rank]bool{},
 		replays:    map[pmix.Rank][]replayRecord{},
 		fresh:      map[pmix.Rank]struct{}{},
+		round:      make(chan struct{}),
 	}
 	for r, node := range j.procs {
 		if node == a.cfg.Node {
@@ -150,12 +154,20 @@ func (a *Agent) ensureRetention(ctx context.Context, nspace string) {
 	defer context.AfterFunc(a.ctx, cancel)()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var worked *retention
+	defer func() { // with a.mu held
+		if worked != nil {
+			close(worked.round)
+			worked.round = make(chan struct{})
+		}
+	}()
 	for range 4 {
 		j := a.jobs[nspace]
 		ret := a.retained[nspace]
 		if j == nil || ret == nil || ret.busy || a.closed {
 			return
 		}
+		worked = ret
 		if stamp := a.unstampedLocked(nspace, ret); len(stamp) > 0 {
 			ret.busy = true
 			a.mu.Unlock()
@@ -224,6 +236,40 @@ func (a *Agent) ensureRetention(ctx context.Context, nspace string) {
 			ret.r = nil
 			clear(ret.replays) // about events the stream no longer keeps for this agent
 		default:
+			return
+		}
+	}
+}
+
+// stampWait bounds how long a hello waits for its client's stamp.
+const stampWait = 5 * time.Second
+
+// awaitStamp waits until client p, attached on cc just now, has its stamp
+// (or stampWait passes, or it is no longer attached there): the hello
+// reply waits for it. Stamped later, the events the client itself
+// published meanwhile, which it was attached to receive, would count as
+// owed to it and be retained for it until the job ends (seen under load:
+// 38 events kept for a client that published them).
+func (a *Agent) awaitStamp(p pmix.Proc, cc *clientConn) {
+	ctx, cancel := context.WithTimeout(a.ctx, stampWait)
+	defer cancel()
+	for range 3 { // rounds that end without its stamp: JetStream failing
+		a.mu.Lock()
+		ret, e := a.retained[p.Nspace], a.expected[p]
+		stamped := false
+		if ret != nil {
+			_, stamped = ret.attachedAt[p.Rank]
+		}
+		if ret == nil || stamped || e == nil || e.conn != cc || a.closed {
+			a.mu.Unlock()
+			return
+		}
+		round := ret.round
+		a.mu.Unlock()
+		a.ensureRetention(ctx, p.Nspace) // stamps it, or the call at work will
+		select {
+		case <-round:
+		case <-ctx.Done():
 			return
 		}
 	}
