@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/pmixbus/pmixbus/pmix"
+
 // SetInboxSize makes the inbox of an agent of cfg hold n events, so a test
 // overflows it with a few.
 func SetInboxSize(cfg *Config, n int) { cfg.inboxSize = n }
@@ -13,4 +15,17 @@ func (a *Agent) OpenConns() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.conns)
+}
+
+// Stamped reports whether attached client p has its retention stamp: the
+// point from which it counts as receiving its job's events live.
+func (a *Agent) Stamped(p pmix.Proc) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ret := a.retained[p.Nspace]
+	if ret == nil {
+		return false
+	}
+	_, ok := ret.attachedAt[p.Rank]
+	return ok
 }
