@@ -335,7 +335,10 @@ func TestOutputLimitOneWarning(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if kept > 4<<10 || kept < 2<<10 || warnings != 1 {
+	// Not the whole limit: each of the job's two agents may strand up to a
+	// block it reserved (1 KiB at this limit) and the record that did not
+	// fit what was left (a CI run kept 1948 bytes).
+	if kept > 4<<10 || kept < 1<<10 || warnings != 1 {
 		t.Errorf("the stream keeps %d bytes of stdout (limit 4 KiB) and %d warnings", kept, warnings)
 	}
 }
