@@ -44,6 +44,11 @@ type router struct {
 	ctl    []func()
 	ctlSig chan struct{}
 
+	// corked are the clients the dispatch goroutine corked in the batch
+	// it is handling (inBatch): each once it first writes to it.
+	corked  map[recipient]struct{}
+	inBatch bool
+
 	// holds are registrations being replayed to, by client; the dispatch
 	// goroutine reads them, others add them.
 	holdMu  sync.Mutex
@@ -268,8 +273,13 @@ func (r *router) forget(rc recipient) {
 const dispatchBatch = 256
 
 // dispatch handles arriving events one at a time until the agent stops.
-// Events already queued are handled as a batch with the clients' sockets
-// corked, so a burst costs one write per client rather than one per frame.
+// Events already queued are handled as a batch with the sockets of the
+// clients it writes to corked, so a burst costs one write per client
+// rather than one per frame. A client is corked when the batch first runs
+// its chain (corkForBatch), not every client at the start of every batch:
+// that made each message the dispatch goroutine handled, a registration's
+// fence among them, cost two locks per attached client (O(N) per
+// registration with N clients attached).
 //
 // Control work posted with post runs before any event that arrives after
 // it was posted.
@@ -278,10 +288,7 @@ func (r *router) dispatch() {
 		r.runControl()
 		select {
 		case msg := <-r.msgs:
-			rcs := r.host.recipients()
-			for _, rc := range rcs {
-				rc.cork()
-			}
+			r.inBatch = true
 			r.checkFull()
 			r.handle(msg)
 		batch:
@@ -295,9 +302,11 @@ func (r *router) dispatch() {
 					break batch
 				}
 			}
-			for _, rc := range rcs {
+			r.inBatch = false
+			for rc := range r.corked {
 				rc.uncork()
 			}
+			clear(r.corked)
 		case <-r.ctlSig:
 		case <-r.done:
 			return
@@ -406,17 +415,33 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 			ran++
 			continue // until the release
 		}
-		if d.run(proc, reg) {
+		if d.run(rc, proc, reg) {
 			ran++
 		}
 	}
 	return ran
 }
 
+// corkForBatch corks rc until the end of the batch the dispatch goroutine
+// is handling, once, if it is handling one.
+func (r *router) corkForBatch(rc recipient) {
+	if !r.inBatch || rc == nil {
+		return
+	}
+	if _, ok := r.corked[rc]; ok {
+		return
+	}
+	if r.corked == nil {
+		r.corked = make(map[recipient]struct{})
+	}
+	rc.cork()
+	r.corked[rc] = struct{}{}
+}
+
 // notify runs a client's chain for an event that is for it, and reports
 // whether the client wants it.
 func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
-	return r.newDelivery(m, ev).run(proc, reg)
+	return r.newDelivery(m, ev).run(nil, proc, reg)
 }
 
 // delivery is one event on its way to clients' chains: prepared once, so
@@ -433,12 +458,15 @@ func (r *router) newDelivery(m *event.Message, ev bus.Event) *delivery {
 }
 
 // run runs the chain of client proc, whose registry is reg, if a handler
-// of it wants the event, and reports whether one did.
-func (d *delivery) run(proc pmix.Proc, reg *bus.Registry) bool {
+// of it wants the event, and reports whether one did. rc, if not nil, is
+// the client, corked for the dispatch goroutine's batch before its chain
+// writes to it.
+func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
 	c := reg.Start(d.ev)
 	if c == nil {
 		return false
 	}
+	d.r.corkForBatch(rc)
 	d.r.stats.delivered.Add(1)
 	c.Run(func(o bus.Outcome) { d.r.host.outcome(d.m, d.src, proc, o) })
 	return true
