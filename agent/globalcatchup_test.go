@@ -20,11 +20,7 @@ func TestCatchupKeepsEachSourceInOrder(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	c := newFakeClient(t, place, pmix.Proc{Nspace: "job", Rank: 0}, "s1")
 	host := &fakeHost{clients: []recipient{c}, jobs: map[string]map[pmix.Rank]string{"job": {0: "n1"}}}
-	done := make(chan struct{})
-	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done, 0)
-	stopped := make(chan struct{})
-	go func() { r.dispatch(); close(stopped) }()
-	defer func() { close(done); <-stopped }()
+	r := startRouter(t, &memTransport{}, place, host, 0, nil)
 	_, replied, err := r.register(t.Context(), c, nil, nil, c.handler)
 	if err != nil {
 		t.Fatal(err)

@@ -263,9 +263,8 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 	}
 	e.conn = cc
 	e.state.Attached, e.state.Finalized = true, false // a process attaching after another finalized
-	a.clientAttachedLocked(proc)
+	a.clientAttachedLocked(proc)                      // stamped before the hello's reply (awaitStamp)
 	a.attachedChangedLocked()
-	a.goFunc(func() { a.ensureRetention(a.ctx, proc.Nspace) })
 	return e, nil
 }
 

@@ -55,13 +55,10 @@ func TestRecoveryInMemory(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
 	host := &cacheHost{fakeHost: &fakeHost{clients: []recipient{a0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}}}
-	done := make(chan struct{})
 	tr := &memTransport{dropWhenFull: true}
-	r := newRouter(tr, place, host, clustertest.Logger(t), done, 8)
-	r.anchor = readPoint{known: true} // the cache was empty
-	stopped := make(chan struct{})
-	go func() { r.dispatch(); close(stopped) }()
-	defer func() { close(done); <-stopped }()
+	r := startRouter(t, tr, place, host, 8, func(r *router) {
+		r.anchor = readPoint{known: true} // the cache was empty
+	})
 
 	const code = pmix.Status(-3001)
 	var mu sync.Mutex

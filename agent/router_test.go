@@ -93,16 +93,27 @@ func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session stri
 // The router subscribes to exactly what its clients' registrations need,
 // and delivers each event to the clients in its range, over an in-memory
 // transport: no NATS server.
+// startRouter makes a router on tr for host, lets prepare adjust it (nil:
+// nothing), and runs its dispatch goroutine until the test ends.
+func startRouter(t *testing.T, tr transport, place event.Place, host routerHost, inbox int, prepare func(*router)) *router {
+	t.Helper()
+	done := make(chan struct{})
+	r := newRouter(tr, place, host, clustertest.Logger(t), done, inbox)
+	if prepare != nil {
+		prepare(r)
+	}
+	stopped := make(chan struct{})
+	go func() { r.dispatch(); close(stopped) }()
+	t.Cleanup(func() { close(done); <-stopped })
+	return r
+}
+
 func TestRouterInMemory(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
 	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
 	host := &fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}
-	done := make(chan struct{})
-	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done, 0)
-	stopped := make(chan struct{})
-	go func() { r.dispatch(); close(stopped) }()
-	defer func() { close(done); <-stopped }()
+	r := startRouter(t, &memTransport{}, place, host, 0, nil)
 
 	register := func(c *fakeClient, codes []pmix.Status, info []pmix.Info) bus.ID {
 		t.Helper()

@@ -407,34 +407,39 @@ func timeRegistrations(ctx context.Context, a *agent.Agent, c *client.Client, co
 
 // noneHeld waits until the agent holds no registration for its replay.
 func noneHeld(ctx context.Context, a *agent.Agent) error {
-	deadline := time.Now().Add(time.Minute)
-	for a.Stats().RegistrationsHeld > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d registrations still held after a minute", a.Stats().RegistrationsHeld)
+	return untilStats(ctx, a, 100*time.Microsecond, func(s agent.Stats) error {
+		if s.RegistrationsHeld > 0 {
+			return fmt.Errorf("%d registrations still held", s.RegistrationsHeld)
 		}
-		select {
-		case <-time.After(100 * time.Microsecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // chainsEnded waits until every chain the agent started has ended: a
 // handler ran in the client before its completion reached the agent.
 func chainsEnded(ctx context.Context, a *agent.Agent) error {
+	return untilStats(ctx, a, 10*time.Millisecond, func(s agent.Stats) error {
+		if s.ChainsCompleted < s.ChainsStarted+s.ChainsReplayed {
+			return fmt.Errorf("%d chains still running", s.ChainsStarted+s.ChainsReplayed-s.ChainsCompleted)
+		}
+		return nil
+	})
+}
+
+// untilStats polls the agent's stats every interval until done accepts
+// them, for a minute at most (then it returns done's last error).
+func untilStats(ctx context.Context, a *agent.Agent, interval time.Duration, done func(agent.Stats) error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		s := a.Stats()
-		if s.ChainsCompleted >= s.ChainsStarted+s.ChainsReplayed {
+		err := done(a.Stats())
+		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d chains still running after a minute", s.ChainsStarted+s.ChainsReplayed-s.ChainsCompleted)
+			return fmt.Errorf("after a minute: %w", err)
 		}
 		select {
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(interval):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
