@@ -28,8 +28,9 @@ func EncodeInfoList(infos []pmix.Info) (*EncodedInfos, error) {
 }
 
 // Of reports whether e is the encoding of infos: whether they are equal to
-// the infos it was made of (each client's chain copies the event's, so
-// the slices differ).
+// the infos it was made of. Equality, not the slice's identity: chains
+// share an event's list (bus.Prepare) only until a handler sets the
+// resolved flag, and a caller may reuse a slice it passed.
 func (e *EncodedInfos) Of(infos []pmix.Info) bool {
 	return e != nil && pmix.InfosEqual(infos, e.infos)
 }
