@@ -200,6 +200,8 @@ func (c *Client) invokeOne(inv *proto.Invoke) {
 	d.call = bus.Call{ID: reg.local, Name: inv.Name, Code: inv.Code, Source: inv.Source, Info: inv.Info, Results: inv.Results}
 	if d.call.Results == nil {
 		d.call.Results = []pmix.Info{}
+	} else {
+		d.prior = slices.Clone(d.call.Results)
 	}
 	c.begin(&d.run, reg.local)
 	reg.h(&d.call, d.complete)
@@ -212,6 +214,9 @@ type delivery struct {
 	seq  uint64
 	call bus.Call
 	run  invocation
+	// prior is the prior results as the agent sent them, to tell whether
+	// the handler edited them: only edited ones go back.
+	prior []pmix.Info
 }
 
 // complete is the handler's done.
@@ -219,11 +224,22 @@ func (d *delivery) complete(status pmix.Status, results []pmix.Info) {
 	if d.run.completed.Swap(true) {
 		return
 	}
-	d.c.answer(d.seq, status, d.c.settle(&d.run, results), d.call.Results)
+	d.c.answer(d.seq, status, d.c.settle(&d.run, results), d.edited())
+}
+
+// edited returns the prior results if the handler changed them, else nil:
+// the agent keeps them as they were when a completion carries none, so a
+// chain of n handlers does not send every result back n times.
+func (d *delivery) edited() []pmix.Info {
+	if pmix.InfosEqual(d.call.Results, d.prior) {
+		return nil
+	}
+	return d.call.Results
 }
 
 // answer sends the completion of invocation seq: prior is the prior
-// results as the handler left them, nil if it never saw them.
+// results as the handler left them, nil if it never saw them or left them
+// as they were.
 func (c *Client) answer(seq uint64, status pmix.Status, results, prior []pmix.Info) {
 	d := proto.Done{Seq: seq, Status: status, Results: results, Prior: prior, HasPrior: prior != nil}
 	if c.batch {

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -175,6 +177,82 @@ func TestHandlerOrderEndToEnd(t *testing.T) {
 	r := <-outcomes
 	if r.Client != (pmix.Proc{Nspace: "jobB", Rank: 2}) || r.Source != (pmix.Proc{Nspace: "A:jobA", Rank: 1}) || len(r.Outcome.Ran) != 7 || r.Outcome.Completed {
 		t.Fatalf("outcome %+v", r)
+	}
+}
+
+// TestEditedResultsEndToEnd: a handler's edits of the prior results
+// (RFC0018) reach the handlers after it and the outcome, across the socket,
+// and a later handler that leaves them alone keeps them (its completion
+// carries no prior results).
+func TestEditedResultsEndToEnd(t *testing.T) {
+	w := newWorld(t)
+	rcv := w.client("B:jobB.2")
+	code := pmix.ExternalErrBase - 41
+	name := func(n string) []pmix.Info { return []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(n))} }
+	register := func(n string, h bus.Handler) {
+		t.Helper()
+		if _, err := rcv.c.RegisterEventHandler(t.Context(), []pmix.Status{code}, name(n), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Later registrations go first: one, edit, keep.
+	saw := make(chan []pmix.Info, 1)
+	register("keep", func(c *bus.Call, done bus.Done) {
+		saw <- slices.Clone(c.Results)
+		done(pmix.EventNoActionTaken, nil)
+	})
+	register("edit", func(c *bus.Call, done bus.Done) {
+		for i := range c.Results {
+			switch c.Results[i].Key {
+			case "k1":
+				c.Results[i].Value = pmix.String("edited")
+			case "k2":
+				c.Results[i].Key = ""
+			}
+		}
+		done(pmix.EventNoActionTaken, nil)
+	})
+	register("one", func(c *bus.Call, done bus.Done) {
+		done(pmix.EventNoActionTaken, []pmix.Info{pmix.NewInfo("k1", pmix.String("v1")), pmix.NewInfo("k2", pmix.String("v2"))})
+	})
+	outcomes := make(chan event.OutcomeReport, 4)
+	w.agents["b2"].OnOutcome(func(r event.OutcomeReport) {
+		if r.Outcome.Code == code {
+			outcomes <- r
+		}
+	})
+	clustertest.WaitFor(t, waitTime, func() error {
+		if n := w.agents["b2"].Stats().RegistrationsHeld; n > 0 {
+			return fmt.Errorf("%d registrations still replayed to", n)
+		}
+		return nil
+	})
+	if _, err := w.agents["b2"].Notify(t.Context(), code, pmix.RangeLocal, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(in []pmix.Info) string {
+		var ks []string
+		for _, i := range in {
+			v, _ := i.Value.Str()
+			ks = append(ks, i.Key+"="+v)
+		}
+		return strings.Join(ks, " ")
+	}
+	select {
+	case got := <-saw:
+		if k := keys(got); k != "one= k1=edited edit=" {
+			t.Fatalf("keep saw %q", k)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("keep never ran")
+	}
+	select {
+	case r := <-outcomes:
+		if k := keys(r.Outcome.Results); k != "one= k1=edited edit= keep=" {
+			t.Fatalf("outcome results %q", k)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("no outcome")
 	}
 }
 
