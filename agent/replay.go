@@ -36,8 +36,8 @@ import (
 // event the read can return that also comes live is in the inbox ahead of
 // the fence. Until the fence, live events run the client's chain without
 // the held registration and queue for it; the replay merges them with the
-// cached ones (replayBatch), each once, in the order they arrived. After
-// the fence (and the reply), the client's live events wait, in order, until
+// cached ones (replayBatch), each once, in the order they arrived. From
+// the fence on (fenced), the client's live events wait, in order, until
 // none of its registrations is held, and then run its chain, the new
 // registrations included; a replay skips any of them. (This holds when the
 // agent's server is the one that stores the streams, as with one server per
@@ -320,6 +320,15 @@ func (r *router) fenced(seq string) {
 	}
 	h.fenced = true
 	close(h.fencedCh)
+	// From here the client's live events wait for the release, not from
+	// the reply on: the register call returns now, and an event another
+	// process sends once the client has its reply may reach this goroutine
+	// before the reply's post does. Waiting, it runs the client's chain
+	// with the new registration in it; taken now, it would run the chain
+	// without it and reach the registration apart, after its replay.
+	r.holdMu.Lock()
+	h.c.waiting = h.c.waiting || h.started
+	r.holdMu.Unlock()
 	r.pump(h)
 }
 

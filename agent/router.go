@@ -201,13 +201,13 @@ func (r *router) publish(m *event.Message, from *event.Sender) error {
 // chains until the cached events it matches have been replayed to it, and
 // subscribes to what it needs (see hold). It returns once the events the
 // cache read can return have all been dispatched, or after fenceTimeout.
-// Call the returned function once the client has its reply: the replay
-// then starts, on the dispatch goroutine, and the client's events that
-// arrive from then on wait for the release, when they run the client's
-// chain with the new registration in it. So the registration gets every
-// event once, cached ones first; no replayed invocation precedes the reply;
-// and an event the client causes after its call returned reaches it in its
-// chain.
+// The client's events that arrive after the fence wait for the release,
+// when they run the client's chain with the new registration in it. Call
+// the returned function once the client has its reply: the replay then
+// starts, on the dispatch goroutine. So the registration gets every event
+// once, cached ones first; no replayed invocation precedes the reply; and
+// an event the client, or anyone who heard from it, causes after its call
+// returned reaches it in its chain.
 //
 // A client's registrations are replayed to one at a time. One made while
 // another of the same client is held returns at once and is read for once

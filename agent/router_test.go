@@ -90,9 +90,6 @@ func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session stri
 	return &fakeClient{proc: proc, session: session, reg: reg}
 }
 
-// The router subscribes to exactly what its clients' registrations need,
-// and delivers each event to the clients in its range, over an in-memory
-// transport: no NATS server.
 // startRouter makes a router on tr for host, lets prepare adjust it (nil:
 // nothing), and runs its dispatch goroutine until the test ends.
 func startRouter(t *testing.T, tr transport, place event.Place, host routerHost, inbox int, prepare func(*router)) *router {
@@ -108,6 +105,9 @@ func startRouter(t *testing.T, tr transport, place event.Place, host routerHost,
 	return r
 }
 
+// The router subscribes to exactly what its clients' registrations need,
+// and delivers each event to the clients in its range, over an in-memory
+// transport: no NATS server.
 func TestRouterInMemory(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// fencingHost is a fakeHost whose cache is empty but fixes its read point,
+// as the agent's does: each registration's fence goes out and comes back.
+type fencingHost struct{ fakeHost }
+
+func (h *fencingHost) readCache(_ context.Context, _ pmix.Proc, _ string, _ bus.Registration, marked func(), _ func([]cachedEvent) error) (uint64, error) {
+	marked()
+	return 0, nil
+}
+
+// TestEventAfterFenceRunsInChain: an event that reaches the agent after a
+// new registration's fence is back, but before the registration's reply
+// has reached the dispatch goroutine (another process may send it the
+// moment the client has its reply), waits for the registration's release
+// and then runs the client's chain with the new registration in it, once;
+// it does not run the chain without it and reach the registration apart.
+func TestEventAfterFenceRunsInChain(t *testing.T) {
+	place := event.Place{Cluster: "A", Node: "n1"}
+	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
+	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
+	host := &fencingHost{fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}}
+	r := startRouter(t, &memTransport{}, place, host, 0, nil)
+
+	var mu sync.Mutex
+	var ran []string
+	handler := func(name string) bus.Handler {
+		return func(c *bus.Call, done bus.Done) {
+			mu.Lock()
+			ran = append(ran, fmt.Sprintf("%s:%v", name, c.Code))
+			mu.Unlock()
+			done(pmix.EventNoActionTaken, nil)
+		}
+	}
+	seen := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(ran)
+	}
+	noneHeld := func() {
+		t.Helper()
+		clustertest.WaitFor(t, 10*time.Second, func() error {
+			if n := r.nholds.Load(); n > 0 {
+				return fmt.Errorf("%d registrations held", n)
+			}
+			return nil
+		})
+	}
+	const code, other = pmix.Status(-3101), pmix.Status(-3102)
+	if _, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, nil, handler("old")); err != nil {
+		t.Fatal(err)
+	} else {
+		replied()
+	}
+	if _, replied, err := r.register(t.Context(), b0, []pmix.Status{other}, nil, handler("b0")); err != nil {
+		t.Fatal(err)
+	} else {
+		replied()
+	}
+	noneHeld()
+
+	_, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, nil, handler("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fence is back; the reply is on its way to the client, which a
+	// peer hears of and notifies.
+	n := 0
+	notify := func(c pmix.Status) {
+		t.Helper()
+		n++
+		m := &event.Message{ID: fmt.Sprint("e", n), Code: c, Range: pmix.RangeLocal, Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
+		if err := r.publish(m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notify(code)
+	notify(other) // handled after the first: once b0 has it, so was the first
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if !slices.Contains(seen(), fmt.Sprintf("b0:%v", other)) {
+			return fmt.Errorf("b0 has not run: %v", seen())
+		}
+		return nil
+	})
+	if got := seen(); slices.Contains(got, fmt.Sprintf("old:%v", code)) {
+		t.Fatalf("the event ran the client's chain without its new registration, before the release: %v", got)
+	}
+	replied()
+	noneHeld()
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if len(seen()) < 3 {
+			return fmt.Errorf("ran %v", seen())
+		}
+		return nil
+	})
+	want := []string{fmt.Sprintf("b0:%v", other), fmt.Sprintf("new:%v", code), fmt.Sprintf("old:%v", code)}
+	if got := seen(); !slices.Equal(got, want) {
+		t.Fatalf("ran %v, want %v (one chain, the new registration first)", got, want)
+	}
+}
