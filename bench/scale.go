@@ -45,8 +45,9 @@ type ScaleConfig struct {
 	// ProfileDir, if set, receives heap profiles of each process at each
 	// step, once the clients are attached and once the burst is over:
 	// agent-<n>.pprof, nats-<n>.pprof, clients-<n>.pprof, and the same
-	// with -<n>-burst; and a CPU profile of the agent's process while
-	// events go to every client, agent-<n>.cpu.pprof.
+	// with -<n>-burst; and CPU profiles of the agent's process and the
+	// clients' while events go to every client, agent-<n>.cpu.pprof and
+	// clients-<n>.cpu.pprof.
 	ProfileDir string
 }
 
@@ -276,7 +277,7 @@ func scaleTo(ctx context.Context, cfg ScaleConfig, a *agent.Agent, probe *client
 	st.register50, st.register99 = percentile(reg, 50), percentile(reg, 99)
 	st.fresh50, st.fresh99 = percentile(fresh, 50), percentile(fresh, 99)
 
-	stopCPU, err := startCPUProfile(cfg.ProfileDir, n)
+	stopCPU, err := startCPUProfile(ctx, cfg.ProfileDir, n, h)
 	if err != nil {
 		return st, err
 	}
@@ -320,12 +321,37 @@ func scaleTo(ctx context.Context, cfg ScaleConfig, a *agent.Agent, probe *client
 }
 
 // startCPUProfile profiles the agent's process into dir, if set, as
-// agent-<n>.cpu.pprof, until the returned function is first called.
-func startCPUProfile(dir string, n int) (stop func(), err error) {
+// agent-<n>.cpu.pprof, and the clients' process (h) as
+// clients-<n>.cpu.pprof, until the returned function is first called.
+func startCPUProfile(ctx context.Context, dir string, n int, h *scaleHelper) (stop func(), err error) {
 	if dir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("agent-%d.cpu.pprof", n)))
+	stopAgent, err := startCPUProfileAt(filepath.Join(dir, fmt.Sprintf("agent-%d.cpu.pprof", n)))
+	if err != nil {
+		return nil, err
+	}
+	path, err := filepath.Abs(filepath.Join(dir, fmt.Sprintf("clients-%d.cpu.pprof", n)))
+	if err == nil {
+		_, err = h.call(ctx, scaleRequest{Op: opCPU, Path: path}, time.Minute)
+	}
+	if err != nil {
+		stopAgent()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopAgent()
+			_, _ = h.call(ctx, scaleRequest{Op: opCPU}, time.Minute)
+		})
+	}, nil
+}
+
+// startCPUProfileAt profiles this process's CPU into path until the
+// returned function is first called.
+func startCPUProfileAt(path string) (stop func(), err error) {
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}

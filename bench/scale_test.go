@@ -33,7 +33,7 @@ func TestScaleSmoke(t *testing.T) {
 			t.Errorf("target %d is %s, want %s", i, r.Targets[i].Name, n)
 		}
 	}
-	for _, f := range []string{"agent-20.pprof", "nats-20.pprof", "clients-20.pprof", "agent-50.pprof", "nats-50.pprof", "clients-50.pprof"} {
+	for _, f := range []string{"agent-20.pprof", "nats-20.pprof", "clients-20.pprof", "agent-50.pprof", "nats-50.pprof", "clients-50.pprof", "agent-50.cpu.pprof", "clients-50.cpu.pprof"} {
 		if st, err := os.Stat(dir + "/" + f); err != nil || st.Size() == 0 {
 			t.Errorf("profile %s: %v", f, err)
 		}

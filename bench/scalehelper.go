@@ -32,6 +32,7 @@ const (
 	opAttach    = "attach"    // attach Envs, each registering a handler for Code
 	opMemory    = "memory"    // measure the memory
 	opProfile   = "profile"   // write a heap profile to Path
+	opCPU       = "cpu"       // profile the CPU into Path until the next opCPU; an empty Path stops
 	opArm       = "arm"       // count handler invocations from zero, until each client's ran Events times
 	opDelivered = "delivered" // reply only: every client's handler ran as often as armed for
 )
@@ -75,6 +76,8 @@ func ScaleHelper(ctx context.Context, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer s.finalize()
+	stopCPU := func() {}
+	defer func() { stopCPU() }()
 	dec := json.NewDecoder(bufio.NewReader(in))
 	for {
 		var req scaleRequest
@@ -97,6 +100,11 @@ func ScaleHelper(ctx context.Context, in io.Reader, out io.Writer) error {
 			rep.Memory = measureMemory()
 		case opProfile:
 			err = writeHeapProfile(req.Path)
+		case opCPU:
+			stopCPU()
+			if req.Path != "" {
+				stopCPU, err = startCPUProfileAt(req.Path)
+			}
 		case opArm:
 			s.arm(max(req.Events, 1))
 		default:

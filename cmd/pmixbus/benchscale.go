@@ -50,7 +50,7 @@ if the system lets it.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.RegisterRounds, "register-rounds", 200, "registrations `n` timed at each count")
 	fs.IntVar(&cfg.EventRounds, "event-rounds", 5, "events `n` sent to all clients at each count; the median is reported")
 	fs.IntVar(&cfg.Burst, "burst", 16, "events `n` then sent to all clients at once, before the memory is measured again")
-	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write heap profiles of both processes at each count to `dir` (agent-<n>.pprof, clients-<n>.pprof)")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write heap profiles of the processes at each count to `dir` (agent-<n>.pprof, clients-<n>.pprof, nats-<n>.pprof), and CPU profiles of the agent's and the clients' while events go to every client (agent-<n>.cpu.pprof, clients-<n>.cpu.pprof)")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"register-rounds", &cfg.RegisterRounds, 1}, {"event-rounds", &cfg.EventRounds, 1}, {"burst", &cfg.Burst, 1}}, func() (*bench.Report, error) {
 		var err error
 		if cfg.Helper, err = selfCommand(bench.ScaleHelperCommand); err != nil {
