@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +295,56 @@ func TestTimeoutQueueExpiresTogether(t *testing.T) {
 	}
 	if clock.Pending() != 0 {
 		t.Errorf("%d timers left", clock.Pending())
+	}
+}
+
+// TestTimeoutsUnderLoad: invocations that never complete, started from
+// several goroutines with timeouts of three lengths while timers fire and
+// re-arm, are all passed over, each no sooner than its timeout; those that
+// complete in time are not.
+func TestTimeoutsUnderLoad(t *testing.T) {
+	r := newTestRegistry(t)
+	timeouts := []float64{0.02, 0.05, 0.01}
+	for i, to := range timeouts {
+		mustRegister(t, r, codes(codeA+pmix.Status(i)), fmt.Sprint("hang", i), func(*Call, Done) {},
+			pmix.NewInfo(pmix.KeyEventActionTimeout, pmix.Float64(to)))
+	}
+	mustRegister(t, r, codes(codeB), "quick", func(_ *Call, done Done) { go done(pmix.EventNoActionTaken, nil) },
+		pmix.NewInfo(pmix.KeyEventActionTimeout, pmix.Float64(5)))
+	const perGoroutine, goroutines = 200, 6
+	var wg sync.WaitGroup
+	var timedOut, completed, early atomic.Int64
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perGoroutine {
+				k := (g + i) % len(timeouts)
+				start := time.Now()
+				r.Notify(Event{Code: codeA + pmix.Status(k)}, func(o Outcome) {
+					if time.Since(start) < time.Duration(timeouts[k]*float64(time.Second)) {
+						early.Add(1)
+					}
+					if len(o.Ran) == 1 && o.Ran[0].TimedOut {
+						timedOut.Add(1)
+					}
+				})
+				r.Notify(Event{Code: codeB}, func(o Outcome) {
+					if len(o.Ran) == 1 && !o.Ran[0].TimedOut {
+						completed.Add(1)
+					}
+				})
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond) // let timers fire between bursts
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, func() bool {
+		return timedOut.Load() == perGoroutine*goroutines && completed.Load() == perGoroutine*goroutines
+	})
+	if n := early.Load(); n > 0 {
+		t.Errorf("%d invocations passed over before their timeout", n)
 	}
 }
