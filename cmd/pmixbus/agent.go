@@ -74,6 +74,9 @@ on the command line wins.
 The agent runs Go's garbage collector with GOGC=400 unless GOGC is set in
 its environment: its heap peaks at about five times what it holds live
 (docs/PERFORMANCE.md, "The collector's target"); set GOMEMLIMIT to cap it.
+A node with memory to spare may set GOGC higher: at GOGC=1600 the fan-out
+benchmark delivered a fifth more events per second on 13 % less CPU, with
+a heap of up to seventeen times the live one.
 
 When ready it prints, on stdout:
 
