@@ -60,23 +60,20 @@ func TestEventAfterFenceRunsInChain(t *testing.T) {
 			return nil
 		})
 	}
+	register := func(c *fakeClient, code pmix.Status, name string) (replied func()) {
+		t.Helper()
+		_, replied, err := r.register(t.Context(), c, []pmix.Status{code}, nil, handler(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return replied
+	}
 	const code, other = pmix.Status(-3101), pmix.Status(-3102)
-	if _, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, nil, handler("old")); err != nil {
-		t.Fatal(err)
-	} else {
-		replied()
-	}
-	if _, replied, err := r.register(t.Context(), b0, []pmix.Status{other}, nil, handler("b0")); err != nil {
-		t.Fatal(err)
-	} else {
-		replied()
-	}
+	register(a0, code, "old")()
+	register(b0, other, "b0")()
 	noneHeld()
 
-	_, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, nil, handler("new"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	replied := register(a0, code, "new")
 	// The fence is back; the reply is on its way to the client, which a
 	// peer hears of and notifies.
 	n := 0

@@ -50,7 +50,7 @@ const (
 type retention struct {
 	r     *jetstream.Retainer
 	busy  bool        // creating or deleting the consumer, or stamping
-	local []pmix.Rank // the job's ranks on this node (a change of the job makes a new retention)
+	local []pmix.Rank // the job's ranks on this node (job.ranksOn: shared, read only; a change of the job makes a new retention)
 	// fresh holds the local clients that attached and may have no stamp
 	// yet (a superset: each is checked when used), so that stamping costs
 	// what attached since, not a pass over the job's clients: with 10k
@@ -88,22 +88,24 @@ func retainerName(cluster, node, nspace string) string {
 // retainJobLocked starts tracking retention for job j, if it has procs on
 // this node; the caller then calls ensureRetention.
 func (a *Agent) retainJobLocked(j *job) {
-	if _, ok := a.retained[j.nspace]; ok || !j.hasNode(a.cfg.Node) {
+	if _, ok := a.retained[j.nspace]; ok {
+		return
+	}
+	local := j.ranksOn(a.cfg.Node)
+	if len(local) == 0 {
 		return
 	}
 	ret := &retention{
+		local:      local,
 		attachedAt: map[pmix.Rank]uint64{},
 		gone:       map[pmix.Rank]bool{},
 		replays:    map[pmix.Rank][]replayRecord{},
 		fresh:      map[pmix.Rank]struct{}{},
 		round:      make(chan struct{}),
 	}
-	for r, node := range j.procs {
-		if node == a.cfg.Node {
-			ret.local = append(ret.local, r)
-			if e := a.expected[pmix.Proc{Nspace: j.nspace, Rank: r}]; e != nil && e.conn != nil {
-				ret.fresh[r] = struct{}{} // attached before the job changed
-			}
+	for _, r := range local {
+		if e := a.expected[pmix.Proc{Nspace: j.nspace, Rank: r}]; e != nil && e.conn != nil {
+			ret.fresh[r] = struct{}{} // attached before the job changed
 		}
 	}
 	a.retained[j.nspace] = ret
@@ -448,14 +450,4 @@ func (a *Agent) stopRetainingLocked(nspace string) {
 			}
 		})
 	}
-}
-
-// (j *job) hasNode reports whether the job has a proc on node.
-func (j *job) hasNode(node string) bool {
-	for _, n := range j.procs {
-		if n == node {
-			return true
-		}
-	}
-	return false
 }

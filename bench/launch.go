@@ -347,20 +347,14 @@ func (s *launchSetup) nodeDownLatency(ctx context.Context) ([]time.Duration, err
 // waitHosting waits, 10 s at most, until node watcher sees node victim up
 // and hosting a job: a kill then declares it down with procs.
 func (s *launchSetup) waitHosting(ctx context.Context, watcher, victim string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
+	return poll(ctx, 20*time.Millisecond, 10*time.Second, func() error {
 		for _, e := range s.w.Agent(watcher).Agents() {
 			if e.Node == victim && e.State == liveness.Up && e.Record != nil && len(e.Record.Jobs) > 0 {
 				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s never saw %s up with a job: %w", watcher, victim, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("%s does not see %s up with a job", watcher, victim)
+	})
 }
 
 // Launch runs the launch benchmark on one cluster of two agents: the time

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -268,16 +269,10 @@ func waitWake(ctx context.Context, publisher, looker *client.Client, lookerAgent
 // waiting waits until a lookup of a's clients waits with its buckets
 // followed.
 func waiting(ctx context.Context, a *agent.Agent) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for a.LookupsWaiting() == 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no lookup waiting after 10 s")
+	return poll(ctx, 100*time.Microsecond, 10*time.Second, func() error {
+		if a.LookupsWaiting() == 0 {
+			return errors.New("no lookup waiting")
 		}
-		select {
-		case <-time.After(100 * time.Microsecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+		return nil
+	})
 }

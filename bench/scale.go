@@ -433,9 +433,9 @@ func timeRegistrations(ctx context.Context, a *agent.Agent, c *client.Client, co
 
 // noneHeld waits until the agent holds no registration for its replay.
 func noneHeld(ctx context.Context, a *agent.Agent) error {
-	return untilStats(ctx, a, 100*time.Microsecond, func(s agent.Stats) error {
-		if s.RegistrationsHeld > 0 {
-			return fmt.Errorf("%d registrations still held", s.RegistrationsHeld)
+	return poll(ctx, 100*time.Microsecond, time.Minute, func() error {
+		if n := a.Stats().RegistrationsHeld; n > 0 {
+			return fmt.Errorf("%d registrations still held", n)
 		}
 		return nil
 	})
@@ -444,32 +444,12 @@ func noneHeld(ctx context.Context, a *agent.Agent) error {
 // chainsEnded waits until every chain the agent started has ended: a
 // handler ran in the client before its completion reached the agent.
 func chainsEnded(ctx context.Context, a *agent.Agent) error {
-	return untilStats(ctx, a, 10*time.Millisecond, func(s agent.Stats) error {
-		if s.ChainsCompleted < s.ChainsStarted+s.ChainsReplayed {
+	return poll(ctx, 10*time.Millisecond, time.Minute, func() error {
+		if s := a.Stats(); s.ChainsCompleted < s.ChainsStarted+s.ChainsReplayed {
 			return fmt.Errorf("%d chains still running", s.ChainsStarted+s.ChainsReplayed-s.ChainsCompleted)
 		}
 		return nil
 	})
-}
-
-// untilStats polls the agent's stats every interval until done accepts
-// them, for a minute at most (then it returns done's last error).
-func untilStats(ctx context.Context, a *agent.Agent, interval time.Duration, done func(agent.Stats) error) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := done(a.Stats())
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after a minute: %w", err)
-		}
-		select {
-		case <-time.After(interval):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // burstToAll has the host notify n events to the node as fast as it can

@@ -155,18 +155,12 @@ func closeAll(cs []net.Conn) {
 
 // onlyHealthy waits until the agent has let the closed readers go.
 func (s *stalledRun) onlyHealthy(ctx context.Context) error {
-	deadline := time.Now().Add(time.Minute)
-	for s.a.Stats().ClientsAttached > 1 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d clients still attached a minute after the stalled readers closed", s.a.Stats().ClientsAttached)
+	return poll(ctx, 5*time.Millisecond, time.Minute, func() error {
+		if n := s.a.Stats().ClientsAttached; n > 1 {
+			return fmt.Errorf("%d clients still attached after the stalled readers closed", n)
 		}
-		select {
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // stalledRun is the state of one run: the healthy client's handler finds

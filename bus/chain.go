@@ -169,11 +169,11 @@ func (r *Registry) Run(ctx context.Context, ev Event) (Outcome, error) {
 // chain is one running notification.
 //
 // Ownership: the chain's state (everything above mu, and the storage after
-// the ring) belongs to exactly one party at a time. The goroutine in run owns it while it walks the steps.
-// While a handler's invocation is open, it passes to whichever of the
-// handler's done, its timer, or Close first marks the step finished under
-// mu; that party records the step and carries the chain on. The step's
-// flags are the only state mu guards.
+// the ring) belongs to exactly one party at a time. The goroutine in run
+// owns it while it walks the steps. While a handler's invocation is open,
+// it passes to whichever of the handler's done, its timeout, or Close first
+// marks the step finished under mu; that party records the step and
+// carries the chain on. The step's flags are the only state mu guards.
 type chain struct {
 	r     *Registry
 	p     *Prepared // shared with other registries' chains: read only

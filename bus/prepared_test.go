@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -248,16 +250,15 @@ func TestTimeoutQueue(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds.
+// waitFor polls cond until it holds, 10 s at most.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if !cond() {
+			return errors.New("condition does not hold")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // noOutcome fails the test if an outcome has come on got.

@@ -13,8 +13,7 @@ import "github.com/pmixbus/pmixbus/pmix"
 // put back as they were, and entries whose key the handler cleared are
 // dropped. It returns buf compacted.
 func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
-	x := c.x
-	if x != nil && x.pinned > 0 {
+	if c.x != nil && c.x.pinned > 0 {
 		for i := range c.results {
 			if isPinned(&c.results[i]) {
 				buf[i] = c.results[i]
@@ -28,16 +27,16 @@ func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
 	for i := w + 1; i < len(buf); i++ { // only when something was removed
 		if buf[i].Key != "" {
 			buf[w] = buf[i]
-			if x != nil && x.owners != nil {
-				x.owners[w] = x.owners[i]
+			if owners := c.owners(); owners != nil {
+				owners[w] = owners[i]
 			}
 			w++
 		}
 	}
 	clear(buf[w:])
-	if x != nil && x.owners != nil {
-		clear(x.owners[w:])
-		x.owners = x.owners[:w]
+	if owners := c.owners(); owners != nil {
+		clear(owners[w:])
+		c.x.owners = owners[:w]
 	}
 	return buf[:w]
 }
@@ -46,16 +45,25 @@ func (c *chain) consolidate(buf []pmix.Info) []pmix.Info {
 // buf, and records who added it once the array holds a termination entry
 // (until then nobody asks, and a chain need not pay for it).
 func (c *chain) appendResult(buf []pmix.Info, in pmix.Info, e *entry) []pmix.Info {
-	if (c.x == nil || c.x.owners == nil) && decisionOf(&in) != Undecided {
+	if c.owners() == nil && decisionOf(&in) != Undecided {
 		c.rare().owners = make([]*entry, len(buf), cap(buf))
 	}
-	if c.x != nil && c.x.owners != nil {
-		c.x.owners = append(c.x.owners, e)
+	if owners := c.owners(); owners != nil {
+		c.x.owners = append(owners, e)
 	}
 	if isPinned(&in) {
 		c.rare().pinned++ // never removed, so the count only grows
 	}
 	return append(buf, in)
+}
+
+// owners returns who added each consolidated result (chainRare.owners),
+// nil while no termination entry was added.
+func (c *chain) owners() []*entry {
+	if c.x == nil {
+		return nil
+	}
+	return c.x.owners
 }
 
 // termination reads the chain's termination decision from its consolidated
@@ -70,8 +78,8 @@ func (c *chain) termination() Termination {
 			continue
 		}
 		t = Termination{Decision: d, Required: isPinned(in)}
-		if c.x != nil && c.x.owners != nil && c.x.owners[i] != nil {
-			t.By, t.ByName = c.x.owners[i].id, c.x.owners[i].name
+		if owners := c.owners(); owners != nil && owners[i] != nil {
+			t.By, t.ByName = owners[i].id, owners[i].name
 		}
 		if t.Required {
 			break

@@ -303,10 +303,10 @@ func (p *entryPool[T]) put(s []T) {
 // Release gives the entries of a batch frame that Unmarshal or a reader
 // decoded (Invokes, Dones) back for later frames to decode into, and sets
 // them to nil: call it once nothing refers to the entries any more,
-// typically right after running them. What they
-// held (the info and results lists, names, procs) stays valid and is
-// never reused: a handler may keep it. Not calling it costs only the
-// allocation of the next frame's entries.
+// typically right after running them. What they held (the info and
+// results lists, names, procs) stays valid and is never reused: a handler
+// may keep it. Not calling it costs only the allocation of the next
+// frame's entries.
 func (f *Frame) Release() {
 	invokePool.put(f.Invokes)
 	donePool.put(f.Dones)

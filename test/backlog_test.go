@@ -272,12 +272,7 @@ func testRegistrationDuringFlood(t *testing.T, adjust ...func(*agent.Config)) {
 	// Under load the cache read behind the flood can outlast the
 	// registration call (which waits for its fence 10 s at most); the
 	// registration takes its events once the replay is done.
-	clustertest.WaitFor(t, time.Minute, func() error {
-		if n := s.a.Stats().RegistrationsHeld; n > 0 {
-			return fmt.Errorf("%d registrations still replayed to", n)
-		}
-		return nil
-	})
+	noneHeld(t, s.a, time.Minute)
 	// The fence comes after every job event from the same source: once c1
 	// has it, whatever else was coming to c1 has come.
 	if _, err := s.a.Notify(t.Context(), fenceCode, pmix.RangeNamespace, false, ns); err != nil {

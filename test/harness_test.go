@@ -167,6 +167,19 @@ func (w *world) names() []string {
 	return out
 }
 
+// noneHeld waits, limit at most, until agent a holds no registration for
+// its replay (docs/cache.md): each takes its events in its client's chain
+// from then on.
+func noneHeld(t *testing.T, a *agent.Agent, limit time.Duration) {
+	t.Helper()
+	clustertest.WaitFor(t, limit, func() error {
+		if n := a.Stats().RegistrationsHeld; n > 0 {
+			return fmt.Errorf("%d registrations still replayed to", n)
+		}
+		return nil
+	})
+}
+
 // waitInterest waits until every server of cluster id has interest in
 // subject over its leaf links (agenttest.World.WaitInterest).
 func (w *world) waitInterest(id, subject string) {

@@ -75,9 +75,19 @@ func fast(nc *nats.Conn, id cluster.ID, name string, h liveness.Host) liveness.C
 // it down at cleanup.
 func startNode(t *testing.T, url, name string, jobs ...liveness.HostedJob) *node {
 	t.Helper()
+	return startNodeWith(t, url, name, nil, jobs...)
+}
+
+// startNodeWith is startNode with tune, if not nil, adjusting fast's
+// configuration first.
+func startNodeWith(t *testing.T, url, name string, tune func(*liveness.Config), jobs ...liveness.HostedJob) *node {
+	t.Helper()
 	n := &node{name: name, nc: clustertest.Connect(t, url), host: &fakeHost{jobs: jobs}}
 	cfg := fast(n.nc, "A", name, n.host)
 	cfg.Logger = clustertest.Logger(t)
+	if tune != nil {
+		tune(&cfg)
+	}
 	svc, err := liveness.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -289,16 +299,9 @@ func TestNodeTaken(t *testing.T) {
 	// The first agent's key lives longer: with fast's 1 s TTL, a loaded
 	// machine that delays its refreshes lets it expire, and the node is
 	// free again.
-	first := fast(clustertest.Connect(t, srv.ClientURL()), "A", "n1", &fakeHost{})
-	first.TTL, first.Interval = 5*time.Second, time.Second // the claim waits this TTL out
-	running, err := liveness.New(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := running.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = running.Shutdown(context.Background()) }()
+	startNodeWith(t, srv.ClientURL(), "n1", func(c *liveness.Config) {
+		c.TTL, c.Interval = 5*time.Second, time.Second // the claim waits this TTL out
+	})
 	nc := clustertest.Connect(t, srv.ClientURL())
 	svc, err := liveness.New(fast(nc, "A", "n1", &fakeHost{}))
 	if err != nil {
