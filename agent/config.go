@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -73,6 +74,14 @@ type Config struct {
 	// reads, however slowly, is let fall behind up to that.
 	ClientQueueLimit   int
 	ClientStallTimeout time.Duration
+	// ChainWindow bounds the chains a client has in flight (256 in
+	// DefaultConfig): its events beyond them wait, in order, and start as
+	// its earlier chains end, so that a burst does not keep a chain per
+	// event and client live at once. What waits counts against
+	// ClientQueueLimit, as frames do; a client that has waiting events
+	// past the limit and none of whose handlers completed for
+	// ClientStallTimeout is cut off.
+	ChainWindow int
 	// WriteTimeout bounds one write to a client's socket; a client that
 	// takes longer to read is cut off.
 	WriteTimeout time.Duration
@@ -173,6 +182,7 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		HelloTimeout:       10 * time.Second,
 		ClientQueueLimit:   8 << 20,
 		ClientStallTimeout: 2 * time.Second,
+		ChainWindow:        256,
 		WriteTimeout:       10 * time.Second,
 		MaxPendingHello:    1024,
 		CacheSize:          jetstream.DefaultEventCacheSize,
@@ -230,6 +240,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClientQueueLimit < 64<<10 {
 		errs = append(errs, fmt.Errorf("client queue limit %d: must be at least 64 KiB", c.ClientQueueLimit))
+	}
+	if c.ChainWindow < 1 || c.ChainWindow > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("chain window %d: must be at least 1", c.ChainWindow))
 	}
 	if c.ClientStallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("client stall timeout %v: must be positive", c.ClientStallTimeout))

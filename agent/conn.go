@@ -51,6 +51,9 @@ type clientConn struct {
 	// logs holds a token per log frame whose record is not stored yet
 	// (log.go); used by the dispatch goroutine, made on the first log.
 	logs chan struct{}
+	// win bounds the client's chains in flight; the events beyond it wait
+	// (window.go).
+	win chainWindow
 }
 
 type pendingInvoke struct {
@@ -66,6 +69,7 @@ func newClientConn(a *Agent, c net.Conn) *clientConn {
 		a: a, c: c, pending: make(map[uint64]*pendingInvoke),
 		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
+	cc.win = chainWindow{size: int32(a.cfg.ChainWindow), limit: a.cfg.ClientQueueLimit, stall: a.cfg.ClientStallTimeout, cut: cc.w.cut}
 	cc.logp.Store(a.log)
 	return cc
 }
@@ -261,9 +265,13 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		d := proto.DoneOf(f)
 		cc.completed(&d)
 	case proto.TypeInvokeDoneBatch:
+		// The chains the completions end, and those they let start from
+		// the client's backlog, write to it: in one write.
+		cc.w.cork()
 		for i := range f.Dones {
 			cc.completed(&f.Dones[i])
 		}
+		cc.w.uncork()
 		f.Release() // its entries serve the next frame (their lists are the chains')
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
@@ -388,6 +396,7 @@ func (cc *clientConn) close(why error) {
 		if why != nil {
 			cc.fail(why)
 		}
+		cc.win.close() // before the chains in flight end and start waiting ones
 		cc.mu.Lock()
 		cc.closed = true
 		pending := cc.pending
@@ -428,6 +437,8 @@ func (cc *clientConn) target() (pmix.Proc, string, *bus.Registry, bool) {
 func (cc *clientConn) cork() { cc.w.cork() }
 
 func (cc *clientConn) uncork() { cc.w.uncork() }
+
+func (cc *clientConn) window() *chainWindow { return &cc.win }
 
 // release detaches the connection from its client entry, once: at finalize
 // before the reply, so that the identity is free (and its

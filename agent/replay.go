@@ -465,7 +465,7 @@ func (r *router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
 		return
 	}
 	for _, d := range waited {
-		r.notify(proc, reg, d.m, d.m.BusEvent(r.place.Cluster))
+		r.notify(c.rc, proc, reg, d.m, d.m.BusEvent(r.place.Cluster))
 	}
 }
 

@@ -145,6 +145,8 @@ type recipient interface {
 	// them (and drops the client if that fails).
 	cork()
 	uncork()
+	// window bounds the client's chains in flight.
+	window() *chainWindow
 }
 
 type cachedEvent struct {
@@ -438,10 +440,10 @@ func (r *router) corkForBatch(rc recipient) {
 	r.corked[rc] = struct{}{}
 }
 
-// notify runs a client's chain for an event that is for it, and reports
-// whether the client wants it.
-func (r *router) notify(proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
-	return r.newDelivery(m, ev).run(nil, proc, reg)
+// notify runs the chain of client rc, whose registry is reg, for an event
+// that is for it, and reports whether the client wants it.
+func (r *router) notify(rc recipient, proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
+	return r.newDelivery(m, ev).run(rc, proc, reg)
 }
 
 // delivery is one event on its way to clients' chains: prepared once, so
@@ -458,18 +460,53 @@ func (r *router) newDelivery(m *event.Message, ev bus.Event) *delivery {
 }
 
 // run runs the chain of client proc, whose registry is reg, if a handler
-// of it wants the event, and reports whether one did. rc, if not nil, is
-// the client, corked for the dispatch goroutine's batch before its chain
-// writes to it.
+// of it wants the event, and reports whether one did. rc is the client,
+// corked for the dispatch goroutine's batch before its chain writes to
+// it; the chain waits in its backlog if its window is full (chainWindow).
 func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
+	w := rc.window()
+	if !w.open() {
+		snap, ok := reg.Snapshot(d.ev)
+		if !ok {
+			return false
+		}
+		d.r.corkForBatch(rc)
+		d.r.stats.delivered.Add(1)
+		w.wait(waitingChain{d: d, snap: snap, proc: proc, reg: reg})
+		return true
+	}
 	c := reg.Start(d.ev)
 	if c == nil {
 		return false
 	}
 	d.r.corkForBatch(rc)
 	d.r.stats.delivered.Add(1)
-	c.Run(func(o bus.Outcome) { d.r.host.outcome(d.m, d.src, proc, o) })
+	w.started()
+	c.Run(d.done(proc, w))
 	return true
+}
+
+// done returns what a chain of client proc calls with its outcome.
+func (d *delivery) done(proc pmix.Proc, w *chainWindow) func(bus.Outcome) {
+	return func(o bus.Outcome) {
+		d.r.host.outcome(d.m, d.src, proc, o)
+		w.end()
+	}
+}
+
+// drop reports the chain of client proc ended before it started: the
+// client went while the event waited in its backlog.
+func (d *delivery) drop(proc pmix.Proc) {
+	d.r.host.outcome(d.m, d.src, proc, bus.Outcome{Code: d.m.Code, Status: pmix.ErrInit})
+}
+
+// weight estimates the bytes of an invocation of the event, for the
+// backlog's limit.
+func (d *delivery) weight() int {
+	if d.m.Size == 0 {
+		return unknownEventSize + invokeOverhead
+	}
+	return d.m.Size + invokeOverhead
 }
 
 // MaxRegistrationCodes bounds the codes one registration may name: each

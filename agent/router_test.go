@@ -24,6 +24,7 @@ type fakeClient struct {
 	reg     *bus.Registry
 	mu      sync.Mutex
 	got     []pmix.Status
+	win     chainWindow // no bound unless a test sets one
 }
 
 func (c *fakeClient) target() (pmix.Proc, string, *bus.Registry, bool) {
@@ -31,6 +32,8 @@ func (c *fakeClient) target() (pmix.Proc, string, *bus.Registry, bool) {
 }
 func (c *fakeClient) cork()   {}
 func (c *fakeClient) uncork() {}
+
+func (c *fakeClient) window() *chainWindow { return &c.win }
 
 func (c *fakeClient) handler(_ *bus.Call, done bus.Done) { done(pmix.EventNoActionTaken, nil) }
 

@@ -142,14 +142,35 @@ func (s *sender) overLimitLocked(now time.Time) error {
 		}
 		return nil
 	}
-	s.err = pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d bytes of frames queued for it and none taken for %v (the limit is %d bytes)",
-		s.queuedLocked(), now.Sub(s.writingSince).Round(time.Millisecond), s.limit)
+	s.giveUpLocked(pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d bytes of frames queued for it and none taken for %v (the limit is %d bytes)",
+		s.queuedLocked(), now.Sub(s.writingSince).Round(time.Millisecond), s.limit))
+	return s.err
+}
+
+// giveUpLocked cuts the client off for why: one error frame saying so is
+// queued behind what it has not read, and nothing after it.
+func (s *sender) giveUpLocked(why error) {
+	s.err = why
 	bye := &proto.Frame{Type: proto.TypeError}
-	bye.SetErr(s.err)
+	bye.SetErr(why)
+	s.borrowLocked()
 	s.batch.Close(s.buf)
 	s.buf, _ = proto.AppendFrame(s.buf, bye)
 	s.closing = true
-	return s.err
+}
+
+// cut cuts the client off for why, as the queue limit does, unless it is
+// already going: for a limit others keep (its backlog of events, window.go).
+func (s *sender) cut(why error) {
+	s.mu.Lock()
+	if s.err != nil || s.closing {
+		s.mu.Unlock()
+		return
+	}
+	s.giveUpLocked(why)
+	s.mu.Unlock()
+	s.kick()
+	s.stop(why)
 }
 
 // queuedLocked is what is queued for the client and not yet taken by its

@@ -30,6 +30,9 @@ type Stats struct {
 	JobEventsRecovered uint64
 	ChainsStarted      uint64 // live deliveries to a local client's chain
 	ChainsReplayed     uint64 // cached events replayed to new registrations
+	// ChainsWaiting counts live deliveries waiting for room in their
+	// client's window of chains in flight (Config.ChainWindow).
+	ChainsWaiting int
 	// RegistrationsHeld counts registrations being replayed to now: each
 	// takes live events only once its replay is done (docs/cache.md).
 	RegistrationsHeld int
@@ -110,6 +113,9 @@ func (a *Agent) Stats() Stats {
 		s.EventsMalformed = r.stats.malformed.Load()
 		s.ChainsStarted = r.stats.delivered.Load()
 		s.ChainsReplayed = r.stats.replayed.Load()
+		for _, rc := range a.recipients() {
+			s.ChainsWaiting += rc.window().waiting()
+		}
 		s.RegistrationsHeld = int(r.nholds.Load())
 		job, env := r.droppedByKind()
 		s.EventsDropped, s.JobEventsDropped = job+env, job

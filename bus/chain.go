@@ -89,21 +89,68 @@ type Chain struct{ c chain }
 func (r *Registry) Start(ev *Prepared) *Chain {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s, ok := r.snapshotLocked(ev)
+	if !ok {
+		return nil
+	}
+	return r.startFromLocked(ev, s)
+}
+
+// Snapshot is a chain's snapshot taken without starting it: the handlers
+// of its code in order, and the registrations active then. It holds no
+// chain state (a slice the registry never modifies and two integers), so
+// a caller that cannot run every chain at once can keep many of them
+// cheaply, one per waiting event, and start each later with StartFrom.
+type Snapshot struct {
+	steps []*entry
+	epoch uint64
+	first int // the first step that wanted the event
+}
+
+// Snapshot takes the snapshot a chain of ev started now would run on,
+// and reports whether such a chain would invoke at least one handler (as
+// Start, which is Snapshot and StartFrom in one). It is false after Close.
+func (r *Registry) Snapshot(ev *Prepared) (Snapshot, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshotLocked(ev)
+}
+
+// StartFrom returns the chain of ev on snapshot s, which Snapshot took
+// for ev: the chain runs as if it had started then — registrations made
+// or released since are not in it, and those deregistered since are
+// skipped, as in any chain that has not reached them yet. It returns nil
+// after Close. A non-nil chain must be run with Run, once; it counts as
+// running from StartFrom on, not from Snapshot.
+func (r *Registry) StartFrom(ev *Prepared, s Snapshot) *Chain {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed.Load() {
 		return nil
+	}
+	return r.startFromLocked(ev, s)
+}
+
+func (r *Registry) snapshotLocked(ev *Prepared) (Snapshot, bool) {
+	if r.closed.Load() {
+		return Snapshot{}, false
 	}
 	steps := r.planLocked(ev.ev.Code)
 	epoch := r.epoch.Load()
 	for i, e := range steps {
 		if e.activeIn(epoch) && ev.view.passes(e.cat, &e.filter, &r.self) {
-			ch := &Chain{c: chain{r: r, p: ev, steps: steps, epoch: epoch, next: i}}
-			if !r.ownAbort(&ev.ev) {
-				r.trackLocked(&ch.c)
-			}
-			return ch
+			return Snapshot{steps: steps, epoch: epoch, first: i}, true
 		}
 	}
-	return nil
+	return Snapshot{}, false
+}
+
+func (r *Registry) startFromLocked(ev *Prepared, s Snapshot) *Chain {
+	ch := &Chain{c: chain{r: r, p: ev, steps: s.steps, epoch: s.epoch, next: s.first}}
+	if !r.ownAbort(&ev.ev) {
+		r.trackLocked(&ch.c)
+	}
+	return ch
 }
 
 // Run runs a chain Start returned, as Notify does: done (which may be nil)

@@ -277,6 +277,9 @@ func checkAgainstModel(t *testing.T, r *Registry, m *model, step int) {
 		if want := m.chain(code); !slices.Equal(got, want) {
 			t.Fatalf("step %d, code %v: chain %v, model %v", step, code, got, want)
 		}
+		if _, ok := r.Snapshot(Prepare(Event{Code: code})); ok != (len(got) > 0) {
+			t.Fatalf("step %d, code %v: Snapshot wants %v for a chain of %d", step, code, ok, len(got))
+		}
 		// Start and Run, the agent's way, run the same chain.
 		if c := r.Start(Prepare(Event{Code: code})); (c != nil) != (len(got) > 0) {
 			t.Fatalf("step %d, code %v: Start returned %v for a chain of %d", step, code, c, len(got))

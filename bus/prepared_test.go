@@ -168,6 +168,61 @@ func TestStartOwnAbort(t *testing.T) {
 	}
 }
 
+// TestSnapshotStartsLater: a chain started from a snapshot runs as if it
+// had started when the snapshot was taken: a registration made or released
+// since is not in it, one deregistered since is skipped, and it counts as
+// running only from StartFrom on. After Close, StartFrom returns nil.
+func TestSnapshotStartsLater(t *testing.T) {
+	r := newTestRegistry(t)
+	mustRegister(t, r, codes(codeA), "a", nil)
+	gone := mustRegister(t, r, codes(codeA), "gone", nil, flag(pmix.KeyEventHdlrAppend))
+	held, err := r.RegisterHeld(codes(codeA), []pmix.Info{name("held"), flag(pmix.KeyEventHdlrFirst)}, completeWith(pmix.EventNoActionTaken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Snapshot(Prepare(Event{Code: codeB})); ok {
+		t.Error("a snapshot of a code nobody registered for wants to run")
+	}
+	p := Prepare(Event{Code: codeA})
+	s, ok := r.Snapshot(p)
+	if !ok {
+		t.Fatal("the snapshot wants nothing")
+	}
+	// Not running yet: the own abort event does not wait for it.
+	aborted := make(chan Outcome, 1)
+	r.Notify(Event{Code: pmix.EventAbortRequested, Source: selfOrigin, Range: pmix.RangeProcLocal}, func(o Outcome) { aborted <- o })
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the abort waited for a chain only snapshotted")
+	}
+
+	mustRegister(t, r, codes(codeA), "later", nil, flag(pmix.KeyEventHdlrLast))
+	if err := r.Release(held); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Deregister(gone); err != nil {
+		t.Fatal(err)
+	}
+	c := r.StartFrom(p, s)
+	got := make(chan Outcome, 1)
+	c.Run(func(o Outcome) { got <- o })
+	if o := <-got; !slices.Equal(ranNames(o), []string{"a"}) {
+		t.Errorf("ran %v, want [a]", ranNames(o))
+	}
+	if o, _ := startRun(t, r, Prepare(Event{Code: codeA})); !slices.Equal(ranNames(o), []string{"held", "a", "later"}) {
+		t.Errorf("a chain started now ran %v", ranNames(o))
+	}
+	s, _ = r.Snapshot(p)
+	r.Close()
+	if r.StartFrom(p, s) != nil {
+		t.Error("StartFrom after Close returned a chain")
+	}
+	if _, ok := r.Snapshot(p); ok {
+		t.Error("Snapshot after Close wants to run")
+	}
+}
+
 // TestTimeoutQueue: invocations of one registration wait in one queue with
 // one timer; those that complete leave it, the others are passed over at
 // their own deadlines, also when they were queued out of deadline order.

@@ -36,6 +36,10 @@ type Message struct {
 	Targets     []pmix.Proc // PMIX_RANGE_CUSTOM: the procs the event is for
 	Info        []pmix.Info
 	Time        time.Time
+	// Size is the length of the encoding UnmarshalMessage read it from
+	// (not encoded; 0 for a message made otherwise): an agent estimates
+	// with it what the event's invocations weigh while they wait.
+	Size int
 }
 
 // Marshal encodes m.
@@ -98,7 +102,7 @@ func UnmarshalMessage(b []byte) (*Message, error) {
 	if v != messageVersion {
 		return nil, pmix.Errorf(pmix.ErrNotSupported, "event message version %d, this agent speaks %d", v, messageVersion)
 	}
-	m := &Message{}
+	m := &Message{Size: len(b)}
 	if m.ID, err = dec.DecodeString(); err != nil {
 		return fail("id", err)
 	}

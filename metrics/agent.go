@@ -74,6 +74,7 @@ func Agent(a StatsSource, cluster, node string) prometheus.Collector {
 			m("job_events_recovered_total", "Dropped job events recovered from the event cache and delivered.", c, func(s agent.Stats) float64 { return float64(s.JobEventsRecovered) }),
 			m("chains_started_total", "Live deliveries to a local client's handler chain.", c, func(s agent.Stats) float64 { return float64(s.ChainsStarted) }),
 			m("chains_replayed_total", "Cached events replayed to new registrations.", c, func(s agent.Stats) float64 { return float64(s.ChainsReplayed) }),
+			m("chains_waiting", "Live deliveries waiting for room in their client's window of chains in flight.", g, func(s agent.Stats) float64 { return float64(s.ChainsWaiting) }),
 			m("chains_completed_total", "Handler chains that ended.", c, func(s agent.Stats) float64 { return float64(s.ChainsCompleted) }),
 			m("handlers_timed_out_total", "Handlers passed over for not completing within their timeout.", c, func(s agent.Stats) float64 { return float64(s.HandlersTimedOut) }),
 			m("outcomes_dropped_total", "Outcome reports not published because NATS was not keeping up.", c, func(s agent.Stats) float64 { return float64(s.OutcomesDropped) }),

@@ -3,6 +3,7 @@ package proto
 import (
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -35,28 +36,58 @@ func (e *EncodedInfos) Of(infos []pmix.Info) bool {
 	return e != nil && pmix.InfosEqual(infos, e.infos)
 }
 
-// InfoCache holds the encoding of the info list last asked for: an agent
-// delivering an event to its clients asks for the same info once per
-// client, one client after another, and encodes it once. Safe for
-// concurrent use. The zero InfoCache is empty.
+// InfoCache holds the encodings of the info lists recently asked for: an
+// agent delivering an event to its clients asks for the same info once per
+// client and encodes it once. Clients' chains do not all start together (a
+// client's chains beyond its window start as earlier ones end), so the
+// invocations of many events interleave: the cache keeps the lists it
+// encoded by the address of their first entry (the event's list, which
+// every client's chain shares), up to cacheEntries lists and cacheBytes of
+// encodings, and starts afresh when either is reached. An address only
+// finds a candidate; equality decides (EncodedInfos.Of), so a list reused
+// for other infos is encoded again. Safe for concurrent use. The zero
+// InfoCache is empty.
 type InfoCache struct {
-	mu   sync.Mutex
-	last *EncodedInfos
+	mu    sync.Mutex
+	last  *EncodedInfos
+	byPtr map[uintptr]*EncodedInfos // not a pointer: the cache keeps no list alive
+	bytes int                       // of the encodings in byPtr
 }
 
-// Get returns the encoding of infos, the one it holds if that is still
-// right, else a new one it keeps; nil if infos cannot be encoded (the
-// invocation then encodes them itself, and fails).
+const (
+	cacheEntries = 1024
+	cacheBytes   = 4 << 20
+)
+
+// Get returns the encoding of infos, one it holds if that is still right,
+// else a new one it keeps; nil if infos cannot be encoded (the invocation
+// then encodes them itself, and fails).
 func (c *InfoCache) Get(infos []pmix.Info) *EncodedInfos {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last.Of(infos) {
 		return c.last
 	}
+	key := uintptr(unsafe.Pointer(unsafe.SliceData(infos)))
+	if e := c.byPtr[key]; e.Of(infos) {
+		c.last = e
+		return e
+	}
 	e, err := EncodeInfoList(infos)
 	if err != nil {
 		return nil
 	}
 	c.last = e
+	if key == 0 {
+		return e
+	}
+	if c.byPtr == nil || len(c.byPtr) >= cacheEntries || c.bytes+len(e.raw) > cacheBytes {
+		c.byPtr, c.bytes = make(map[uintptr]*EncodedInfos), 0
+	}
+	if old := c.byPtr[key]; old != nil {
+		c.bytes -= len(old.raw)
+	}
+	c.byPtr[key] = e
+	c.bytes += len(e.raw)
 	return e
 }

@@ -67,6 +67,39 @@ func TestEncodedInfosSameBytes(t *testing.T) {
 	}
 }
 
+// TestInfoCacheInterleaved: the invocations of several events interleave
+// (clients' chains start as their windows allow); each event's list is
+// encoded once, and a list whose contents changed is encoded again.
+func TestInfoCacheInterleaved(t *testing.T) {
+	var cache InfoCache
+	lists := make([][]pmix.Info, 8)
+	first := make([]*EncodedInfos, len(lists))
+	for i := range lists {
+		lists[i] = []pmix.Info{pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("event")), pmix.NewInfo("n", pmix.Int64(int64(i)))}
+		first[i] = cache.Get(lists[i])
+	}
+	for range 3 {
+		for i := range lists {
+			if cache.Get(lists[i]) != first[i] {
+				t.Fatalf("list %d encoded again", i)
+			}
+		}
+	}
+	lists[3][1].Value = pmix.Int64(-1)
+	if e := cache.Get(lists[3]); e == first[3] || !e.Of(lists[3]) {
+		t.Error("a list whose infos changed got its old encoding")
+	}
+	for i := range cacheEntries + 1 { // past the bound: starts afresh, still right
+		l := []pmix.Info{pmix.NewInfo("n", pmix.Int64(int64(i)))}
+		if e := cache.Get(l); !e.Of(l) {
+			t.Fatalf("entry %d: wrong encoding", i)
+		}
+	}
+	if len(cache.byPtr) > cacheEntries {
+		t.Errorf("%d lists kept, bound %d", len(cache.byPtr), cacheEntries)
+	}
+}
+
 // BenchmarkAppendInvoke appends the invocations of a fan-out burst to a
 // client's queue, encoding each one's info, or taking the encoding made
 // once (per entry: the time; allocations per burst of 256).
