@@ -472,7 +472,7 @@ func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
 		}
 		d.r.corkForBatch(rc)
 		d.r.stats.delivered.Add(1)
-		w.wait(waitingChain{d: d, snap: snap, proc: proc, reg: reg})
+		w.wait(waitingChain{d: d, snap: snap}, proc, reg)
 		return true
 	}
 	c := reg.Start(d.ev)

@@ -44,21 +44,72 @@ type chainWindow struct {
 	ended atomic.Uint64
 
 	mu       sync.Mutex
-	backlog  []waitingChain // from head
-	head     int
+	backlog  backlog
 	weight   int  // estimated bytes of the waiting events' invocations
 	draining bool // a goroutine is starting chains from the backlog
 	closed   bool
 	check    *time.Timer // the stall check, armed while over the limit
 	endedAt  uint64      // ended when check was armed
+	// The client, as its events found it: the same for every event.
+	proc pmix.Proc
+	reg  *bus.Registry
 }
 
-// waitingChain is an event waiting in a client's backlog.
+// waitingChain is an event waiting in a client's backlog: 48 bytes.
 type waitingChain struct {
 	d    *delivery
 	snap bus.Snapshot
-	proc pmix.Proc
-	reg  *bus.Registry
+}
+
+// backlog is a FIFO of waiting events in fixed chunks, which a burst
+// fills and draining empties without ever copying an entry; emptied
+// chunks go back to a pool shared by all clients.
+type backlog struct {
+	head, tail *backlogChunk
+	hi, ti     int // next to take in head, next free in tail
+	n          int
+}
+
+const backlogChunkLen = 128
+
+type backlogChunk struct {
+	e    [backlogChunkLen]waitingChain
+	next *backlogChunk
+}
+
+var backlogChunks = sync.Pool{New: func() any { return new(backlogChunk) }}
+
+func (b *backlog) push(c waitingChain) {
+	if b.tail == nil || b.ti == backlogChunkLen {
+		k := backlogChunks.Get().(*backlogChunk)
+		if b.tail == nil {
+			b.head, b.hi = k, 0
+		} else {
+			b.tail.next = k
+		}
+		b.tail, b.ti = k, 0
+	}
+	b.tail.e[b.ti] = c
+	b.ti++
+	b.n++
+}
+
+// pop takes the oldest entry; the backlog must not be empty.
+func (b *backlog) pop() waitingChain {
+	c := b.head.e[b.hi]
+	b.head.e[b.hi] = waitingChain{}
+	b.hi++
+	b.n--
+	if b.hi == backlogChunkLen || b.n == 0 {
+		k := b.head
+		b.head, b.hi = k.next, 0
+		k.next = nil
+		backlogChunks.Put(k)
+		if b.head == nil || b.n == 0 {
+			*b = backlog{}
+		}
+	}
+	return c
 }
 
 // invokeOverhead estimates what an invocation adds to its event's
@@ -68,10 +119,6 @@ const (
 	invokeOverhead   = 64
 	unknownEventSize = 256
 )
-
-// shrinkBacklog: a backlog slice that grew past this many entries is
-// dropped once empty, not kept per client.
-const shrinkBacklog = 1024
 
 // open reports whether a chain may start now: nothing waits and the
 // window has room. Only the dispatch goroutine asks: events wait only
@@ -95,14 +142,15 @@ func (w *chainWindow) end() {
 
 // wait adds an event to the backlog, or drops it if the client is gone,
 // and starts what the window has room for.
-func (w *chainWindow) wait(c waitingChain) {
+func (w *chainWindow) wait(c waitingChain, proc pmix.Proc, reg *bus.Registry) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		c.d.drop(c.proc)
+		c.d.drop(proc)
 		return
 	}
-	w.backlog = append(w.backlog, c)
+	w.proc, w.reg = proc, reg
+	w.backlog.push(c)
 	w.queued.Add(1)
 	w.weight += c.d.weight()
 	var cut error
@@ -123,7 +171,7 @@ func (w *chainWindow) wait(c waitingChain) {
 func (w *chainWindow) overLimitLocked() error {
 	if w.weight > 4*w.limit {
 		return pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d events (about %d bytes of invocations) wait for it, past four times the limit of %d bytes",
-			len(w.backlog)-w.head, w.weight, w.limit)
+			w.backlog.n, w.weight, w.limit)
 	}
 	if w.check == nil {
 		w.endedAt = w.ended.Load()
@@ -148,7 +196,7 @@ func (w *chainWindow) checkStall() {
 		return
 	}
 	err := pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d events (about %d bytes of invocations) wait for it and none of its handlers completed for %v (the limit is %d bytes)",
-		len(w.backlog)-w.head, w.weight, w.stall, w.limit)
+		w.backlog.n, w.weight, w.stall, w.limit)
 	w.mu.Unlock()
 	w.cut(err)
 }
@@ -164,36 +212,29 @@ func (w *chainWindow) drain() {
 		return
 	}
 	w.draining = true
-	for w.head < len(w.backlog) && w.n.Load() < w.size {
-		c := w.backlog[w.head]
-		w.backlog[w.head] = waitingChain{}
-		w.head++
+	for w.backlog.n > 0 && w.n.Load() < w.size {
+		c := w.backlog.pop()
+		proc, reg := w.proc, w.reg
 		w.weight -= c.d.weight()
 		w.n.Add(1)
 		w.mu.Unlock()
-		c.start(w)
+		c.start(w, proc, reg)
 		w.queued.Add(-1) // after the start: open stays false until it is done
 		w.mu.Lock()
-	}
-	if w.head == len(w.backlog) {
-		if cap(w.backlog) > shrinkBacklog {
-			w.backlog = nil
-		}
-		w.backlog, w.head = w.backlog[:0], 0
 	}
 	w.draining = false
 	w.mu.Unlock()
 }
 
 // start starts a waiting event's chain, counted in the window already.
-func (c *waitingChain) start(w *chainWindow) {
-	ch := c.reg.StartFrom(c.d.ev, c.snap)
+func (c *waitingChain) start(w *chainWindow, proc pmix.Proc, reg *bus.Registry) {
+	ch := reg.StartFrom(c.d.ev, c.snap)
 	if ch == nil { // closed: the client is going
 		w.n.Add(-1)
-		c.d.drop(c.proc)
+		c.d.drop(proc)
 		return
 	}
-	ch.Run(c.d.done(c.proc, w))
+	ch.Run(c.d.done(proc, w))
 }
 
 // close drops the backlog of a client that goes; each event dropped is
@@ -201,16 +242,20 @@ func (c *waitingChain) start(w *chainWindow) {
 func (w *chainWindow) close() {
 	w.mu.Lock()
 	w.closed = true
-	dropped := w.backlog[w.head:]
-	w.backlog, w.head, w.weight = nil, 0, 0
+	var dropped []waitingChain
+	for w.backlog.n > 0 {
+		dropped = append(dropped, w.backlog.pop())
+	}
+	w.weight = 0
 	if w.check != nil {
 		w.check.Stop()
 		w.check = nil
 	}
+	proc := w.proc
 	w.mu.Unlock()
 	w.queued.Add(-int32(len(dropped)))
 	for i := range dropped {
-		dropped[i].d.drop(dropped[i].proc)
+		dropped[i].d.drop(proc)
 	}
 }
 
