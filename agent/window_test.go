@@ -214,3 +214,85 @@ func TestWindowCutOff(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowStress: many events through a small window, completions
+// from other goroutines in any order and at once, registrations coming
+// and going meanwhile: every event ends exactly once, each handler sees
+// the events in arrival order, and nothing stays in flight. (Meant for
+// the race detector.)
+func TestWindowStress(t *testing.T) {
+	const events = 2000
+	w := newWindowRig(t, func(w *chainWindow) { w.size = 4 })
+	type seen struct {
+		mu   sync.Mutex
+		last int64
+		bad  []string
+	}
+	record := func(s *seen, name string, c *bus.Call) (n int64) {
+		for _, in := range c.Info {
+			if in.Key == "n" {
+				n, _ = in.Value.Int()
+				s.mu.Lock()
+				if n <= s.last {
+					s.bad = append(s.bad, fmt.Sprintf("%s: event %d after %d", name, n, s.last))
+				}
+				s.last = n
+				s.mu.Unlock()
+			}
+		}
+		return n
+	}
+	var main seen
+	w.register(func(c *bus.Call, done bus.Done) {
+		if record(&main, "main", c)%2 == 0 { // some complete within the call, the others later, elsewhere
+			done(pmix.EventNoActionTaken, nil)
+			return
+		}
+		go done(pmix.EventNoActionTaken, nil)
+	}, pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("main")))
+	stop := make(chan struct{})
+	churned := make(chan struct{})
+	go func() { // a second handler registered and deregistered over and over
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var s seen
+			id, replied, err := w.r.register(t.Context(), w.c, []pmix.Status{-3001}, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(fmt.Sprint("churn", i)))},
+				func(c *bus.Call, done bus.Done) { record(&s, "churn", c); go done(pmix.EventNoActionTaken, nil) })
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			replied()
+			if err := w.r.deregister(w.c, w.c.reg, id); err != nil {
+				t.Error(err)
+				return
+			}
+			s.mu.Lock()
+			if len(s.bad) > 0 {
+				t.Error(s.bad)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	for range events {
+		w.notify()
+	}
+	w.waitFor("every event ended", func() bool { return len(w.reports()) >= events })
+	close(stop)
+	<-churned
+	if n := len(w.reports()); n != events {
+		t.Errorf("%d outcomes for %d events", n, events)
+	}
+	if len(main.bad) > 0 {
+		t.Errorf("out of order: %v", main.bad[:min(len(main.bad), 5)])
+	}
+	if main.last != events {
+		t.Errorf("main handler's last event %d, want %d", main.last, events)
+	}
+	w.waitFor("nothing in flight", func() bool { return w.c.win.n.Load() == 0 && w.c.win.waiting() == 0 })
+}
