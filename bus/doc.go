@@ -174,6 +174,10 @@
 // would run (Wants and Notify in one), and Run runs it as Notify does. The
 // chains share the prepared event read-only: a chain whose handler sets the
 // resolved flag copies the info first, so the flag stays in that chain.
+// A caller that cannot start every chain at once takes the snapshot when
+// the event arrives (Snapshot: no chain state, nothing allocated once the
+// code's plan is cached) and makes the chain later (StartFrom), which runs
+// as if it had started then.
 //
 // # Errors
 //
