@@ -127,7 +127,7 @@ func (a *Agent) decodeCached(msgs []jetstream.CachedMsg) []cachedEvent {
 // read, which lasts as long as the backlog needs; each request to JetStream
 // has its own. A cache that cannot be read to the end leaves the
 // registration with what was read and live events, which is logged.
-func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) (uint64, error) {
+func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, after readPoint, marked func(), batch func([]cachedEvent) error) (readPoint, error) {
 	scopes := event.ClientScopes(a.place(), proc.Nspace, session)
 	var filters, jobFilters []string
 	if g.WantsJob() {
@@ -148,9 +148,10 @@ func (a *Agent) readCache(ctx context.Context, proc pmix.Proc, session string, g
 		Batch: func(msgs []jetstream.CachedMsg) error {
 			return batch(a.decodeCached(msgs))
 		},
+		After: jetstream.ReadPoint{Events: after.events, Jobs: after.jobs},
 	})
 	if err != nil && ctx.Err() == nil {
 		a.log.Warn("reading the event cache for a new registration; it misses what was not read yet", "client", proc.String(), "err", err)
 	}
-	return rp.Jobs, err
+	return readPoint{events: rp.Events, jobs: rp.Jobs, known: true}, err
 }

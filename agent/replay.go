@@ -57,6 +57,11 @@ type hold struct {
 	batches  chan []cachedEvent
 	fencedCh chan struct{} // closed when the fence is back
 	markedCh chan struct{} // closed by the read: the fence is sent, or will never be
+	// The second pass's fence (see read): its seq, closed when it is back
+	// (fenced2 guards the close; the dispatch goroutine's).
+	seq2      string
+	fenced2Ch chan struct{}
+	fenced2   bool
 	// Set by the read before it closes batches: how far it read in the
 	// job-events stream, and why it stopped short.
 	upTo    uint64
@@ -118,9 +123,10 @@ func (r *router) addHold(ctx context.Context, rc recipient, proc pmix.Proc, sess
 	h := &hold{
 		proc: proc, session: session, id: id, seq: strconv.FormatUint(r.holdSeq.Add(1), 10),
 		batches:  make(chan []cachedEvent, holdBatches),
-		fencedCh: make(chan struct{}), markedCh: make(chan struct{}),
+		fencedCh: make(chan struct{}), markedCh: make(chan struct{}), fenced2Ch: make(chan struct{}),
 		queued: map[string]int{},
 	}
+	h.seq2 = h.seq + ".2"
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	h.reg, _ = reg.Lookup(id)
 	r.holdMu.Lock()
@@ -210,8 +216,10 @@ func (r *router) ensureFenceSub() error {
 }
 
 // fence sends h's fence through NATS back to the inbox.
-func (r *router) fence(h *hold) {
-	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.fenceSubj, Data: []byte(h.seq)})
+func (r *router) fence(h *hold) { r.sendFence(h.seq) }
+
+func (r *router) sendFence(seq string) {
+	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.fenceSubj, Data: []byte(seq)})
 }
 
 // awaitFence waits until h's fence is back, its read ended without one,
@@ -235,14 +243,21 @@ func (r *router) awaitFence(ctx context.Context, h *hold) {
 // ctx ends or timeout fires (a nil one never does), and reports whether it
 // is back.
 func (r *router) refence(ctx context.Context, h *hold, timeout <-chan time.Time) bool {
+	return r.awaitSeq(ctx, h.seq, h.fencedCh, timeout)
+}
+
+// awaitSeq waits until back is closed (the fence seq is back), sending the
+// fence again every refenceInterval, until ctx ends or timeout fires (a nil
+// one never does), and reports whether it is back.
+func (r *router) awaitSeq(ctx context.Context, seq string, back <-chan struct{}, timeout <-chan time.Time) bool {
 	again := time.NewTicker(refenceInterval)
 	defer again.Stop()
 	for {
 		select {
-		case <-h.fencedCh:
+		case <-back:
 			return true
 		case <-again.C:
-			r.fence(h)
+			r.sendFence(seq)
 		case <-timeout:
 			return false
 		case <-ctx.Done():
@@ -255,6 +270,19 @@ func (r *router) refence(ctx context.Context, h *hold, timeout <-chan time.Time)
 // the events to the dispatch goroutine a batch at a time, waiting while
 // holdBatches are not taken yet. It sends the fence once the read point is
 // fixed, and again until it is back if it handed anything over.
+//
+// Then it reads a second time, what the streams stored since the first
+// read point. A NATS server matches a message against the subscriptions
+// before it hands it to the streams, and the stream's queue can take it
+// after a barrier sent later: an event another connection published just
+// before the registration's subscription, matched without it, can be
+// stored after the read point — neither live nor read (seen under load,
+// 1 registration in about 60). The second pass, marked once the first is
+// done (a fence round trip and a read later), takes such an event. What
+// it reads that also comes live is ahead of its own fence in the inbox,
+// so its batches go over only once that fence is back: such an event has
+// then queued for the registration, or waits for the release, and is not
+// replayed twice.
 func (r *router) read(h *hold) {
 	marked := false
 	defer func() {
@@ -265,7 +293,7 @@ func (r *router) read(h *hold) {
 		r.post(func() { r.pump(h) })
 	}()
 	sent := false
-	h.upTo, h.readErr = r.host.readCache(h.ctx, h.proc, h.session, h.reg, func() {
+	rp, err := r.host.readCache(h.ctx, h.proc, h.session, h.reg, readPoint{}, func() {
 		if !h.fenceless {
 			r.fence(h)
 		}
@@ -275,9 +303,23 @@ func (r *router) read(h *hold) {
 		sent = true
 		return r.handOver(h, b)
 	})
+	h.upTo, h.readErr = rp.jobs, err
 	if sent && !h.fenceless {
 		r.refence(h.ctx, h, nil)
 	}
+	if err != nil || h.ctx.Err() != nil {
+		return
+	}
+	back := false
+	rp, err = r.host.readCache(h.ctx, h.proc, h.session, h.reg, rp, func() { r.sendFence(h.seq2) }, func(b []cachedEvent) error {
+		if !back {
+			if back = r.awaitSeq(h.ctx, h.seq2, h.fenced2Ch, nil); !back {
+				return h.ctx.Err()
+			}
+		}
+		return r.handOver(h, b)
+	})
+	h.upTo, h.readErr = rp.jobs, err
 }
 
 // handOver passes a batch to the dispatch goroutine.
@@ -306,15 +348,25 @@ func (r *router) handOver(h *hold, b []cachedEvent) error {
 // fenced runs on the dispatch goroutine when a fence is back.
 func (r *router) fenced(seq string) {
 	var h *hold
+	second := false
 	r.holdMu.Lock()
 	for _, c := range r.holds {
 		for _, x := range c.holds {
 			if x.seq == seq {
 				h = x
 			}
+			if x.seq2 == seq {
+				h, second = x, true
+			}
 		}
 	}
 	r.holdMu.Unlock()
+	if h != nil && second && !h.fenced2 {
+		h.fenced2 = true
+		close(h.fenced2Ch)
+		// It was sent after the first: what is ahead of that one is ahead
+		// of it, should the first have been lost.
+	}
 	if h == nil || h.fenced {
 		return // sent again, or for a hold that is gone
 	}

@@ -115,12 +115,12 @@ type routerHost interface {
 	// outcome reports a chain that ended.
 	outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
 	// readCache reads the cached events a new registration of client
-	// proc (of session) matches and passes them to batch, oldest first,
-	// a batch at a time; marked is called once the read point is fixed,
-	// before the first batch. It returns the read point in the job-events
-	// stream, and batch's error, or its own when the cache could not be
-	// read to the end (which it logs).
-	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, marked func(), batch func([]cachedEvent) error) (uint64, error)
+	// proc (of session) matches, those at or below after excepted, and
+	// passes them to batch, oldest first, a batch at a time; marked is
+	// called once the read point is fixed, before the first batch. It
+	// returns the read point, and batch's error, or its own when the cache
+	// could not be read to the end (which it logs).
+	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, after readPoint, marked func(), batch func([]cachedEvent) error) (readPoint, error)
 	// readJobEvents reads the cached job events on filters (the events
 	// stream) and jobFilters (the job-events stream) and passes them to
 	// batch, oldest first, a batch at a time; marked is called once the

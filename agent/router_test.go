@@ -74,8 +74,8 @@ func (h *fakeHost) outcome(m *event.Message, source, client pmix.Proc, o bus.Out
 		}
 	}
 }
-func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registration, func(), func([]cachedEvent) error) (uint64, error) {
-	return 0, nil
+func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registration, readPoint, func(), func([]cachedEvent) error) (readPoint, error) {
+	return readPoint{}, nil
 }
 func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
 func (h *fakeHost) readJobEvents(context.Context, []string, []string, readPoint, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
