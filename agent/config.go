@@ -165,6 +165,9 @@ type Config struct {
 	inboxSize int
 }
 
+// defaultChainWindow is DefaultConfig's ChainWindow.
+const defaultChainWindow = 256
+
 // DefaultConfig returns a Config for the given cluster and node with an
 // embedded NATS server, a Unix socket under os.TempDir, 4 MiB frames, the
 // registries' default handler timeout (bus.DefaultHandlerTimeout, 30 s),
@@ -182,7 +185,7 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		HelloTimeout:       10 * time.Second,
 		ClientQueueLimit:   8 << 20,
 		ClientStallTimeout: 2 * time.Second,
-		ChainWindow:        256,
+		ChainWindow:        defaultChainWindow,
 		WriteTimeout:       10 * time.Second,
 		MaxPendingHello:    1024,
 		CacheSize:          jetstream.DefaultEventCacheSize,

@@ -57,11 +57,10 @@ type hold struct {
 	batches  chan []cachedEvent
 	fencedCh chan struct{} // closed when the fence is back
 	markedCh chan struct{} // closed by the read: the fence is sent, or will never be
-	// The second pass's fence (see read): its seq, closed when it is back
-	// (fenced2 guards the close; the dispatch goroutine's).
+	// The second pass's fence (see read): its seq, and closed when it is
+	// back (by the dispatch goroutine).
 	seq2      string
 	fenced2Ch chan struct{}
-	fenced2   bool
 	// Set by the read before it closes batches: how far it read in the
 	// job-events stream, and why it stopped short.
 	upTo    uint64
@@ -361,9 +360,12 @@ func (r *router) fenced(seq string) {
 		}
 	}
 	r.holdMu.Unlock()
-	if h != nil && second && !h.fenced2 {
-		h.fenced2 = true
-		close(h.fenced2Ch)
+	if h != nil && second {
+		select {
+		case <-h.fenced2Ch: // sent again
+		default:
+			close(h.fenced2Ch)
+		}
 		// It was sent after the first: what is ahead of that one is ahead
 		// of it, should the first have been lost.
 	}

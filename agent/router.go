@@ -465,22 +465,25 @@ func (r *router) newDelivery(m *event.Message, ev bus.Event) *delivery {
 // it; the chain waits in its backlog if its window is full (chainWindow).
 func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
 	w := rc.window()
-	if !w.open() {
-		snap, ok := reg.Snapshot(d.ev)
-		if !ok {
-			return false
-		}
-		d.r.corkForBatch(rc)
-		d.r.stats.delivered.Add(1)
-		w.wait(waitingChain{d: d, snap: snap}, proc, reg)
-		return true
+	open := w.open()
+	var c *bus.Chain
+	var snap bus.Snapshot
+	var ok bool
+	if open {
+		c = reg.Start(d.ev)
+		ok = c != nil
+	} else {
+		snap, ok = reg.Snapshot(d.ev)
 	}
-	c := reg.Start(d.ev)
-	if c == nil {
+	if !ok {
 		return false
 	}
 	d.r.corkForBatch(rc)
 	d.r.stats.delivered.Add(1)
+	if !open {
+		w.wait(waitingChain{d: d, snap: snap}, proc, reg)
+		return true
+	}
 	w.started()
 	c.Run(d.done(proc, w))
 	return true

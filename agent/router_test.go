@@ -24,7 +24,7 @@ type fakeClient struct {
 	reg     *bus.Registry
 	mu      sync.Mutex
 	got     []pmix.Status
-	win     chainWindow // no bound unless a test sets one
+	win     chainWindow // the default window unless a test sets another
 }
 
 func (c *fakeClient) target() (pmix.Proc, string, *bus.Registry, bool) {
@@ -90,7 +90,9 @@ func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session stri
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)
-	return &fakeClient{proc: proc, session: session, reg: reg}
+	c := &fakeClient{proc: proc, session: session, reg: reg}
+	c.win.size = defaultChainWindow
+	return c
 }
 
 // startRouter makes a router on tr for host, lets prepare adjust it (nil:

@@ -30,7 +30,7 @@ import (
 // drops its backlog; each event dropped ends with an outcome whose status
 // is PMIX_ERR_INIT, as a chain of a closed registry does.
 type chainWindow struct {
-	size int32 // chains in flight at most; 0: no bound
+	size int32 // chains in flight at most
 	// limit and stall: the cut-off (see above); cut cuts the client off
 	// (must not block). Set before use; limit 0: never.
 	limit int
@@ -124,7 +124,7 @@ const (
 // window has room. Only the dispatch goroutine asks: events wait only
 // when it adds them, so nothing can start waiting meanwhile.
 func (w *chainWindow) open() bool {
-	return w.size == 0 || w.queued.Load() == 0 && w.n.Load() < w.size
+	return w.queued.Load() == 0 && w.n.Load() < w.size
 }
 
 // started counts a chain started directly.

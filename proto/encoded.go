@@ -65,13 +65,17 @@ const (
 func (c *InfoCache) Get(infos []pmix.Info) *EncodedInfos {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.last.Of(infos) {
-		return c.last
-	}
+	// By address first: with invocations of many events interleaved, the
+	// last list is seldom this one, and comparing it would cost a failed
+	// equality per invocation. The last list serves equal infos in a list
+	// of their own.
 	key := uintptr(unsafe.Pointer(unsafe.SliceData(infos)))
 	if e := c.byPtr[key]; e.Of(infos) {
 		c.last = e
 		return e
+	}
+	if c.last.Of(infos) {
+		return c.last
 	}
 	e, err := EncodeInfoList(infos)
 	if err != nil {
