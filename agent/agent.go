@@ -105,6 +105,10 @@ type job struct {
 	session string
 	info    []pmix.Info
 	procs   map[pmix.Rank]string // rank → node
+	// apps are the job's app contexts (Job.Apps), appStart the first rank
+	// of each; nil for a job of one app.
+	apps     []App
+	appStart []pmix.Rank
 	// onNode holds what was computed of the job's procs on a node, filled
 	// as asked (jobinfo.go): a job is not changed once registered (a new
 	// registration makes a new job). Guarded by Agent.mu.

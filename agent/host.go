@@ -52,6 +52,20 @@ type Job struct {
 	// value given here, but for nspace, rank, cluster and hostname.
 	Info  []pmix.Info
 	Procs map[pmix.Rank]string // rank → node; the job size is its length
+	// Apps are the job's application contexts (MPMD, as mpirun's
+	// `-n 2 ./a : -n 2 ./b`), in order: the first Apps[0].Size ranks run
+	// app 0, the next Apps[1].Size app 1, and so on (PMIX_APPNUM,
+	// PMIX_APP_SIZE, PMIX_APPLDR …: jobinfo.go). Nil: one app of every
+	// rank.
+	Apps []App
+}
+
+// App is one application context of a job.
+type App struct {
+	// Size is its number of ranks, at least 1.
+	Size int
+	// Argv is its command line, program first (PMIX_APP_ARGV).
+	Argv []string
 }
 
 // RegisterJob registers or replaces a job. Before it returns, the job's
@@ -61,8 +75,9 @@ type Job struct {
 // agent retries when a client attaches, and logs the failure).
 //
 // Errors: pmix.ErrBadParam for an empty or over-long nspace, a session or
-// node name over subjects.MaxNameLen, or a proc with an invalid rank or no
-// node; ErrClosed after Shutdown.
+// node name over subjects.MaxNameLen, a proc with an invalid rank or no
+// node, or apps whose sizes do not add up to the procs; ErrClosed after
+// Shutdown.
 func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	if j.Nspace == "" || len(j.Nspace) > pmix.MaxNspaceLen {
 		return pmix.Errorf(pmix.ErrBadParam, "job nspace %s: %d bytes, want 1 to %d", pmix.Quote(j.Nspace), len(j.Nspace), pmix.MaxNspaceLen)
@@ -75,12 +90,16 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 			return pmix.Errorf(pmix.ErrBadParam, "job %s: proc rank %v on node %s is invalid", j.Nspace, r, pmix.Quote(n))
 		}
 	}
+	apps, err := appStarts(j)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
 		return ErrClosed
 	}
-	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs)}
+	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs), apps: slices.Clone(j.Apps), appStart: apps}
 	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
 		a.stopRetainingLocked(j.Nspace) // its filters change
 	}

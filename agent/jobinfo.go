@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -18,8 +19,17 @@ import (
 //   - universe size, pmix.univ.size (uint32): the job size;
 //   - maximum procs, pmix.max.size (uint32): the job size (Open MPI 4.1
 //     fails its MPI_Init without it);
-//   - app number, pmix.appnum (uint32): 0 (one application per job: a
-//     multi-app run is one job per app context);
+//   - the job's applications (MPMD: Job.Apps, ranks numbered across them
+//     in order; a job registered without Apps is one app of every rank):
+//     pmix.job.napps (uint32), their number; and of the app a rank runs —
+//     app number, pmix.appnum (uint32, from 0), app size, pmix.app.size
+//     (uint32), app leader, pmix.aldr (Rank: its lowest rank), its
+//     command line, pmix.app.argv (string, joined by spaces; only when
+//     the host gave it), and the rank within it, pmix.apprank (Rank, of
+//     one process). Asked with RankWildcard they are of the asking
+//     client's app, as OpenPMIx answers: a client has its own in its
+//     attach info; the agent, asked with RankWildcard about a job of
+//     several apps, answers PMIX_ERR_NOT_FOUND (ask with a rank);
 //   - local size, pmix.local.size (uint32), and local peers, pmix.lpeers
 //     (string: the ranks, ascending, comma-separated): the job's ranks on
 //     a node — the asked proc's for a real rank, the agent's (the asking
@@ -53,8 +63,18 @@ import (
 // computedKeys are the keys jobView answers, in the order a client's
 // attach info lists them.
 var computedKeys = []string{
-	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs, pmix.KeyAppNum, pmix.KeyLocalSize, pmix.KeyLocalPeers,
+	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs, pmix.KeyJobNumApps, pmix.KeyAppNum, pmix.KeyAppSize,
+	pmix.KeyAppLeader, pmix.KeyAppRank, pmix.KeyAppArgv, pmix.KeyLocalSize, pmix.KeyLocalPeers,
 	pmix.KeyLocalRank, pmix.KeyNodeRank, pmix.KeyHostname, pmix.KeyClusterID, pmix.KeyNspace, pmix.KeyRank,
+}
+
+// appKey reports whether key is about the app a rank runs.
+func appKey(key string) bool {
+	switch key {
+	case pmix.KeyAppNum, pmix.KeyAppSize, pmix.KeyAppLeader, pmix.KeyAppRank, pmix.KeyAppArgv:
+		return true
+	}
+	return false
 }
 
 // identityKey reports whether key names the proc itself, which no job
@@ -98,11 +118,14 @@ func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, 
 		}
 		node = n
 	}
+	if appKey(key) {
+		return j.appValue(proc, key)
+	}
 	switch key {
 	case pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs:
 		return pmix.Uint32(uint32(len(j.procs))), true, nil
-	case pmix.KeyAppNum:
-		return pmix.Uint32(0), true, nil
+	case pmix.KeyJobNumApps:
+		return pmix.Uint32(uint32(max(len(j.apps), 1))), true, nil
 	case pmix.KeyHostname:
 		return pmix.String(node), true, nil
 	case pmix.KeyClusterID:
@@ -126,6 +149,70 @@ func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, 
 	}
 	i, _ := slices.BinarySearch(peers, proc.Rank) // pmix.KeyLocalRank
 	return rank16(key, proc, i)
+}
+
+// appValue answers an app key (appKey) for proc: of the app its rank
+// runs; for RankWildcard, of the job's one app.
+func (j *job) appValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
+	app, first, size := 0, pmix.Rank(0), len(j.procs)
+	switch {
+	case proc.Rank != pmix.RankWildcard && len(j.apps) > 0:
+		app = j.appOf(proc.Rank)
+		first, size = j.appStart[app], j.apps[app].Size
+	case proc.Rank == pmix.RankWildcard && len(j.apps) > 1:
+		return pmix.Value{}, true, pmix.Errorf(pmix.ErrNotFound, "%s of %v: job %s has %d apps; ask for one of its ranks", pmix.Quote(key), proc, proc.Nspace, len(j.apps))
+	case len(j.apps) == 1:
+		size = j.apps[0].Size
+	}
+	switch key {
+	case pmix.KeyAppNum:
+		return pmix.Uint32(uint32(app)), true, nil
+	case pmix.KeyAppSize:
+		return pmix.Uint32(uint32(size)), true, nil
+	case pmix.KeyAppLeader:
+		return pmix.RankValue(first), true, nil
+	case pmix.KeyAppRank:
+		return pmix.RankValue(proc.Rank - first), true, nil
+	}
+	if len(j.apps) == 0 || len(j.apps[app].Argv) == 0 { // pmix.KeyAppArgv
+		return pmix.Value{}, false, nil
+	}
+	return pmix.String(strings.Join(j.apps[app].Argv, " ")), true, nil
+}
+
+// appOf is the app rank r runs: the last whose first rank is at most r.
+func (j *job) appOf(r pmix.Rank) int {
+	i, found := slices.BinarySearch(j.appStart, r)
+	if !found {
+		i--
+	}
+	return max(i, 0)
+}
+
+// appStarts checks j's apps against its procs and returns each app's
+// first rank; nil for a job registered without apps.
+func appStarts(j Job) ([]pmix.Rank, error) {
+	if len(j.Apps) == 0 {
+		return nil, nil
+	}
+	starts := make([]pmix.Rank, len(j.Apps))
+	total := 0
+	for i, app := range j.Apps {
+		if app.Size < 1 {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s: app %d has %d procs, want at least 1", j.Nspace, i, app.Size)
+		}
+		starts[i] = pmix.Rank(total)
+		total += app.Size
+	}
+	if total != len(j.Procs) {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "job %s: its apps have %d procs, its map %d", j.Nspace, total, len(j.Procs))
+	}
+	for r := range j.Procs {
+		if int64(r) >= int64(total) {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v is in none of its apps (ranks 0 to %d)", j.Nspace, r, total-1)
+		}
+	}
+	return starts, nil
 }
 
 // rank16 is a local or node rank as PMIx types it.
@@ -278,7 +365,7 @@ func (a *Agent) connectInfo(nspace string) []pmix.Info {
 		return nil
 	}
 	info, v := slices.Clip(j.info), a.jobViewLocked()
-	for _, k := range []string{pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyAppNum} {
+	for _, k := range []string{pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyJobNumApps, pmix.KeyAppNum} {
 		if _, given := pmix.Lookup(j.info, k); given {
 			continue
 		}

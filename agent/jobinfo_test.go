@@ -13,6 +13,7 @@ import (
 //	aaa  ranks 0 1 on n2 (sorts before sim: counted first in node ranks)
 //	zzz  rank 0 on n1, rank 1 on n2 (sorts after sim), appnum 3 and a
 //	     hostname the host tried to give
+//	mpm  MPMD: app 0 ranks 0 1, app 1 ranks 2 3 4 ("./b x"), all on n3
 func testJobs() jobView {
 	mk := func(ns string, info []pmix.Info, nodes ...string) *job {
 		j := &job{nspace: ns, info: info, procs: map[pmix.Rank]string{}}
@@ -28,7 +29,39 @@ func testJobs() jobView {
 			pmix.NewInfo(pmix.KeyAppNum, pmix.Uint32(3)),
 			pmix.NewInfo(pmix.KeyHostname, pmix.String("elsewhere")),
 		}, "n1", "n2"),
+		"mpm": mpmdJob(),
 	}}
+}
+
+func mpmdJob() *job {
+	j := Job{Nspace: "mpm", Procs: map[pmix.Rank]string{0: "n3", 1: "n3", 2: "n3", 3: "n3", 4: "n3"},
+		Apps: []App{{Size: 2, Argv: []string{"./a"}}, {Size: 3, Argv: []string{"./b", "x"}}}}
+	starts, err := appStarts(j)
+	if err != nil {
+		panic(err)
+	}
+	return &job{nspace: j.Nspace, procs: j.Procs, apps: j.Apps, appStart: starts}
+}
+
+// TestAppStarts: apps whose sizes do not add up to the job's map are
+// refused.
+func TestAppStarts(t *testing.T) {
+	procs := map[pmix.Rank]string{0: "n", 1: "n", 2: "n"}
+	for name, apps := range map[string][]App{
+		"too few":   {{Size: 1}, {Size: 1}},
+		"too many":  {{Size: 2}, {Size: 2}},
+		"empty app": {{Size: 3}, {Size: 0}},
+	} {
+		if _, err := appStarts(Job{Nspace: "j", Procs: procs, Apps: apps}); !errors.Is(err, pmix.ErrBadParam) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := appStarts(Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n", 5: "n"}, Apps: []App{{Size: 2}}}); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("a rank beyond the apps: %v", err)
+	}
+	if s, err := appStarts(Job{Nspace: "j", Procs: procs, Apps: []App{{Size: 1}, {Size: 2}}}); err != nil || len(s) != 2 || s[1] != 1 {
+		t.Errorf("starts %v, %v", s, err)
+	}
 }
 
 func TestJobViewValue(t *testing.T) {
@@ -77,6 +110,26 @@ func TestJobViewValue(t *testing.T) {
 		{"sim", 1, "user.key", pmix.Value{}, false},
 		{"sim", wild, "pmix.no.such", pmix.Value{}, false},
 		{"nojob", wild, pmix.KeyJobSize, pmix.Value{}, false},
+		// one app
+		{"sim", 3, pmix.KeyAppSize, pmix.Uint32(5), false},
+		{"sim", wild, pmix.KeyAppLeader, pmix.RankValue(0), false},
+		{"sim", 3, pmix.KeyAppRank, pmix.RankValue(3), false},
+		{"sim", wild, pmix.KeyJobNumApps, pmix.Uint32(1), false},
+		{"sim", 3, pmix.KeyAppArgv, pmix.Value{}, false}, // the host gave none
+		// MPMD
+		{"mpm", wild, pmix.KeyJobSize, pmix.Uint32(5), false},
+		{"mpm", wild, pmix.KeyJobNumApps, pmix.Uint32(2), false},
+		{"mpm", 1, pmix.KeyAppNum, pmix.Uint32(0), false},
+		{"mpm", 2, pmix.KeyAppNum, pmix.Uint32(1), false},
+		{"mpm", 1, pmix.KeyAppSize, pmix.Uint32(2), false},
+		{"mpm", 4, pmix.KeyAppSize, pmix.Uint32(3), false},
+		{"mpm", 1, pmix.KeyAppLeader, pmix.RankValue(0), false},
+		{"mpm", 3, pmix.KeyAppLeader, pmix.RankValue(2), false},
+		{"mpm", 4, pmix.KeyAppRank, pmix.RankValue(2), false},
+		{"mpm", 2, pmix.KeyAppArgv, pmix.String("./b x"), false},
+		{"mpm", wild, pmix.KeyAppNum, pmix.Value{}, true}, // which app? the client answers its own
+		{"mpm", wild, pmix.KeyAppSize, pmix.Value{}, true},
+		{"mpm", wild, pmix.KeyAppRank, pmix.Value{}, false}, // one process's
 	} {
 		proc := pmix.Proc{Nspace: tc.ns, Rank: tc.rank}
 		got, found, err := v.value(proc, tc.key)

@@ -50,7 +50,11 @@ func (h launchHost) RegisterJob(ctx context.Context, j launch.Job) error {
 	if dup {
 		return pmix.Errorf(pmix.ErrDuplicateKey, "job %s is already registered on node %s", j.Nspace, h.a.cfg.Node)
 	}
-	return h.a.RegisterJob(ctx, Job{Nspace: j.Nspace, Session: j.Session, Info: j.Info, Procs: j.Procs})
+	apps := make([]App, len(j.Apps))
+	for i, app := range j.Apps {
+		apps[i] = App{Size: app.Size, Argv: app.Argv}
+	}
+	return h.a.RegisterJob(ctx, Job{Nspace: j.Nspace, Session: j.Session, Info: j.Info, Procs: j.Procs, Apps: apps})
 }
 
 func (h launchHost) DeregisterJob(ctx context.Context, nspace string) error {

@@ -96,25 +96,34 @@ func TestParseHosts(t *testing.T) {
 }
 
 func TestSpawnRequestCheck(t *testing.T) {
-	ok := SpawnRequest{Nspace: "j", Map: []Placement{{0, "a"}, {1, "b"}}, App: App{Path: "/bin/true"}}
+	ok := SpawnRequest{Nspace: "j", Map: []Placement{{Rank: 0, Node: "a"}, {Rank: 1, Node: "b", App: 1}, {Rank: 2, Node: "b", App: 1}},
+		Apps: []App{{Path: "/bin/true"}, {Path: "/bin/false"}}}
 	if err := ok.check(); err != nil {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*SpawnRequest){
 		"no nspace":     func(r *SpawnRequest) { r.Nspace = "" },
 		"empty map":     func(r *SpawnRequest) { r.Map = nil },
-		"rank twice":    func(r *SpawnRequest) { r.Map = []Placement{{0, "a"}, {0, "b"}} },
-		"rank too high": func(r *SpawnRequest) { r.Map = []Placement{{0, "a"}, {5, "b"}} },
-		"no node":       func(r *SpawnRequest) { r.Map = []Placement{{0, ""}, {1, "b"}} },
-		"no program":    func(r *SpawnRequest) { r.App.Path = "" },
-		"bad env":       func(r *SpawnRequest) { r.App.Env = map[string]string{"A=B": "x"} },
-		"relative dir":  func(r *SpawnRequest) { r.App.Dir = "tmp" },
-		"wildcard rank": func(r *SpawnRequest) { r.Map = []Placement{{pmix.RankWildcard, "a"}} },
-		"huge limit":    func(r *SpawnRequest) { r.Output.Limit = 2 << 30 },
-		"neg limit":     func(r *SpawnRequest) { r.Output.Limit = -1 },
+		"rank twice":    func(r *SpawnRequest) { r.Map[1].Rank = 0 },
+		"rank too high": func(r *SpawnRequest) { r.Map[1].Rank = 5 },
+		"no node":       func(r *SpawnRequest) { r.Map[0].Node = "" },
+		"no program":    func(r *SpawnRequest) { r.Apps[1].Path = "" },
+		"bad env":       func(r *SpawnRequest) { r.Apps[0].Env = map[string]string{"A=B": "x"} },
+		"relative dir":  func(r *SpawnRequest) { r.Apps[1].Dir = "tmp" },
+		"wildcard rank": func(r *SpawnRequest) { r.Map = []Placement{{Rank: pmix.RankWildcard, Node: "a"}} },
+		"no apps":       func(r *SpawnRequest) { r.Apps = nil },
+		"unknown app":   func(r *SpawnRequest) { r.Map[2].App = 2 },
+		"app unused":    func(r *SpawnRequest) { r.Apps = append(r.Apps, App{Path: "/bin/true"}) },
+		"apps out of order": func(r *SpawnRequest) {
+			r.Map[0].App, r.Map[1].App = 1, 0
+		},
+		"bad cluster": func(r *SpawnRequest) { r.Map[0].Cluster = "a b" },
+		"huge limit":  func(r *SpawnRequest) { r.Output.Limit = 2 << 30 },
+		"neg limit":   func(r *SpawnRequest) { r.Output.Limit = -1 },
 	} {
 		r := ok
 		r.Map = append([]Placement(nil), ok.Map...)
+		r.Apps = append([]App(nil), ok.Apps...)
 		mod(&r)
 		if err := r.check(); !errors.Is(err, pmix.ErrBadParam) {
 			t.Errorf("%s: %v", name, err)
@@ -123,7 +132,7 @@ func TestSpawnRequestCheck(t *testing.T) {
 }
 
 func FuzzDecodeSpawnRequest(f *testing.F) {
-	f.Add([]byte(`{"nspace":"j","map":[{"rank":0,"node":"a"}],"app":{"path":"/bin/true"}}`))
+	f.Add([]byte(`{"nspace":"j","map":[{"rank":0,"node":"a"},{"rank":1,"node":"b","app":1,"cluster":"B"}],"apps":[{"path":"/bin/true"},{"path":"b"}]}`))
 	f.Add([]byte(`{"map":[{"rank":4294967295,"node":""}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r SpawnRequest

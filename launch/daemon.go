@@ -33,7 +33,19 @@ type Job struct {
 	Nspace  string
 	Session string
 	Info    []pmix.Info
-	Procs   map[pmix.Rank]string // rank → node
+	// Procs maps every rank of the job to its node; a node of another
+	// cluster (a job across clusters) is named "cluster:node".
+	Procs map[pmix.Rank]string
+	// Apps are the job's app contexts, in rank order.
+	Apps []JobApp
+}
+
+// JobApp is one app context of a job as its host sees it.
+type JobApp struct {
+	// Size is its number of ranks; its ranks follow the previous app's.
+	Size int
+	// Argv is its command line, the program as given first.
+	Argv []string
 }
 
 // Host is the agent as its launch service sees it.
@@ -111,6 +123,9 @@ type finishedJob struct {
 
 type localJob struct {
 	req     SpawnRequest
+	appOf   []int       // by rank: its app context
+	paths   []string    // by app: the program resolved, for those with ranks here
+	first   []pmix.Rank // by app: its first rank
 	procs   map[pmix.Rank]*localProc
 	left    int
 	orphan  *time.Timer // the launcher's key expired; ends the job when it fires
@@ -123,7 +138,18 @@ type localJob struct {
 // app's own environment wins.
 func mpirunEnv(j *localJob, r pmix.Rank) map[string]string {
 	local := strconv.Itoa(slices.Index(j.local, r))
+	sizes, firsts := make([]string, len(j.first)), make([]string, len(j.first))
+	for i, f := range j.first {
+		next := pmix.Rank(len(j.req.Map))
+		if i+1 < len(j.first) {
+			next = j.first[i+1]
+		}
+		sizes[i], firsts[i] = strconv.Itoa(int(next-f)), f.String()
+	}
 	return map[string]string{
+		"OMPI_MCA_orte_app_num":      strconv.Itoa(j.appOf[r]),
+		"OMPI_APP_CTX_NUM_PROCS":     strings.Join(sizes, " "),
+		"OMPI_FIRST_RANKS":           strings.Join(firsts, " "),
 		"OMPI_COMM_WORLD_RANK":       r.String(),
 		"OMPI_COMM_WORLD_SIZE":       strconv.Itoa(len(j.req.Map)),
 		"OMPI_COMM_WORLD_LOCAL_RANK": local,
@@ -279,7 +305,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 	if err := req.check(); err != nil {
 		return nil, err
 	}
-	ranks := ranksOn(req.Map, d.cfg.Node)
+	ranks := ranksOn(req.Map, d.cfg.Cluster, d.cfg.Node)
 	if len(ranks) == 0 {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "job %s places no rank on node %s", req.Nspace, d.cfg.Node)
 	}
@@ -293,9 +319,35 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", req.Nspace, err)
 		}
 	}
-	path, err := resolveProgram(req.App)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s on node %s: %v", ErrNoProgram, pmix.Quote(req.App.Path), d.cfg.Node, err)
+	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now(), local: ranks,
+		appOf: make([]int, len(req.Map)), paths: make([]string, len(req.Apps)), first: make([]pmix.Rank, len(req.Apps))}
+	procs := make(map[pmix.Rank]string, len(req.Map))
+	sizes := make([]int, len(req.Apps))
+	for _, p := range req.Map {
+		j.appOf[p.Rank] = p.App
+		sizes[p.App]++
+		procs[p.Rank] = p.Node
+		if !p.local(d.cfg.Cluster, p.Node) {
+			procs[p.Rank] = cluster.Qualify(p.Cluster, p.Node)
+		}
+	}
+	apps := make([]JobApp, len(req.Apps))
+	for i, app := range req.Apps {
+		apps[i] = JobApp{Size: sizes[i], Argv: append([]string{app.Path}, app.Args...)}
+		if i > 0 {
+			j.first[i] = j.first[i-1] + pmix.Rank(sizes[i-1])
+		}
+	}
+	for _, r := range ranks {
+		a := j.appOf[r]
+		if j.paths[a] != "" {
+			continue
+		}
+		path, err := resolveProgram(req.Apps[a])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s on node %s: %v", ErrNoProgram, pmix.Quote(req.Apps[a].Path), d.cfg.Node, err)
+		}
+		j.paths[a] = path
 	}
 
 	d.mu.Lock()
@@ -307,15 +359,10 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s on node %s", ErrNspaceTaken, req.Nspace, d.cfg.Node)
 	}
-	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now(), local: ranks}
 	d.jobs[req.Nspace] = j
 	d.mu.Unlock()
 
-	procs := make(map[pmix.Rank]string, len(req.Map))
-	for _, p := range req.Map {
-		procs[p.Rank] = p.Node
-	}
-	if err := d.cfg.Host.RegisterJob(ctx, Job{Nspace: req.Nspace, Session: req.Session, Info: infos, Procs: procs}); err != nil {
+	if err := d.cfg.Host.RegisterJob(ctx, Job{Nspace: req.Nspace, Session: req.Session, Info: infos, Procs: procs, Apps: apps}); err != nil {
 		d.mu.Lock()
 		delete(d.jobs, req.Nspace)
 		d.mu.Unlock()
@@ -323,7 +370,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 	}
 	pids := make(map[pmix.Rank]int, len(ranks))
 	for _, r := range ranks {
-		lp, err := d.start(ctx, j, r, path)
+		lp, err := d.start(ctx, j, r)
 		if err != nil {
 			d.undo(j)
 			return nil, err
@@ -341,7 +388,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		}()
 	}
 	d.mu.Unlock()
-	if d.cfg.Output != nil && slices.ContainsFunc(req.Map, func(p Placement) bool { return p.Rank == 0 && p.Node == d.cfg.Node }) {
+	if d.cfg.Output != nil && slices.ContainsFunc(req.Map, func(p Placement) bool { return p.Rank == 0 && p.local(d.cfg.Cluster, d.cfg.Node) }) {
 		// Rank 0's agent tells viewers the job's size: they are done when
 		// every rank's output has ended.
 		meta, _ := json.Marshal(iof.JobMetaRecord{Size: len(req.Map)})
@@ -354,13 +401,13 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 }
 
 // start registers rank r as a client and starts its process.
-func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path string) (*localProc, error) {
+func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localProc, error) {
 	proc := pmix.Proc{Nspace: j.req.Nspace, Rank: r}
 	env, err := d.cfg.Host.RegisterClient(ctx, proc)
 	if err != nil {
 		return nil, err
 	}
-	app := j.req.App
+	app, path := j.req.Apps[j.appOf[r]], j.paths[j.appOf[r]]
 	merged := maps.Clone(app.Env)
 	if merged == nil {
 		merged = map[string]string{}
@@ -374,7 +421,7 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank, path strin
 	if dir := d.cfg.LibDir; dir != "" {
 		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
 	}
-	cmd := Command{Path: path, Args: app.Args, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r)}
+	cmd := Command{Path: path, Args: app.Args, Argv0: app.Path, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r)}
 	var out *iof.Source
 	if d.cfg.Output != nil {
 		spec := j.req.Output
@@ -436,7 +483,8 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 	killed, silent := lp.killed, lp.silent
 	d.mu.Unlock()
 	state, code, text := Classify(exit, st, killed)
-	end := ProcEnd{Nspace: lp.proc.Nspace, Rank: lp.proc.Rank, Node: d.cfg.Node, Pid: lp.p.Pid(), State: state, ExitCode: code, Signal: int(exit.Signal), Text: text}
+	end := ProcEnd{Nspace: lp.proc.Nspace, Rank: lp.proc.Rank, Node: d.cfg.Node, App: j.appOf[lp.proc.Rank], Cluster: d.cfg.Cluster,
+		Pid: lp.p.Pid(), State: state, ExitCode: code, Signal: int(exit.Signal), Text: text}
 	raise := state != pmix.Success && !silent
 	// A normal end raises PMIX_EVENT_PROC_TERMINATED too: for every
 	// handler when the job asked (--notify-termination); else only for
@@ -563,7 +611,11 @@ func (d *Daemon) Abort(caller pmix.Proc, procs []pmix.Proc) bool {
 		d.mu.Unlock()
 		return false
 	}
-	byNode := map[string][]pmix.Rank{}
+	type where struct {
+		cluster cluster.ID
+		node    string
+	}
+	byNode := map[where][]pmix.Rank{}
 	all := len(procs) == 0
 	for _, p := range procs {
 		if p.Nspace == caller.Nspace && p.Rank == pmix.RankWildcard {
@@ -575,22 +627,26 @@ func (d *Daemon) Abort(caller pmix.Proc, procs []pmix.Proc) bool {
 			continue
 		}
 		if all || slices.Contains(procs, pmix.Proc{Nspace: caller.Nspace, Rank: pl.Rank}) {
-			byNode[pl.Node] = append(byNode[pl.Node], pl.Rank)
+			w := where{d.cfg.Cluster, pl.Node}
+			if pl.Cluster != "" {
+				w.cluster = pl.Cluster
+			}
+			byNode[w] = append(byNode[w], pl.Rank)
 		}
 	}
 	d.mu.Unlock()
 	_ = lp.p.Kill()
-	for node, ranks := range byNode {
+	for w, ranks := range byNode {
 		req := KillRequest{Nspace: caller.Nspace, Ranks: ranks, Silent: true, Reason: fmt.Sprintf("%v called abort", caller)}
-		if node == d.cfg.Node {
+		if w.cluster == d.cfg.Cluster && w.node == d.cfg.Node {
 			_ = d.Kill(req)
 			continue
 		}
 		d.goFunc(func() {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			defer cancel()
-			if err := Control(ctx, d.cfg.Conn, d.cfg.Cluster, node, OpKill, req, nil); err != nil && !errors.Is(err, ErrUnknownJob) {
-				d.log.Warn("could not end the processes an abort named", "node", node, "err", err)
+			if err := Control(ctx, d.cfg.Conn, w.cluster, w.node, OpKill, req, nil); err != nil && !errors.Is(err, ErrUnknownJob) {
+				d.log.Warn("could not end the processes an abort named", "cluster", w.cluster, "node", w.node, "err", err)
 			}
 		})
 	}

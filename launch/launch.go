@@ -18,6 +18,10 @@ type Command struct {
 	Path string
 	// Args are the arguments after the program name.
 	Args []string
+	// Argv0 is the program's name as it sees it (argv[0]); empty means
+	// Path. The agent gives the program as the user wrote it, as mpirun
+	// does, not the path it resolved.
+	Argv0 string
 	// Env is added to the launcher's own environment, its entries winning:
 	// the environment an agent issued (agent.RegisterClient), and whatever
 	// else the process needs.
@@ -65,6 +69,9 @@ func (e Exit) String() string {
 // started.
 func Start(c Command) (*Process, error) {
 	cmd := exec.Command(c.Path, c.Args...)
+	if c.Argv0 != "" {
+		cmd.Args[0] = c.Argv0
+	}
 	cmd.Env = os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+c.Env[k]) // a later entry wins

@@ -166,8 +166,8 @@ func (r *Run) record(in incoming) {
 		}
 		return
 	}
-	j := r.jobOf(p.Nspace)
-	if j == nil || int64(p.Rank) >= int64(len(j.places)) {
+	j := r.partOf(p.Rank)
+	if j == nil || p.Nspace != r.nspace {
 		return // not a process of the run: its state would only grow
 	}
 	k := chanKey{p.Nspace, p.Rank, p.Channel}
@@ -222,15 +222,6 @@ func (r *Run) unhold(st *chanState, seq uint64) iof.Record {
 	return rec
 }
 
-func (r *Run) jobOf(nspace string) *runJob {
-	for _, j := range r.jobs {
-		if j.nspace == nspace {
-			return j
-		}
-	}
-	return nil
-}
-
 // show writes one record and counts the ends of channels.
 func (r *Run) show(rec iof.Record) {
 	switch {
@@ -276,7 +267,7 @@ func (r *Run) procEnd(end ProcEnd) {
 			r.held[k] = heldEnd{end: end, until: time.Now().Add(outputWait)}
 		}
 		r.mu.Unlock()
-		if j := r.jobOf(end.Nspace); j != nil {
+		if j := r.partOf(end.Rank); j != nil && end.Nspace == r.nspace {
 			r.repair(j)
 		}
 		return

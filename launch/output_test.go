@@ -12,7 +12,7 @@ import (
 // record puts the subscription's records and a repair's together: every
 // record once, in sequence, whatever the order they come in.
 func TestRecordMergesBySequence(t *testing.T) {
-	job := &runJob{nspace: "j", places: make([]Placement, 1)}
+	job := &runJob{nspace: "j", cluster: "A"}
 	rec := func(seq uint64, repair bool) incoming {
 		in := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Rank: 0, Channel: iof.STDOUT, Seq: seq, Data: []byte(fmt.Sprintf("%d\n", seq))}}, Pending: 1}}
 		if repair {
@@ -41,6 +41,7 @@ func TestRecordMergesBySequence(t *testing.T) {
 			var out bytes.Buffer
 			// A repair is running from the start (so a gap starts none).
 			r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{job},
+				nspace: "j", places: []Placement{{Cluster: "A"}},
 				repairs: map[*runJob]*repairState{job: {f: &iof.Follower{}}}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
 				out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 			for _, in := range tc.in {
@@ -60,8 +61,9 @@ func TestRecordMergesBySequence(t *testing.T) {
 // the current repair's nor stops it.
 func TestRecordIgnoresStoppedRepair(t *testing.T) {
 	var out bytes.Buffer
-	j := &runJob{nspace: "j"}
+	j := &runJob{nspace: "j", cluster: "A"}
 	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{j},
+		nspace: "j", places: []Placement{{Cluster: "A"}},
 		repairs: map[*runJob]*repairState{j: {f: &iof.Follower{}, gen: 2, readTo: 10}}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 	stale := incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: iof.Record{Nspace: "j", Channel: iof.STDOUT, Seq: 1, Data: []byte("x\n")}}, StreamSeq: 50}, repair: j, gen: 1}
@@ -75,7 +77,8 @@ func TestRecordIgnoresStoppedRepair(t *testing.T) {
 // no state behind.
 func TestRecordIgnoresOtherProcesses(t *testing.T) {
 	var out bytes.Buffer
-	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{{nspace: "j", places: make([]Placement, 2)}},
+	r := &Run{cfg: Config{Stdout: &out, Stderr: &out}, log: slog.New(slog.DiscardHandler), jobs: []*runJob{{nspace: "j", cluster: "A"}},
+		nspace: "j", places: []Placement{{Cluster: "A"}, {Rank: 1, Cluster: "A"}},
 		repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}}
 	for _, rec := range []iof.Record{{Nspace: "j", Rank: 2, Seq: 1}, {Nspace: "other", Rank: 0, Seq: 1}} {

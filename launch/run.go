@@ -27,8 +27,10 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// JobSpec is one app context of a run (one job, its own nspace, in one
-// cluster): "-n 2 --cluster east ./a".
+// JobSpec is one app context of a run: "-n 2 --cluster east ./a". A run
+// is one job whatever the number of its app contexts (MPMD, as mpirun's),
+// even when they run on several clusters: one nspace, its ranks numbered
+// across the app contexts in order, each rank's app its PMIX_APPNUM.
 type JobSpec struct {
 	// Cluster runs the job; empty means the cluster of the server the
 	// launcher is connected to.
@@ -41,11 +43,14 @@ type JobSpec struct {
 	Hosts         []Node
 	MapBy         string
 	Oversubscribe bool
-	// Nspace is the job's nspace; empty picks a unique one.
+	// Nspace is the job's nspace; empty picks a unique one. Every app
+	// context that gives one gives the same (they are one job), and so
+	// for Session.
 	Nspace  string
 	Session string
 	App     App
-	// Info is more job-level info for the job's clients.
+	// Info is more job-level info for the job's clients; the app
+	// contexts' lists are joined.
 	Info []pmix.Info
 }
 
@@ -55,7 +60,7 @@ type Config struct {
 	// server linked to the jobs' clusters, signed in with the launcher
 	// key on a secured deployment. Required.
 	Conn *nats.Conn
-	// Jobs are the run's app contexts; at least one.
+	// Jobs are the run's app contexts, which make one job; at least one.
 	Jobs []JobSpec
 	// Continuous keeps the jobs running when a process ends abnormally
 	// (events only); otherwise the first abnormal end aborts the run.
@@ -115,25 +120,34 @@ type Result struct {
 	// ended: the agents end the jobs' processes once their keys expire
 	// and the launcher grace passes; their ends are not known here.
 	Lost bool
+	// Jobs is the run's job: one, whatever the number of app contexts.
 	Jobs []JobResult
 }
 
-// JobResult is one job of a run.
+// JobResult is the job of a run.
 type JobResult struct {
-	Cluster cluster.ID
-	Nspace  string
+	// Clusters are those the job ran on, in the order of its app
+	// contexts; Cluster is the first.
+	Cluster  cluster.ID
+	Clusters []cluster.ID
+	Nspace   string
 	// Status is the job's PMIX_JOB_TERM_STATUS.
 	Status pmix.Status
-	Ends   []ProcEnd // by rank
+	// Ends are by rank, each with its app context and cluster.
+	Ends []ProcEnd
 }
 
 // Run is a launched run.
 type Run struct {
-	cfg  Config
-	log  *slog.Logger
-	jobs []*runJob
-	subs []*nats.Subscription
-	msgs chan *nats.Msg
+	cfg Config
+	log *slog.Logger
+	// The job: its nspace, its map by rank (App and Cluster set in each),
+	// and its part in each cluster it runs on.
+	nspace string
+	places []Placement
+	jobs   []*runJob
+	subs   []*nats.Subscription
+	msgs   chan *nats.Msg
 
 	// output (output.go); recs, repairs, out and reconnects are the
 	// follow loop's
@@ -148,6 +162,8 @@ type Run struct {
 	held           map[rankKey]heldEnd
 
 	mu       sync.Mutex
+	ends     map[pmix.Rank]ProcEnd
+	pids     map[pmix.Rank]int // from the agents' spawn replies; set before Launch returns
 	left     int
 	first    *ProcEnd
 	aborting bool
@@ -159,19 +175,18 @@ type Run struct {
 	result   Result
 }
 
+// runJob is the job's part in one cluster: its agents there, its key in
+// the cluster's jobs bucket, its output stream and end reports there.
 type runJob struct {
-	spec    JobSpec
 	cluster cluster.ID
 	nspace  string
-	places  []Placement
 	nodes   []string
-	ends    map[pmix.Rank]ProcEnd
-	pids    map[pmix.Rank]int // from the agents' spawn replies; set before Launch returns
+	ranks   int // placed in this cluster
+	ended   int // of them
 	rec     JobRecord
 	js      natsjs.JetStream
 	kv      natsjs.KeyValue
 	claimed bool
-	ended   bool
 }
 
 // Launch places and starts every job of cfg through the agents of their
@@ -188,6 +203,7 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
 		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
 	r.pollReconnects = r.reconnects
@@ -247,8 +263,12 @@ func (c *Config) setDefaults() error {
 	if c.JobTTL < time.Second || c.Beat >= c.JobTTL {
 		return pmix.Errorf(pmix.ErrBadParam, "launch: job key TTL %v must be at least 1s and more than the beat %v", c.JobTTL, c.Beat)
 	}
-	if c.Stdin.Reader != nil && c.Stdin.Rank != pmix.RankWildcard && int64(c.Stdin.Rank) >= int64(c.Jobs[0].N) {
-		return pmix.Errorf(pmix.ErrBadParam, "launch: stdin to rank %d, but the first job has %d ranks", c.Stdin.Rank, c.Jobs[0].N)
+	size := 0
+	for _, j := range c.Jobs {
+		size += max(j.N, 0)
+	}
+	if c.Stdin.Reader != nil && c.Stdin.Rank != pmix.RankWildcard && int64(c.Stdin.Rank) >= int64(size) {
+		return pmix.Errorf(pmix.ErrBadParam, "launch: stdin to rank %d, but the job has %d ranks", c.Stdin.Rank, size)
 	}
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
@@ -262,11 +282,16 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// plan resolves each job's cluster, picks its nspace and places its
-// ranks over the live agents, then claims the nspaces.
+// plan resolves each app context's cluster, places its ranks over the
+// live agents there after the previous app contexts' ranks, picks the
+// job's nspace, then claims it in every cluster the job runs on.
 func (r *Run) plan(ctx context.Context) error {
 	local := cluster.ID("")
 	used := map[cluster.ID]map[string]int{} // slots this run already placed
+	live := map[cluster.ID]map[string]*liveness.Record{}
+	byCluster := map[cluster.ID]*runJob{}
+	var session string
+	var paths []string
 	for i, spec := range r.cfg.Jobs {
 		if spec.N <= 0 {
 			return pmix.Errorf(pmix.ErrBadParam, "app context %d: -n must be at least 1, not %d", i+1, spec.N)
@@ -274,6 +299,18 @@ func (r *Run) plan(ctx context.Context) error {
 		if spec.App.Path == "" {
 			return pmix.Errorf(pmix.ErrBadParam, "app context %d: no program", i+1)
 		}
+		for _, name := range []struct{ what, given, job string }{{"nspace", spec.Nspace, r.nspace}, {"session", spec.Session, session}} {
+			if name.given != "" && name.job != "" && name.given != name.job {
+				return pmix.Errorf(pmix.ErrBadParam, "app context %d: %s %s, but the job's is %s: the app contexts of a run are one job", i+1, name.what, pmix.Quote(name.given), pmix.Quote(name.job))
+			}
+		}
+		if r.nspace == "" {
+			r.nspace = spec.Nspace
+		}
+		if session == "" {
+			session = spec.Session
+		}
+		paths = append(paths, spec.App.Path)
 		c := spec.Cluster
 		if c == "" {
 			if local == "" {
@@ -287,30 +324,30 @@ func (r *Run) plan(ctx context.Context) error {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		entries, err := liveness.ReadAgents(ctx, r.cfg.Conn, c)
-		if err != nil {
-			return pmix.Errorf(pmix.ErrUnreach, "reading the agents of cluster %s: %v", c, err)
-		}
-		live := map[string]*liveness.Record{}
-		for _, e := range entries {
-			if e.State == liveness.Up && e.Record != nil {
-				live[e.Node] = e.Record
+		if live[c] == nil {
+			entries, err := liveness.ReadAgents(ctx, r.cfg.Conn, c)
+			if err != nil {
+				return pmix.Errorf(pmix.ErrUnreach, "reading the agents of cluster %s: %v", c, err)
 			}
-		}
-		if used[c] == nil {
+			live[c] = map[string]*liveness.Record{}
+			for _, e := range entries {
+				if e.State == liveness.Up && e.Record != nil {
+					live[c][e.Node] = e.Record
+				}
+			}
 			used[c] = map[string]int{}
 		}
 		var nodes []Node
 		if len(spec.Hosts) > 0 {
 			for _, h := range spec.Hosts {
-				if live[h.Name] == nil {
-					return fmt.Errorf("%w: unknown host %s: the live agents of cluster %s are %s", ErrPlacement, pmix.Quote(h.Name), c, strings.Join(slices.Sorted(maps.Keys(live)), ", "))
+				if live[c][h.Name] == nil {
+					return fmt.Errorf("%w: unknown host %s: the live agents of cluster %s are %s", ErrPlacement, pmix.Quote(h.Name), c, strings.Join(slices.Sorted(maps.Keys(live[c])), ", "))
 				}
 				nodes = append(nodes, Node{Name: h.Name, Slots: h.Slots, Used: used[c][h.Name]})
 			}
 		} else {
-			for _, name := range slices.Sorted(maps.Keys(live)) {
-				rec := live[name]
+			for _, name := range slices.Sorted(maps.Keys(live[c])) {
+				rec := live[c][name]
 				nodes = append(nodes, Node{Name: name, Slots: rec.Slots, Used: rec.Used + used[c][name]})
 			}
 		}
@@ -318,24 +355,31 @@ func (r *Run) plan(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("app context %d on cluster %s: %w", i+1, c, err)
 		}
-		nspace := spec.Nspace
-		if nspace == "" {
-			nspace = newNspace()
+		j := byCluster[c]
+		if j == nil {
+			j = &runJob{cluster: c}
+			byCluster[c] = j
+			r.jobs = append(r.jobs, j)
 		}
-		if slices.ContainsFunc(r.jobs, func(o *runJob) bool { return o.nspace == nspace }) {
-			// A run tells its jobs' ranks, ends and output apart by nspace.
-			return pmix.Errorf(pmix.ErrBadParam, "app context %d: nspace %s is another app context's too", i+1, pmix.Quote(nspace))
-		}
-		j := &runJob{spec: spec, cluster: c, nspace: nspace, places: places, ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{}}
+		first := pmix.Rank(len(r.places))
 		for _, p := range places {
+			p.Rank += first
+			p.App, p.Cluster = i, c
+			r.places = append(r.places, p)
 			used[c][p.Node]++
+			j.ranks++
 			if !slices.Contains(j.nodes, p.Node) {
 				j.nodes = append(j.nodes, p.Node)
 			}
 		}
-		j.rec = JobRecord{Nspace: nspace, Launcher: r.cfg.Launcher, Started: time.Now(), Size: spec.N, Nodes: j.nodes, App: spec.App.Path}
-		r.jobs = append(r.jobs, j)
 		r.left += spec.N
+	}
+	if r.nspace == "" {
+		r.nspace = newNspace()
+	}
+	for _, j := range r.jobs {
+		j.nspace = r.nspace
+		j.rec = JobRecord{Nspace: r.nspace, Launcher: r.cfg.Launcher, Started: time.Now(), Size: len(r.places), Nodes: j.nodes, App: strings.Join(paths, " : ")}
 	}
 	for _, j := range r.jobs {
 		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, false)
@@ -399,27 +443,36 @@ func (r *Run) subscribe() error {
 	return nil
 }
 
-// spawn asks every agent of every job to start its ranks, all at once,
-// and gathers every failure. On any, it ends what did start.
+// spawn asks every agent of the job, in every cluster, to start its
+// ranks, all at once, and gathers every failure. On any, it ends what did
+// start.
 func (r *Run) spawn(ctx context.Context) error {
 	var g multierror.Group
 	var mu sync.Mutex
 	started := map[*runJob][]string{}
-	for i, j := range r.jobs {
-		req := SpawnRequest{
-			Version: r.cfg.Version, Nspace: j.nspace, Session: j.spec.Session, Launcher: r.cfg.Launcher,
-			Map: j.places, App: j.spec.App, Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
-			LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output, Stdin: r.cfg.stdinRank(i),
+	req := SpawnRequest{
+		Version: r.cfg.Version, Nspace: r.nspace, Launcher: r.cfg.Launcher, Map: r.places,
+		Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
+		LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output, Stdin: r.cfg.stdinRank(),
+	}
+	var info []pmix.Info
+	for _, spec := range r.cfg.Jobs {
+		req.Apps = append(req.Apps, spec.App)
+		info = append(info, spec.Info...)
+		if req.Session == "" {
+			req.Session = spec.Session
 		}
-		info := append(slices.Clone(j.spec.Info), pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(uint32(j.spec.N))))
-		if r.cfg.Continuous {
-			info = append(info, pmix.NewInfo(pmix.KeyJobRecoverable, pmix.Bool(true)), pmix.NewInfo(pmix.KeyJobContinuous, pmix.Bool(true)))
-		}
-		b, err := pmix.MarshalInfos(info)
-		if err != nil {
-			return pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", j.nspace, err)
-		}
-		req.Info = b
+	}
+	info = append(info, pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(uint32(len(r.places)))))
+	if r.cfg.Continuous {
+		info = append(info, pmix.NewInfo(pmix.KeyJobRecoverable, pmix.Bool(true)), pmix.NewInfo(pmix.KeyJobContinuous, pmix.Bool(true)))
+	}
+	b, err := pmix.MarshalInfos(info)
+	if err != nil {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", r.nspace, err)
+	}
+	req.Info = b
+	for _, j := range r.jobs {
 		for _, node := range j.nodes {
 			g.Go(func() error {
 				ctx, cancel := context.WithTimeout(ctx, r.cfg.SpawnTimeout)
@@ -431,8 +484,8 @@ func (r *Run) spawn(ctx context.Context) error {
 				mu.Lock()
 				started[j] = append(started[j], node)
 				for rk, pid := range reply.Pids {
-					if int(rk) < len(j.places) && j.places[rk].Node == node {
-						j.pids[rk] = pid
+					if int64(rk) < int64(len(r.places)) && r.places[rk].local(j.cluster, node) {
+						r.pids[rk] = pid
 					}
 				}
 				mu.Unlock()
@@ -507,7 +560,7 @@ func (r *Run) beat() {
 		}
 		for _, j := range r.jobs {
 			r.mu.Lock()
-			live := j.claimed && !j.ended
+			live := j.claimed
 			r.mu.Unlock()
 			if !live {
 				continue
@@ -570,43 +623,63 @@ func (r *Run) handle(m *nats.Msg) {
 // Source is the node and pid of a rank of the run (--output
 // tag-detailed); false for a process the run did not start.
 func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bool) {
-	j := r.jobOf(nspace)
-	if j == nil || int(rank) >= len(j.places) {
+	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
 		return "", 0, false
 	}
-	pid, ok = j.pids[rank]
-	return j.places[rank].Node, pid, ok
+	r.mu.Lock()
+	pid, ok = r.pids[rank]
+	r.mu.Unlock()
+	return r.places[rank].Node, pid, ok
 }
 
-// JobSize is the number of ranks of one of the run's jobs, 0 for another
-// nspace.
+// App is the app context a rank of the run runs (its PMIX_APPNUM), -1
+// for a process the run did not start.
+func (r *Run) App(nspace string, rank pmix.Rank) int {
+	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
+		return -1
+	}
+	return r.places[rank].App
+}
+
+// JobSize is the number of ranks of the run's job, of every app context,
+// 0 for another nspace.
 func (r *Run) JobSize(nspace string) int {
+	if nspace != r.nspace {
+		return 0
+	}
+	return len(r.places)
+}
+
+// partOf is the part of the job in the cluster that runs rank.
+func (r *Run) partOf(rank pmix.Rank) *runJob {
+	if int64(rank) >= int64(len(r.places)) {
+		return nil
+	}
+	c := r.places[rank].Cluster
 	for _, j := range r.jobs {
-		if j.nspace == nspace {
-			return j.spec.N
+		if j.cluster == c {
+			return j
 		}
 	}
-	return 0
+	return nil
 }
 
 // ended records one rank's end and applies the run's policy.
 func (r *Run) ended(end ProcEnd) {
+	if end.Nspace != r.nspace || int64(end.Rank) >= int64(len(r.places)) {
+		return
+	}
+	pl := r.places[end.Rank]
+	if end.Cluster != "" && end.Cluster != pl.Cluster {
+		return // not the agent that runs it
+	}
+	end.App, end.Cluster = pl.App, pl.Cluster
 	r.mu.Lock()
-	var j *runJob
-	for _, jj := range r.jobs {
-		if jj.nspace == end.Nspace && int(end.Rank) < len(jj.places) {
-			j = jj
-		}
-	}
-	if j == nil {
+	if _, dup := r.ends[end.Rank]; dup {
 		r.mu.Unlock()
 		return
 	}
-	if _, dup := j.ends[end.Rank]; dup {
-		r.mu.Unlock()
-		return
-	}
-	j.ends[end.Rank] = end
+	r.ends[end.Rank] = end
 	r.left--
 	abort := false
 	if end.Abnormal() && r.first == nil {
@@ -615,17 +688,16 @@ func (r *Run) ended(end ProcEnd) {
 		abort = !r.cfg.Continuous && !r.aborting
 		r.aborting = r.aborting || abort
 	}
-	jobDone := len(j.ends) == len(j.places)
-	if jobDone {
-		j.ended = true
-	}
+	jobDone := r.left == 0
 	r.mu.Unlock()
 	if abort {
-		r.log.Info("aborting the run", "nspace", end.Nspace, "rank", end.Rank, "node", end.Node, "why", end.Text)
-		r.killAll(false, fmt.Sprintf("rank %d of %s %s", end.Rank, end.Nspace, end.Text))
+		r.log.Info("aborting the run", "nspace", end.Nspace, "rank", end.Rank, "app", end.App, "node", end.Node, "why", end.Text)
+		r.killAll(false, fmt.Sprintf("rank %d (app %d) of %s %s", end.Rank, end.App, end.Nspace, end.Text))
 	}
 	if jobDone {
-		r.jobEnded(j)
+		for _, j := range r.jobs {
+			r.jobEnded(j)
+		}
 	}
 }
 
@@ -659,8 +731,8 @@ func (r *Run) poll() {
 	for _, j := range r.jobs {
 		r.mu.Lock()
 		pending := map[string][]pmix.Rank{}
-		for _, p := range j.places {
-			if _, ok := j.ends[p.Rank]; !ok {
+		for _, p := range r.places {
+			if _, ok := r.ends[p.Rank]; !ok && p.Cluster == j.cluster {
 				pending[p.Node] = append(pending[p.Node], p.Rank)
 			}
 		}
@@ -716,7 +788,7 @@ func (r *Run) poll() {
 // output has ended (procEnd), or waiting in the channel.
 func (r *Run) lateCheck(j *runJob, node string, rk pmix.Rank) {
 	r.mu.Lock()
-	_, seen := j.ends[rk]
+	_, seen := r.ends[rk]
 	_, held := r.held[rankKey{j.nspace, rk}]
 	r.mu.Unlock()
 	if seen || held || len(r.msgs) > 0 {
@@ -759,9 +831,10 @@ func (r *Run) nodeDown(c cluster.ID, node string) bool {
 	return true
 }
 
-// jobEnded raises the job's PMIX_EVENT_JOB_END and releases its key.
+// jobEnded raises the job's PMIX_EVENT_JOB_END in j's cluster and
+// releases its key there.
 func (r *Run) jobEnded(j *runJob) {
-	status, affected, code, text := r.jobStatus(j)
+	status, affected, code, text := r.jobStatus()
 	info := []pmix.Info{
 		pmix.NewInfo(pmix.KeyJobTermStatus, pmix.StatusValue(status)),
 		pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(affected)),
@@ -802,28 +875,24 @@ func (r *Run) jobEnded(j *runJob) {
 	}
 }
 
-// jobStatus is how job j ended: its PMIX_JOB_TERM_STATUS, the proc the
+// jobStatus is how the job ended: its PMIX_JOB_TERM_STATUS, the proc the
 // end is about (its first abnormal rank, else the whole job), its exit
 // code and a text.
-func (r *Run) jobStatus(j *runJob) (pmix.Status, pmix.Proc, int, string) {
+func (r *Run) jobStatus() (pmix.Status, pmix.Proc, int, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// The run's first failure if it is this job's, else its lowest
-	// failing rank.
-	var first *ProcEnd
-	if r.first != nil && r.first.Nspace == j.nspace {
-		first = r.first
-	}
-	for _, rk := range slices.Sorted(maps.Keys(j.ends)) {
-		if e := j.ends[rk]; first == nil && e.Abnormal() {
+	// The run's first failure, else its lowest failing rank.
+	first := r.first
+	for _, rk := range slices.Sorted(maps.Keys(r.ends)) {
+		if e := r.ends[rk]; first == nil && e.Abnormal() {
 			first = &e
 		}
 	}
 	if first == nil {
 		if r.canceled {
-			return pmix.ErrJobCanceled, pmix.Proc{Nspace: j.nspace, Rank: pmix.RankWildcard}, 0, "canceled"
+			return pmix.ErrJobCanceled, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard}, 0, "canceled"
 		}
-		return pmix.Success, pmix.Proc{Nspace: j.nspace, Rank: pmix.RankWildcard}, 0, "every rank exited normally"
+		return pmix.Success, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard}, 0, "every rank exited normally"
 	}
 	st := pmix.ErrJobAborted
 	switch first.State {
@@ -834,8 +903,8 @@ func (r *Run) jobStatus(j *runJob) (pmix.Status, pmix.Proc, int, string) {
 	case pmix.ErrProcAbortedBySig:
 		st = pmix.ErrJobAbortedBySig
 	}
-	return st, pmix.Proc{Nspace: j.nspace, Rank: first.Rank}, first.ExitCode,
-		fmt.Sprintf("rank %d on node %s %s", first.Rank, first.Node, first.Text)
+	return st, pmix.Proc{Nspace: r.nspace, Rank: first.Rank}, first.ExitCode,
+		fmt.Sprintf("rank %d (app %d) on node %s %s", first.Rank, first.App, first.Node, first.Text)
 }
 
 // finish computes the result and stops the run's goroutines.
@@ -856,16 +925,17 @@ func (r *Run) finish() {
 		res.ExitCode = 1
 	}
 	r.mu.Unlock()
+	st, _, _, _ := r.jobStatus()
+	jr := JobResult{Cluster: r.jobs[0].cluster, Nspace: r.nspace, Status: st}
 	for _, j := range r.jobs {
-		st, _, _, _ := r.jobStatus(j)
-		jr := JobResult{Cluster: j.cluster, Nspace: j.nspace, Status: st}
-		r.mu.Lock()
-		for _, rk := range slices.Sorted(maps.Keys(j.ends)) {
-			jr.Ends = append(jr.Ends, j.ends[rk])
-		}
-		r.mu.Unlock()
-		res.Jobs = append(res.Jobs, jr)
+		jr.Clusters = append(jr.Clusters, j.cluster)
 	}
+	r.mu.Lock()
+	for _, rk := range slices.Sorted(maps.Keys(r.ends)) {
+		jr.Ends = append(jr.Ends, r.ends[rk])
+	}
+	r.mu.Unlock()
+	res.Jobs = []JobResult{jr}
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
@@ -877,7 +947,11 @@ func (r *Run) finish() {
 	close(r.done)
 }
 
-// Nspaces returns the run's jobs as cluster:nspace.
+// Nspace is the run's job's nspace.
+func (r *Run) Nspace() string { return r.nspace }
+
+// Nspaces returns the run's job as cluster:nspace, once for each cluster
+// it runs on.
 func (r *Run) Nspaces() []string {
 	out := make([]string, len(r.jobs))
 	for i, j := range r.jobs {

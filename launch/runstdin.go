@@ -56,9 +56,10 @@ func ParseStdinTarget(s string) (rank pmix.Rank, none bool, err error) {
 	return pmix.Rank(n), false, nil
 }
 
-// stdinRank is SpawnRequest.Stdin for the i-th job of the run.
-func (c *Config) stdinRank(i int) *pmix.Rank {
-	if c.Stdin.Reader == nil || (i > 0 && c.Stdin.Rank != pmix.RankWildcard) {
+// stdinRank is SpawnRequest.Stdin: the rank of the job that reads the
+// run's stdin, every rank (RankWildcard), or none (nil).
+func (c *Config) stdinRank() *pmix.Rank {
+	if c.Stdin.Reader == nil {
 		return nil
 	}
 	r := c.Stdin.Rank
@@ -75,14 +76,14 @@ type stdinDest struct {
 // stdinDests lists the agents, and their ranks, that read the run's stdin.
 func (r *Run) stdinDests() []*stdinDest {
 	var out []*stdinDest
-	for i, j := range r.jobs {
-		target := r.cfg.stdinRank(i)
-		if target == nil {
-			continue
-		}
+	target := r.cfg.stdinRank()
+	if target == nil {
+		return nil
+	}
+	for _, j := range r.jobs {
 		byNode := map[string]*stdinDest{}
-		for _, p := range j.places {
-			if *target != pmix.RankWildcard && *target != p.Rank {
+		for _, p := range r.places {
+			if p.Cluster != j.cluster || (*target != pmix.RankWildcard && *target != p.Rank) {
 				continue
 			}
 			d := byNode[p.Node]

@@ -62,11 +62,19 @@ type App struct {
 type Placement struct {
 	Rank pmix.Rank `json:"rank"`
 	Node string    `json:"node"`
+	// App is the index of the app context the rank runs (SpawnRequest.Apps).
+	App int `json:"app,omitempty"`
+	// Cluster is the node's cluster: a job's app contexts may run on
+	// several (one job across clusters). Empty: the cluster of the agent
+	// the request went to.
+	Cluster cluster.ID `json:"cluster,omitempty"`
 }
 
 // SpawnRequest asks an agent to start its ranks of a job. Every agent of
 // the job gets the whole map (CUSTOM-range events, job-level info) and
-// starts the ranks the map places on its node.
+// starts the ranks the map places on its node, each running its app
+// context: an MPMD job (`-n 2 ./a : -n 2 ./b`) is one job, its ranks
+// numbered across the app contexts in order.
 type SpawnRequest struct {
 	// Version is the launcher's; an agent of another version refuses.
 	Version string `json:"version"`
@@ -75,7 +83,9 @@ type SpawnRequest struct {
 	// Launcher names who launched the job (host:pid), for status.
 	Launcher string      `json:"launcher"`
 	Map      []Placement `json:"map"`
-	App      App         `json:"app"`
+	// Apps are the job's app contexts; Placement.App indexes them, each
+	// app's ranks following the previous app's.
+	Apps []App `json:"apps"`
 	// Info is job-level info (msgpack, pmix.MarshalInfos) the job's
 	// clients get at attach and by Get.
 	Info []byte `json:"info,omitempty"`
@@ -193,7 +203,10 @@ type ProcEnd struct {
 	Nspace string    `json:"nspace"`
 	Rank   pmix.Rank `json:"rank"`
 	Node   string    `json:"node"`
-	Pid    int       `json:"pid,omitempty"`
+	// App is the rank's app context, Cluster its node's cluster.
+	App     int        `json:"app,omitempty"`
+	Cluster cluster.ID `json:"cluster,omitempty"`
+	Pid     int        `json:"pid,omitempty"`
 	// State classifies the end (Classify): pmix.Success for a normal
 	// exit, else the code of the event raised for it.
 	State pmix.Status `json:"state"`
@@ -258,7 +271,8 @@ func decode(b []byte, v any) error {
 }
 
 // check validates a spawn request from NATS: every name a subject token
-// can carry, a map of valid ranks 0..n-1 each placed once, a program.
+// can carry, a map of valid ranks 0..n-1 each placed once, each app's
+// ranks after the previous app's, a program for each.
 func (r *SpawnRequest) check() error {
 	if r.Nspace == "" || len(r.Nspace) > pmix.MaxNspaceLen {
 		return pmix.Errorf(pmix.ErrBadParam, "nspace %s: %d bytes, want 1 to %d", pmix.Quote(r.Nspace), len(r.Nspace), pmix.MaxNspaceLen)
@@ -269,7 +283,14 @@ func (r *SpawnRequest) check() error {
 	if len(r.Map) == 0 {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: an empty job map", r.Nspace)
 	}
+	if len(r.Apps) == 0 {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: no app context", r.Nspace)
+	}
+	if len(r.Apps) > len(r.Map) {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: %d app contexts for %d ranks", r.Nspace, len(r.Apps), len(r.Map))
+	}
 	seen := make([]bool, len(r.Map))
+	appOf := make([]int, len(r.Map))
 	for _, p := range r.Map {
 		if !p.Rank.Valid() || int64(p.Rank) >= int64(len(r.Map)) {
 			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v outside 0..%d", r.Nspace, p.Rank, len(r.Map)-1)
@@ -281,9 +302,28 @@ func (r *SpawnRequest) check() error {
 		if p.Node == "" || len(p.Node) > subjects.MaxNameLen {
 			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v on node %s", r.Nspace, p.Rank, pmix.Quote(p.Node))
 		}
+		if p.App < 0 || p.App >= len(r.Apps) {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v runs app %d of %d", r.Nspace, p.Rank, p.App, len(r.Apps))
+		}
+		if p.Cluster != "" {
+			if err := p.Cluster.Validate(); err != nil {
+				return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %v: %v", r.Nspace, p.Rank, err)
+			}
+		}
+		appOf[p.Rank] = p.App
 	}
-	if r.App.Path == "" {
-		return pmix.Errorf(pmix.ErrBadParam, "job %s: no program", r.Nspace)
+	for i := 1; i < len(appOf); i++ {
+		if appOf[i] != appOf[i-1] && appOf[i] != appOf[i-1]+1 {
+			return pmix.Errorf(pmix.ErrBadParam, "job %s: rank %d runs app %d after rank %d's app %d: each app's ranks follow the previous app's", r.Nspace, i, appOf[i], i-1, appOf[i-1])
+		}
+	}
+	if appOf[0] != 0 || appOf[len(appOf)-1] != len(r.Apps)-1 {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: an app context without ranks", r.Nspace)
+	}
+	for i, app := range r.Apps {
+		if err := r.checkApp(i, app); err != nil {
+			return err
+		}
 	}
 	if r.Stdin != nil && *r.Stdin != pmix.RankWildcard && int64(*r.Stdin) >= int64(len(r.Map)) {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: stdin to rank %v outside 0..%d", r.Nspace, *r.Stdin, len(r.Map)-1)
@@ -291,22 +331,36 @@ func (r *SpawnRequest) check() error {
 	if r.Output.Limit < 0 || r.Output.Limit > iof.MaxLimit {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: output limit %d bytes, want 0 (the default) to %d", r.Nspace, r.Output.Limit, iof.MaxLimit)
 	}
-	for k := range r.App.Env {
+	return nil
+}
+
+// checkApp checks app context i of the request.
+func (r *SpawnRequest) checkApp(i int, app App) error {
+	if app.Path == "" {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s, app %d: no program", r.Nspace, i)
+	}
+	for k := range app.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return pmix.Errorf(pmix.ErrBadParam, "job %s: environment variable name %s", r.Nspace, pmix.Quote(k))
+			return pmix.Errorf(pmix.ErrBadParam, "job %s, app %d: environment variable name %s", r.Nspace, i, pmix.Quote(k))
 		}
 	}
-	if r.App.Dir != "" && !filepath.IsAbs(r.App.Dir) {
-		return pmix.Errorf(pmix.ErrBadParam, "job %s: working directory %s is not absolute", r.Nspace, pmix.Quote(r.App.Dir))
+	if app.Dir != "" && !filepath.IsAbs(app.Dir) {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s, app %d: working directory %s is not absolute", r.Nspace, i, pmix.Quote(app.Dir))
 	}
 	return nil
 }
 
-// ranksOn returns the ranks the map places on node, ascending.
-func ranksOn(m []Placement, node string) []pmix.Rank {
+// local reports whether p is on node of cluster c.
+func (p Placement) local(c cluster.ID, node string) bool {
+	return p.Node == node && (p.Cluster == "" || p.Cluster == c)
+}
+
+// ranksOn returns the ranks the map places on node of cluster c,
+// ascending.
+func ranksOn(m []Placement, c cluster.ID, node string) []pmix.Rank {
 	var out []pmix.Rank
 	for _, p := range m {
-		if p.Node == node {
+		if p.local(c, node) {
 			out = append(out, p.Rank)
 		}
 	}

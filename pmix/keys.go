@@ -18,7 +18,12 @@ const (
 	KeyLocalPeers = "pmix.lpeers"     // string: comma list of the job's ranks on the node
 	KeyUnivSize   = "pmix.univ.size"  // uint32
 	KeyMaxProcs   = "pmix.max.size"   // uint32: the most procs the job may have
-	KeyAppNum     = "pmix.appnum"     // uint32
+	KeyAppNum     = "pmix.appnum"     // uint32: the proc's app context (MPMD), from 0
+	KeyAppRank    = "pmix.apprank"    // Rank: the proc's rank among its app's
+	KeyAppSize    = "pmix.app.size"   // uint32: the procs of the app
+	KeyAppLeader  = "pmix.aldr"       // Rank: the lowest rank of the app
+	KeyAppArgv    = "pmix.app.argv"   // string: the app's command line, joined by spaces
+	KeyJobNumApps = "pmix.job.napps"  // uint32: the app contexts of the job
 	KeyUserID     = "pmix.euid"       // uint32
 	KeyGroupID    = "pmix.egid"       // uint32
 	KeyProcID     = "pmix.procid"     // Proc
@@ -155,7 +160,7 @@ var knownKeys = func() map[string]string {
 	for _, k := range []string{
 		KeyNspace, KeyRank, KeyJobID, KeySessionID, KeyClusterID, KeyHostname, KeyNodeID,
 		KeyJobSize, KeyLocalSize, KeyLocalRank, KeyNodeRank, KeyLocalPeers, KeyUnivSize,
-		KeyMaxProcs, KeyAppNum, KeyUserID, KeyGroupID, KeyProcID, KeyEventHdlrName,
+		KeyMaxProcs, KeyAppNum, KeyAppRank, KeyAppSize, KeyAppLeader, KeyAppArgv, KeyJobNumApps, KeyUserID, KeyGroupID, KeyProcID, KeyEventHdlrName,
 		KeyEventHdlrFirst, KeyEventHdlrLast, KeyEventHdlrFirstInCategory,
 		KeyEventHdlrLastInCategory, KeyEventHdlrBefore, KeyEventHdlrAfter, KeyEventHdlrPrepend,
 		KeyEventHdlrAppend, KeyEventJobLevel, KeyEventEnviroLevel, KeyEventCustomRange,

@@ -10,13 +10,14 @@ func Reserved(key string) bool { return strings.HasPrefix(key, "pmix.") }
 
 // ProcLevel reports whether key is information that each process of a job
 // has a value of its own of, and the job as a whole none: its rank, local
-// rank and node rank. A Get of it names a real rank; with RankWildcard it
-// finds nothing the host did not register for the job. (PMIX_HOSTNAME
-// and PMIX_APPNUM are per process too, but PMIx answers them for
-// RankWildcard with the caller's node and application.)
+// rank, node rank and rank within its app. A Get of it names a real rank;
+// with RankWildcard it finds nothing the host did not register for the
+// job. (PMIX_HOSTNAME, PMIX_APPNUM and the app's size, leader and argv are
+// per process too, but PMIx answers them for RankWildcard with the
+// caller's node and application.)
 func ProcLevel(key string) bool {
 	switch key {
-	case KeyRank, KeyLocalRank, KeyNodeRank:
+	case KeyRank, KeyLocalRank, KeyNodeRank, KeyAppRank:
 		return true
 	}
 	return false

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,27 +269,108 @@ func TestAbortPolicy(t *testing.T) {
 	checkNoOrphans(t, p)
 }
 
-// TestLaunchMPMD: one job per app context, in its own cluster.
+// mpmdKeys are the job-level keys an MPMD test prints for each rank.
+const mpmdKeys = "pmix.job.size,pmix.univ.size,pmix.job.napps,pmix.appnum,pmix.app.size,pmix.aldr,pmix.apprank,pmix.app.argv"
+
+// checkMPMDInfo fails t unless every rank of a job whose app contexts
+// have sizes printed (testprog -get mpmdKeys) what PMIx says of its app:
+// ranks numbered across the app contexts, each app's size, leader and
+// argv, the whole job's size.
+func checkMPMDInfo(t *testing.T, out string, argv []string, sizes ...int) {
+	t.Helper()
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	rank := 0
+	for app, n := range sizes {
+		for i := range n {
+			for _, want := range []string{
+				fmt.Sprintf("%d: get pmix.job.size = %d (type %d)", rank, total, pmix.TypeUint32),
+				fmt.Sprintf("%d: get pmix.univ.size = %d (type %d)", rank, total, pmix.TypeUint32),
+				fmt.Sprintf("%d: get pmix.job.napps = %d (type %d)", rank, len(sizes), pmix.TypeUint32),
+				fmt.Sprintf("%d: get pmix.appnum = %d (type %d)", rank, app, pmix.TypeUint32),
+				fmt.Sprintf("%d: get pmix.app.size = %d (type %d)", rank, n, pmix.TypeUint32),
+				fmt.Sprintf("%d: get pmix.aldr = %d (type %d)", rank, rank-i, pmix.TypeRank),
+				fmt.Sprintf("%d: get pmix.apprank = %d (type %d)", rank, i, pmix.TypeRank),
+				fmt.Sprintf("%d: get pmix.app.argv = %q (type %d)", rank, argv[app], pmix.TypeString),
+			} {
+				if !strings.Contains(out, want+" err=<nil>") {
+					t.Errorf("no %q in output:\n%s", want, out)
+				}
+			}
+			rank++
+		}
+	}
+}
+
+// TestLaunchMPMD: two app contexts in two clusters are one job of 5
+// ranks, numbered across them: one nspace, each rank's app its
+// PMIX_APPNUM, each app's size and leader, the job's size; the ranks
+// fence together across the clusters; the ends are told apart by rank and
+// app.
 func TestLaunchMPMD(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
-		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east"}}},
-		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west"}}},
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east", "-get", mpmdKeys}}},
+		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west", "-get", mpmdKeys}}},
 	}})
-	if res.ExitCode != 0 || len(res.Jobs) != 2 {
+	if res.ExitCode != 0 || len(res.Jobs) != 1 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
-	if res.Jobs[1].Cluster != "B" || len(res.Jobs[1].Ends) != 3 || res.Jobs[0].Nspace == res.Jobs[1].Nspace {
-		t.Fatalf("jobs %+v", res.Jobs)
+	j := res.Jobs[0]
+	if !slices.Equal(j.Clusters, []cluster.ID{"A", "B"}) || len(j.Ends) != 5 || j.Status != pmix.Success {
+		t.Fatalf("job %+v", j)
 	}
-	if got := []string{res.Jobs[1].Ends[0].Node, res.Jobs[1].Ends[1].Node, res.Jobs[1].Ends[2].Node}; got[0] != "b1" || got[1] != "b2" || got[2] != "b1" {
+	for i, e := range j.Ends {
+		app, c := 0, cluster.ID("A")
+		if i >= 2 {
+			app, c = 1, "B"
+		}
+		if e.Rank != pmix.Rank(i) || e.App != app || e.Cluster != c || e.Nspace != j.Nspace {
+			t.Errorf("end %d: %+v", i, e)
+		}
+	}
+	if got := []string{j.Ends[2].Node, j.Ends[3].Node, j.Ends[4].Node}; got[0] != "b1" || got[1] != "b2" || got[2] != "b1" {
 		t.Errorf("map-by node on B: %v", got)
 	}
-	if strings.Count(out.String(), "east\n") != 4 || strings.Count(out.String(), "west\n") != 6 {
-		t.Errorf("output:\n%s", out)
+	for r, word := range []string{"east", "east", "west", "west", "west"} {
+		if strings.Count(out.String(), fmt.Sprintf("%d: %s\n", r, word)) != 2 {
+			t.Errorf("rank %d's output:\n%s", r, out)
+		}
 	}
+	checkMPMDInfo(t, out.String(), []string{p + " -say east -get " + mpmdKeys, p + " -say west -get " + mpmdKeys}, 2, 3)
+}
+
+// TestLaunchMPMDOneCluster: three app contexts on the agents of one
+// cluster are one job; a failing rank of the second app ends the job and
+// is reported by rank and app.
+func TestLaunchMPMDOneCluster(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	args := func(more ...string) []string { return append([]string{"-get", mpmdKeys, "-fence"}, more...) }
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		{N: 1, App: launch.App{Path: p, Args: args()}},
+		{N: 2, App: launch.App{Path: p, Args: args()}},
+		{N: 1, App: launch.App{Path: p, Args: args("-say", "last")}},
+	}})
+	if res.ExitCode != 0 || len(res.Jobs) != 1 || len(res.Jobs[0].Ends) != 4 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	a := p + " -get " + mpmdKeys + " -fence"
+	checkMPMDInfo(t, out.String(), []string{a, a, a + " -say last"}, 1, 2, 1)
+
+	res, out = runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		{N: 2, App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}},
+		{N: 2, App: launch.App{Path: p, Args: []string{"-fail-rank", "3", "-fail", "exit:7", "-sleep", "30s"}}},
+	}})
+	if res.ExitCode != 7 || res.First == nil || res.First.Rank != 3 || res.First.App != 1 || res.Jobs[0].Status != pmix.ErrJobNonZeroTerm {
+		t.Fatalf("result %+v, first %+v\n%s", res, res.First, out)
+	}
+	checkNoOrphans(t, p)
 }
 
 // TestLaunchBadInput: each is a clear error, and nothing is left behind.
@@ -333,11 +415,11 @@ func TestLaunchBadInput(t *testing.T) {
 	if !errors.As(err, &merr) || len(merr.Errors) != 2 || !strings.Contains(err.Error(), "a1") || !strings.Contains(err.Error(), "a2") {
 		t.Fatalf("err = %v, want both agents' failures", err)
 	}
-	// One nspace for two app contexts, even in two clusters.
+	// Two app contexts are one job: two nspaces are an error.
 	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{
-		{N: 1, Cluster: "A", Nspace: "twice", App: launch.App{Path: p}}, {N: 1, Cluster: "B", Nspace: "twice", App: launch.App{Path: p}}}})
+		{N: 1, Cluster: "A", Nspace: "one", App: launch.App{Path: p}}, {N: 1, Cluster: "B", Nspace: "two", App: launch.App{Path: p}}}})
 	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "app context 2") {
-		t.Fatalf("one nspace twice: %v", err)
+		t.Fatalf("two nspaces for one job: %v", err)
 	}
 	// A duplicate nspace.
 	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})

@@ -44,8 +44,9 @@ Ranks are placed over the live agents of the cluster by their slots
 the nodes --host names ("node:slots,…"). More ranks than free slots is an
 error unless --oversubscribe.
 
-Several app contexts separated by ':' start one job each (its own nspace),
-each in its cluster; the run ends when all have ended:
+Several app contexts separated by ':' are one job (MPMD, as mpirun's):
+one nspace, ranks numbered across the app contexts in order, each rank's
+app context its PMIX_APPNUM, one MPI_COMM_WORLD — even across clusters:
 
     pmixbus run -n 2 --cluster east ./a : -n 2 --cluster west ./b
 
@@ -164,7 +165,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		allHelp    = first.fs.Bool("no-aggregate-help", false, "show every help message the ranks send, not the first of each kind and a count of the rest")
 		iofLimit   = first.fs.String("iof-limit", "10MiB", "the `size` of each output channel (stdout, stderr) of a job that is kept, across its ranks (PMIX_IOF_CACHE_SIZE; at most 1GiB)")
 		iofDrop    = first.fs.String("iof-drop", "newest", "what goes when a channel reaches --iof-limit: `newest` (later output, with one warning) or oldest")
-		stdinFlag  = first.fs.String("stdin", "0", "the `ranks` of the first app context that read this stdin: a rank, all (every rank of every app context) or none")
+		stdinFlag  = first.fs.String("stdin", "0", "the `ranks` that read this stdin: a rank of the job, all or none")
 	)
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
 		return code
@@ -269,7 +270,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		select {
 		case <-r.Done():
 			res, _ := r.Wait(context.Background())
-			return runResult(res, timedOut, *continuous, stderr)
+			return runResult(res, timedOut, *continuous, len(specs) > 1, stderr)
 		case <-expire:
 			timedOut = true
 			fmt.Fprintf(stderr, "pmixbus run: the job ran out of time (--timeout %v); ending it\n", *timeout)
@@ -288,10 +289,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// runResult reports how the run ended and returns the exit code.
-func runResult(res launch.Result, timedOut, continuous bool, stderr io.Writer) int {
+// runResult reports how the run ended and returns the exit code; mpmd
+// names the failed rank's app context.
+func runResult(res launch.Result, timedOut, continuous, mpmd bool, stderr io.Writer) int {
 	if e := res.First; e != nil {
-		fmt.Fprintf(stderr, "pmixbus run: rank %d of %s on node %s %s (%v)", e.Rank, e.Nspace, e.Node, e.Text, e.State)
+		app := ""
+		if mpmd {
+			app = fmt.Sprintf(" (app %d)", e.App)
+		}
+		fmt.Fprintf(stderr, "pmixbus run: rank %d%s of %s on node %s %s (%v)", e.Rank, app, e.Nspace, e.Node, e.Text, e.State)
 		if !res.Canceled && !continuous {
 			fmt.Fprint(stderr, "; the other ranks were ended")
 		}
