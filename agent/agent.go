@@ -109,6 +109,11 @@ type job struct {
 	// of each; nil for a job of one app.
 	apps     []App
 	appStart []pmix.Rank
+	// home and others: for a job that runs on several clusters (nodes
+	// "cluster:node" in procs), the cluster that names it (its rank 0's)
+	// and the clusters it runs on but this one; "" and nil otherwise.
+	home   cluster.ID
+	others []cluster.ID
 	// onNode holds what was computed of the job's procs on a node, filled
 	// as asked (jobinfo.go): a job is not changed once registered (a new
 	// registration makes a new job). Guarded by Agent.mu.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/collective"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -33,7 +34,7 @@ type collectives struct {
 
 func (a *Agent) startCollective(ctx context.Context) error {
 	svc, err := collective.New(collective.Config{
-		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, JobInfo: a.connectInfo,
+		Cluster: a.cfg.Cluster, Node: a.cfg.Node, Conn: a.nc, Jobs: a.jobRanks, Home: a.jobHome, JobInfo: a.connectInfo,
 		Raise: func(ctx context.Context, id string, code pmix.Status, info []pmix.Info) error {
 			_, err := a.notify(ctx, id, code, pmix.RangeCustom, false, info)
 			return err
@@ -63,6 +64,17 @@ func (a *Agent) startCollective(ctx context.Context) error {
 
 // jobRanks is the job table as the collective service reads it: a job's
 // rank → node map, which RegisterJob never changes once it stored it.
+// jobHome is the cluster that names a job across clusters (its rank
+// 0's), "" for a job of this cluster only (collective.Config.Home).
+func (a *Agent) jobHome(nspace string) cluster.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.home
+	}
+	return ""
+}
+
 func (a *Agent) jobRanks(nspace string) map[pmix.Rank]string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

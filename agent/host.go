@@ -50,8 +50,13 @@ type Job struct {
 	// by Get; a key the agent also computes from Procs (job size,
 	// universe size, app number, local peers …: jobinfo.go) takes the
 	// value given here, but for nspace, rank, cluster and hostname.
-	Info  []pmix.Info
-	Procs map[pmix.Rank]string // rank → node; the job size is its length
+	Info []pmix.Info
+	// Procs maps each rank to its node; the job size is its length. A job
+	// that runs on several clusters (an MPMD job across clusters: one
+	// nspace) names the nodes of the other clusters "cluster:node": its
+	// collectives, named by its rank 0's cluster, and its NAMESPACE
+	// events then span them all.
+	Procs map[pmix.Rank]string
 	// Apps are the job's application contexts (MPMD, as mpirun's
 	// `-n 2 ./a : -n 2 ./b`), in order: the first Apps[0].Size ranks run
 	// app 0, the next Apps[1].Size app 1, and so on (PMIX_APPNUM,
@@ -100,6 +105,7 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 		return ErrClosed
 	}
 	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs), apps: slices.Clone(j.Apps), appStart: apps}
+	nj.home, nj.others = spans(a.cfg.Cluster, nj.procs)
 	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
 		a.stopRetainingLocked(j.Nspace) // its filters change
 	}

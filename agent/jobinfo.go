@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -180,6 +181,56 @@ func (j *job) appValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
 	return pmix.String(strings.Join(j.apps[app].Argv, " ")), true, nil
 }
 
+// spans tells, from a job's map, whether it runs on other clusters than
+// self (nodes named "cluster:node"): the cluster that names it, its rank
+// 0's, and the other clusters, sorted; "" and nil when it does not.
+func spans(self cluster.ID, procs map[pmix.Rank]string) (cluster.ID, []cluster.ID) {
+	var others []cluster.ID
+	for _, n := range procs {
+		if id, _, remote := cluster.Split(n); remote && id != self && !slices.Contains(others, id) {
+			others = append(others, id)
+		}
+	}
+	if len(others) == 0 {
+		return "", nil
+	}
+	slices.Sort(others)
+	home := self
+	if id, _, remote := cluster.Split(procs[0]); remote {
+		home = id
+	}
+	return home, others
+}
+
+// localNspaceLocked reports whether name is a job of this agent's
+// cluster, or of its table, and returns it unqualified: an unqualified
+// name, one qualified with this cluster, or with the cluster that names a
+// job across clusters ("A:job" of a job this agent hosts ranks of). The
+// caller holds a.mu.
+func (a *Agent) localNspaceLocked(name string) (string, bool) {
+	if ns, ok := a.cfg.Cluster.Local(name); ok {
+		return ns, true
+	}
+	id, ns, _ := cluster.Split(name)
+	if j := a.jobs[ns]; j != nil && j.home == id {
+		return ns, true
+	}
+	return "", false
+}
+
+// OtherClusters returns the clusters other than the agent's that a job of
+// its table runs on (a job across clusters), nil for a job of this
+// cluster only: its NAMESPACE events are published on each
+// (event.Spans).
+func (a *Agent) OtherClusters(nspace string) []cluster.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.jobs[nspace]; j != nil {
+		return j.others
+	}
+	return nil
+}
+
 // appOf is the app rank r runs: the last whose first rank is at most r.
 func (j *job) appOf(r pmix.Rank) int {
 	i, found := slices.BinarySearch(j.appStart, r)
@@ -318,12 +369,12 @@ func (a *Agent) jobViewLocked() jobView {
 // above: found is false when the map does not answer it, and the Get goes
 // on as before (the job info the host registered, committed values).
 func (a *Agent) jobValue(proc pmix.Proc, key string) (pmix.Value, bool, error) {
-	ns, ok := a.cfg.Cluster.Local(proc.Nspace)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ns, ok := a.localNspaceLocked(proc.Nspace)
 	if !ok {
 		return pmix.Value{}, false, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	return a.jobViewLocked().value(pmix.Proc{Nspace: ns, Rank: proc.Rank}, key)
 }
 

@@ -47,22 +47,23 @@ func launchClusters(t *testing.T, clusters ...agenttest.Cluster) *agenttest.Worl
 	})
 }
 
-// launchJob runs the job spec (in cluster A unless it says) from cluster
-// A's server with the launcher's key, and returns how it ended and its
+// launchJob runs the job of the specs (in cluster A unless they say)
+// from cluster A's server with the launcher's key, and returns how it ended and its
 // output.
-func launchJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (launch.Result, string) {
+func launchJob(t *testing.T, w *agenttest.World, cfg launch.Config, specs ...launch.JobSpec) (launch.Result, string) {
 	t.Helper()
-	r, out := startJob(t, w, cfg, spec)
+	r, out := startJob(t, w, cfg, specs...)
 	return waitJob(t, r, out)
 }
 
-// startJob launches spec as launchJob does, without waiting for its end.
-func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, spec launch.JobSpec) (*launch.Run, *clustertest.Buffer) {
+// startJob launches the specs (app contexts of one job) as launchJob
+// does, without waiting for its end.
+func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, specs ...launch.JobSpec) (*launch.Run, *clustertest.Buffer) {
 	t.Helper()
 	cfg.Conn = clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
 	out := &clustertest.Buffer{}
 	cfg.Stdout, cfg.Stderr = out, out
-	cfg.Jobs = []launch.JobSpec{spec}
+	cfg.Jobs = specs
 	r, err := launch.Launch(testContext(t), cfg)
 	if err != nil {
 		t.Fatalf("launch: %v", err)

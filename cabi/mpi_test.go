@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/launch"
 )
 
@@ -24,14 +26,7 @@ import (
 // names its segment files by the machine's hostname, the job and the local
 // rank, so local rank 0 of a1 and of a2 would share one file here.
 func TestLaunchedMPI(t *testing.T) {
-	mpicc, err := exec.LookPath("mpicc")
-	if err != nil {
-		t.Skip("mpicc not on PATH: no MPI to run (Debian: apt-get install libopenmpi-dev)")
-	}
-	bin := filepath.Join(t.TempDir(), "mpihello")
-	if b, err := exec.Command(mpicc, "testdata/mpihello.c", "-o", bin).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc: %v\n%s", err, b)
-	}
+	bin := buildMPIHello(t)
 	for _, tc := range []struct {
 		name string
 		n    int
@@ -53,7 +48,7 @@ func TestLaunchedMPI(t *testing.T) {
 			}
 			sum := tc.n * (tc.n - 1) / 2
 			for r := range tc.n {
-				if want := fmt.Sprintf("hello from %d of %d, sum %d\n", r, tc.n, sum); !strings.Contains(out, want) {
+				if want := fmt.Sprintf("hello from %d of %d, appnum 0, sum %d\n", r, tc.n, sum); !strings.Contains(out, want) {
 					t.Errorf("no %q in:\n%s", want, out)
 				}
 			}
@@ -68,4 +63,58 @@ func TestLaunchedMPI(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLaunchedMPIMPMD runs `-n 2 mpihello : -n 2 mpihello`, as the issue
+// put it to mpirun: one MPI_COMM_WORLD of 4, MPI_APPNUM 0 for ranks 0-1
+// and 1 for 2-3, an Allreduce over all four — on one cluster's agents,
+// and with each app context on a cluster of its own (one job across
+// clusters: its fence, the business cards Open MPI exchanges in it, span
+// both). Skipped where mpicc is not on PATH.
+func TestLaunchedMPIMPMD(t *testing.T) {
+	bin := buildMPIHello(t)
+	for _, tc := range []struct {
+		name     string
+		clusters []agenttest.Cluster
+		second   cluster.ID // the second app context's cluster
+	}{
+		{"one cluster", []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}}, ""},
+		{"two clusters", []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}, {ID: "B", Nodes: []string{"b1"}}}, "B"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := launchClusters(t, tc.clusters...)
+			// TCP between the nodes, which are one machine here (see
+			// TestLaunchedMPI).
+			env := map[string]string{"TMPDIR": t.TempDir(), "OMPI_MCA_btl": "self,tcp"}
+			res, out := launchJob(t, w, launch.Config{},
+				launch.JobSpec{N: 2, App: launch.App{Path: bin, Env: env}},
+				launch.JobSpec{N: 2, Cluster: tc.second, App: launch.App{Path: bin, Env: env}})
+			if res.ExitCode != 0 || res.First != nil || len(res.Jobs) != 1 {
+				t.Fatalf("result %+v, first %+v\noutput:\n%s", res, res.First, out)
+			}
+			for r := range 4 {
+				if want := fmt.Sprintf("hello from %d of 4, appnum %d, sum 6\n", r, r/2); !strings.Contains(out, want) {
+					t.Errorf("no %q in:\n%s", want, out)
+				}
+			}
+			if tc.second != "" && (res.Jobs[0].Ends[1].Cluster != "A" || res.Jobs[0].Ends[2].Cluster != "B") {
+				t.Errorf("ranks ran on %+v", res.Jobs[0].Ends)
+			}
+		})
+	}
+}
+
+// buildMPIHello compiles testdata/mpihello.c with mpicc, or skips t where
+// there is none.
+func buildMPIHello(t *testing.T) string {
+	t.Helper()
+	mpicc, err := exec.LookPath("mpicc")
+	if err != nil {
+		t.Skip("mpicc not on PATH: no MPI to run (Debian: apt-get install libopenmpi-dev)")
+	}
+	bin := filepath.Join(t.TempDir(), "mpihello")
+	if b, err := exec.Command(mpicc, "testdata/mpihello.c", "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, b)
+	}
+	return bin
 }

@@ -28,6 +28,14 @@ type Config struct {
 	// Jobs tells which participants are local and how many ranks a
 	// WILDCARD participant stands for. Required.
 	Jobs Jobs
+	// Home returns the cluster that names a job of the agent's table which
+	// runs on several clusters (an MPMD job across clusters: one nspace,
+	// the first app context's cluster, its rank 0's): its procs are
+	// "home:nspace" in every operation, on every cluster, so that the
+	// agents of all its clusters name its operations alike. "" (or a nil
+	// Home): the agent's own cluster. Called when a job is registered
+	// (JobChanged); it must not block.
+	Home func(nspace string) cluster.ID
 	// JobInfo returns the job-level info the host registered for a job of
 	// the agent's cluster: what a connect gives the members of other
 	// nspaces (RFC0003). Nil: none.

@@ -292,8 +292,11 @@ func (s *Service) newNspace(members []pmix.Proc) string {
 	s.seq++
 	name := "cnct." + s.run + "." + strconv.FormatUint(s.seq, 10)
 	first, _, _ := cluster.Split(members[0].Nspace)
-	for _, m := range members[1:] {
-		if c, _, _ := cluster.Split(m.Nspace); c != first {
+	for _, m := range members {
+		c, ns, _ := cluster.Split(m.Nspace)
+		if _, spans := s.home(ns); c != first || (spans && c == s.cfg.Cluster) {
+			// Members in several clusters, or of a job across clusters:
+			// the agents of the others read an unqualified name as theirs.
 			return cluster.Qualify(s.cfg.Cluster, name)
 		}
 	}

@@ -180,7 +180,7 @@ func (s *Service) terminated(ctx context.Context, procs []pmix.Proc, g goneNotic
 	}
 	notices := make([]goneNotice, 0, len(procs))
 	for _, p := range procs {
-		q, err := qualify(s.cfg.Cluster, p)
+		q, err := s.qualify(p)
 		if err != nil {
 			return err
 		}

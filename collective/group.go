@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -125,7 +124,7 @@ func (s *Service) groupOfLocked(nspace string, gr *group) bool {
 // hosts the first member of its cluster.
 func (s *Service) writesLocked(gr *group) bool {
 	for _, m := range gr.members {
-		if id, ns, _ := cluster.Split(m.Nspace); id == s.cfg.Cluster {
+		if ns, ok := s.local(m.Nspace); ok {
 			return s.cfg.Jobs(ns)[m.Rank] == s.cfg.Node
 		}
 	}
@@ -225,7 +224,7 @@ func (s *Service) Restore(ctx context.Context) error {
 // new rank order, and whether it knows it. An unqualified nspace is of
 // this cluster.
 func (s *Service) Members(nspace string) ([]pmix.Proc, bool) {
-	q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
+	q, err := s.qualify(pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
 	if err != nil {
 		return nil, false
 	}
@@ -256,7 +255,7 @@ func (s *Service) Targets(procs []pmix.Proc) ([]pmix.Proc, bool, error) {
 		case p.Rank == pmix.RankWildcard:
 			out, replaced = append(out, members...), true
 		default:
-			q, _ := qualify(s.cfg.Cluster, pmix.Proc{Nspace: p.Nspace, Rank: pmix.RankWildcard})
+			q, _ := s.qualify(pmix.Proc{Nspace: p.Nspace, Rank: pmix.RankWildcard})
 			m, err := s.member(pmix.Proc{Nspace: q.Nspace, Rank: p.Rank})
 			if err != nil {
 				return nil, false, err

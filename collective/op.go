@@ -47,20 +47,25 @@ type op struct {
 // canonical qualifies, de-duplicates and sorts procs. An unqualified
 // nspace is one of cluster self.
 func canonical(self cluster.ID, procs []pmix.Proc) ([]pmix.Proc, error) {
+	return canonicalBy(procs, func(p pmix.Proc) (pmix.Proc, error) { return qualify(self, p) })
+}
+
+// canonicalBy is canonical with the nspaces qualified by q.
+func canonicalBy(procs []pmix.Proc, q func(pmix.Proc) (pmix.Proc, error)) ([]pmix.Proc, error) {
 	if len(procs) == 0 {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "no participants")
 	}
 	out := make([]pmix.Proc, 0, len(procs))
 	wild := map[string]bool{}
 	for _, p := range procs {
-		q, err := qualify(self, p)
+		qp, err := q(p)
 		if err != nil {
 			return nil, err
 		}
-		if q.Rank == pmix.RankWildcard {
-			wild[q.Nspace] = true
+		if qp.Rank == pmix.RankWildcard {
+			wild[qp.Nspace] = true
 		}
-		out = append(out, q)
+		out = append(out, qp)
 	}
 	out = slices.DeleteFunc(out, func(p pmix.Proc) bool { return p.Rank != pmix.RankWildcard && wild[p.Nspace] })
 	slices.SortFunc(out, pmix.CompareProcs)

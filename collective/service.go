@@ -34,11 +34,17 @@ type Service struct {
 	run string // unique to this service: new nspaces are named after it
 	seq uint64 // new nspaces named so far
 
-	mu       sync.Mutex
-	closed   bool
-	open     map[string][]*local // by signature, oldest first
-	gens     map[string]uint64   // by signature: the last instance begun here
-	leads    map[string]*nats.Subscription
+	mu     sync.Mutex
+	closed bool
+	open   map[string][]*local // by signature, oldest first
+	gens   map[string]uint64   // by signature: the last instance begun here
+	leads  map[string]*nats.Subscription
+
+	// homes are the clusters that name the jobs of the agent's table
+	// that run on several clusters (Config.Home), each job's as it was
+	// registered; guarded by homeMu, which is taken with or without mu.
+	homeMu   sync.Mutex
+	homes    map[string]cluster.ID
 	coord    map[opKey]*coordinated
 	finished map[opKey]finished
 	// late: by signature, the local participants that had not arrived
@@ -112,7 +118,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		run: nuid.Next(),
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
-		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{},
+		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{}, homes: map[string]cluster.ID{},
 		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
 		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
@@ -194,6 +200,24 @@ const flushTimeout = 5 * time.Second
 // Errors: pmix.ErrUnreach if NATS refused the subscription; ErrClosed.
 func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	ranks := s.cfg.Jobs(nspace)
+	home := s.cfg.Cluster
+	if s.cfg.Home != nil && ranks != nil {
+		if h := s.cfg.Home(nspace); h != "" {
+			home = h
+		}
+	}
+	s.homeMu.Lock()
+	if ranks == nil {
+		if h, ok := s.homes[nspace]; ok {
+			home = h
+		}
+		delete(s.homes, nspace)
+	} else if s.cfg.Home != nil && s.cfg.Home(nspace) != "" {
+		s.homes[nspace] = home
+	} else {
+		delete(s.homes, nspace)
+	}
+	s.homeMu.Unlock()
 	_, node, ok := lowestRank(ranks)
 	lead := ok && node == s.cfg.Node
 	s.mu.Lock()
@@ -206,7 +230,7 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	listening := s.askSub != nil
 	s.listenLocked()
 	if ranks == nil {
-		q := cluster.Qualify(s.cfg.Cluster, nspace)
+		q := cluster.Qualify(home, nspace)
 		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
 		for p, sub := range s.direct {
 			if p.Nspace == q {
@@ -246,7 +270,7 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 //
 // Errors: pmix.ErrBadParam for an empty key or an invalid scope.
 func (s *Service) Commit(proc pmix.Proc, puts []proto.Put) error {
-	q, err := qualify(s.cfg.Cluster, proc)
+	q, err := s.qualify(proc)
 	if err != nil {
 		return err
 	}
@@ -279,7 +303,7 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 	if !proc.Rank.Valid() {
 		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of %s from %v: want a real rank", pmix.Quote(key), proc)
 	}
-	q, err := qualify(s.cfg.Cluster, proc)
+	q, err := s.qualify(proc)
 	if err != nil {
 		return pmix.Value{}, err
 	}
@@ -290,7 +314,8 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 	if err != nil {
 		return pmix.Value{}, err
 	}
-	self := q == pmix.Proc{Nspace: cluster.Qualify(s.cfg.Cluster, who.Nspace), Rank: who.Rank}
+	me, _ := s.qualify(who)
+	self := q == me
 	v, found, visible, _ := s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
 	switch {
 	case found && (visible || self):
@@ -354,11 +379,11 @@ func (s *Service) JobInfo(nspace string) ([]pmix.Info, bool) {
 // With FlagNotifyEach, the other members get PMIX_PROC_HAS_DISCONNECTED
 // as self arrives.
 func (s *Service) Disconnect(ctx context.Context, self pmix.Proc, nspace string, timeout time.Duration, flags Flags) error {
-	q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
+	q, err := s.qualify(pmix.Proc{Nspace: nspace, Rank: pmix.RankWildcard})
 	if err != nil {
 		return err
 	}
-	me, err := qualify(s.cfg.Cluster, self)
+	me, err := s.qualify(self)
 	if err != nil {
 		return err
 	}
@@ -432,13 +457,54 @@ func (s *Service) expandGroups(procs []pmix.Proc) (_ []pmix.Proc, excuse bool, _
 	if !expanded {
 		return procs, false, nil
 	}
-	out, err := canonical(s.cfg.Cluster, out)
+	out, err := s.canonical(out)
 	return out, excuse, err
+}
+
+// home is the cluster that names nspace, unqualified: the home of a job
+// of this agent's table that runs on several clusters, else this agent's
+// cluster; spans reports whether it is such a job.
+func (s *Service) home(nspace string) (home cluster.ID, spans bool) {
+	s.homeMu.Lock()
+	defer s.homeMu.Unlock()
+	if h, ok := s.homes[nspace]; ok {
+		return h, true
+	}
+	return s.cfg.Cluster, false
+}
+
+// qualify names p's nspace "cluster:nspace": an unqualified nspace is of
+// this agent's cluster, or of its home for a job across clusters.
+func (s *Service) qualify(p pmix.Proc) (pmix.Proc, error) {
+	if id, ns, qualified := cluster.Split(p.Nspace); !qualified || id == s.cfg.Cluster {
+		home, _ := s.home(ns)
+		return qualify(home, pmix.Proc{Nspace: ns, Rank: p.Rank})
+	}
+	return qualify(s.cfg.Cluster, p)
+}
+
+// canonical qualifies (s.qualify), de-duplicates and sorts procs.
+func (s *Service) canonical(procs []pmix.Proc) ([]pmix.Proc, error) {
+	return canonicalBy(procs, s.qualify)
+}
+
+// local reports whether name is an nspace of this agent's job table, and
+// returns it unqualified: an unqualified name, one qualified with this
+// cluster, or one qualified with the home of a job across clusters.
+func (s *Service) local(name string) (string, bool) {
+	id, ns, qualified := cluster.Split(name)
+	if !qualified || id == s.cfg.Cluster {
+		return ns, true
+	}
+	if home, spans := s.home(ns); spans && home == id {
+		return ns, true
+	}
+	return "", false
 }
 
 // hosts reports whether the job table places proc on this node.
 func (s *Service) hosts(proc pmix.Proc) bool {
-	ns, ok := s.cfg.Cluster.Local(proc.Nspace)
+	ns, ok := s.local(proc.Nspace)
 	return ok && s.cfg.Jobs(ns)[proc.Rank] == s.cfg.Node
 }
 
@@ -454,7 +520,7 @@ func (s *Service) hosts(proc pmix.Proc) bool {
 // in a pmix.ErrTimeout error if ctx ended first (the operation goes on for
 // the others).
 func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
-	procs, err := canonical(s.cfg.Cluster, req.Procs)
+	procs, err := s.canonical(req.Procs)
 	if err != nil {
 		return Result{}, err
 	}
@@ -467,7 +533,7 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 		// able to disconnect), as of an optional connect.
 		req.Flags |= FlagOptional
 	}
-	self, err := qualify(s.cfg.Cluster, req.Self)
+	self, err := s.qualify(req.Self)
 	if err != nil {
 		return Result{}, err
 	}
@@ -597,7 +663,7 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) {
 	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{})}
 	for _, p := range o.procs {
-		ns, ok := s.cfg.Cluster.Local(p.Nspace)
+		ns, ok := s.local(p.Nspace)
 		if !ok {
 			continue
 		}
@@ -694,7 +760,7 @@ func (s *Service) contributeLocked(l *local, status pmix.Status, message string)
 		for _, p := range c.covers {
 			if !seen[p.Nspace] {
 				seen[p.Nspace] = true
-				ns, _ := s.cfg.Cluster.Local(p.Nspace)
+				ns, _ := s.local(p.Nspace)
 				c.jobs = append(c.jobs, jobInfo{nspace: p.Nspace, info: s.cfg.JobInfo(ns)})
 			}
 		}
@@ -771,14 +837,14 @@ func (s *Service) released(l *local, m *nats.Msg) {
 		s.dropGroupLocked(l.id) // every member has left it
 	}
 	for _, j := range r.jobs {
-		if _, ours := s.cfg.Cluster.Local(j.nspace); !ours {
+		if _, ours := s.local(j.nspace); !ours {
 			s.jobInfo[j.nspace] = j.info
 		}
 	}
 	if !l.finished {
 		l.nspace, l.members = r.nspace, r.members
 		if r.nspace != "" && r.status == pmix.Success {
-			q, err := qualify(s.cfg.Cluster, pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
+			q, err := s.qualify(pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
 			if err == nil {
 				flush = s.groupOfLocked(q.Nspace, &group{members: r.members, flags: r.flags})
 			}

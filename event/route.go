@@ -32,6 +32,17 @@ type Jobs interface {
 	Nodes(nspace string, rank pmix.Rank) (nodes []string, known bool)
 }
 
+// Spans is what routing needs of a job table that holds jobs running on
+// several clusters (an MPMD job across clusters: one nspace, its ranks on
+// the agents of each). Such a job's nodes of other clusters are named
+// "cluster:node" by Jobs.Nodes.
+type Spans interface {
+	// OtherClusters returns the clusters but the agent's that nspace runs
+	// on, nil for a job of one cluster: its NAMESPACE events are
+	// published on each cluster's nspace scope too.
+	OtherClusters(nspace string) []cluster.ID
+}
+
 // Scopes resolves the data range of m, sent from the agent at `at` by
 // `from` (nil: the host RM), to the scopes it is published on. Job and
 // environment events follow the same rules (RFC0018: delivery is governed
@@ -45,7 +56,8 @@ type Jobs interface {
 //     pmix.KeyHostname, or its own.
 //   - NAMESPACE: the sender's nspace; for the host RM, pmix.KeyNspace or the
 //     one nspace of the affected procs; "cluster:nspace" names another
-//     cluster's.
+//     cluster's. A job that runs on several clusters (jobs implements
+//     Spans) has the scope of its nspace on each.
 //   - SESSION: the sender's session; for the host RM, pmix.KeySessionID.
 //   - CUSTOM: pmix.KeyEventCustomRange's procs, copied to m.Targets; one
 //     scope per agent hosting a target of a job that jobs knows, and the
@@ -91,13 +103,17 @@ func jobScopes(at Place, m *Message, from *Sender, jobs Jobs) ([]subjects.Scope,
 		return []subjects.Scope{subjects.Node(c, node)}, nil
 	case pmix.RangeNamespace:
 		if from != nil {
-			return []subjects.Scope{subjects.Namespace(c, from.Proc.Nspace)}, nil
+			return spanning(jobs, from.Proc.Nspace, subjects.Namespace(c, from.Proc.Nspace)), nil
 		}
-		sc, err := nspaceScope(at.Cluster, targetNspace(m.Info))
+		ns := targetNspace(m.Info)
+		sc, err := nspaceScope(at.Cluster, ns)
 		if err != nil {
 			return nil, err
 		}
-		return []subjects.Scope{sc}, nil
+		if _, _, q := cluster.Split(ns); q {
+			return []subjects.Scope{sc}, nil
+		}
+		return spanning(jobs, ns, sc), nil
 	case pmix.RangeSession:
 		if from != nil {
 			return []subjects.Scope{subjects.Session(c, from.Session)}, nil
@@ -113,6 +129,18 @@ func jobScopes(at Place, m *Message, from *Sender, jobs Jobs) ([]subjects.Scope,
 		return nil, pmix.Errorf(pmix.ErrBadParam, "PMIX_RANGE_PROC_LOCAL events never leave their process")
 	}
 	return nil, pmix.Errorf(pmix.ErrBadParam, "invalid range %v", m.Range)
+}
+
+// spanning is sc, the scope of this cluster's job nspace, and the same
+// scope on every other cluster the job runs on.
+func spanning(jobs Jobs, nspace string, sc subjects.Scope) []subjects.Scope {
+	out := []subjects.Scope{sc}
+	if sp, ok := jobs.(Spans); ok {
+		for _, c := range sp.OtherClusters(nspace) {
+			out = append(out, subjects.Namespace(string(c), nspace))
+		}
+	}
+	return out
 }
 
 // MissingTarget reports what the range of m, notified by from (nil: the
@@ -228,12 +256,17 @@ func customScopes(at Place, m *Message, jobs Jobs) ([]subjects.Scope, error) {
 			out = append(out, sc)
 		}
 	}
-	for _, t := range targets {
+	for i, t := range targets {
 		lt := LocalProc(at.Cluster, t)
 		var nodes []string
 		known := false
 		if _, _, q := cluster.Split(lt.Nspace); !q && jobs != nil {
 			nodes, known = jobs.Nodes(lt.Nspace, lt.Rank)
+		}
+		if sp, ok := jobs.(Spans); ok && known && len(sp.OtherClusters(lt.Nspace)) > 0 {
+			// A job across clusters is named alike on each of them:
+			// unqualified, the target is its proc wherever it arrives.
+			targets[i] = lt
 		}
 		if !known {
 			sc, err := nspaceScope(at.Cluster, t.Nspace)
@@ -247,6 +280,10 @@ func customScopes(at Place, m *Message, jobs Jobs) ([]subjects.Scope, error) {
 			return nil, pmix.Errorf(pmix.ErrBadParam, "custom range target %v: job %s has no such rank", t, lt.Nspace)
 		}
 		for _, n := range nodes {
+			if id, node, remote := cluster.Split(n); remote {
+				add(subjects.Agent(string(id), node)) // a job across clusters
+				continue
+			}
 			add(subjects.Agent(c, n))
 		}
 	}

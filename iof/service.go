@@ -350,8 +350,10 @@ func (s *Service) publish(m *nats.Msg, what string) error {
 
 // JobMetaRecord is the body of a job's JobMeta record, JSON.
 type JobMetaRecord struct {
-	// Size is the number of ranks: a viewer following the job is done
-	// once each has ended its stdout and stderr.
+	// Size is the number of ranks whose output the cluster's stream
+	// carries (all of the job's but for a job across clusters): a viewer
+	// following the job is done once each has ended its stdout and
+	// stderr.
 	Size int `json:"size"`
 }
 

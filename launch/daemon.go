@@ -388,10 +388,19 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 		}()
 	}
 	d.mu.Unlock()
-	if d.cfg.Output != nil && slices.ContainsFunc(req.Map, func(p Placement) bool { return p.Rank == 0 && p.local(d.cfg.Cluster, d.cfg.Node) }) {
-		// Rank 0's agent tells viewers the job's size: they are done when
-		// every rank's output has ended.
-		meta, _ := json.Marshal(iof.JobMetaRecord{Size: len(req.Map)})
+	here, lowest := 0, pmix.Rank(len(req.Map)) // the job's ranks in this cluster, the lowest
+	for _, p := range req.Map {
+		if p.Cluster == "" || p.Cluster == d.cfg.Cluster {
+			here++
+			lowest = min(lowest, p.Rank)
+		}
+	}
+	if d.cfg.Output != nil && lowest == ranks[0] {
+		// The agent of the job's lowest rank in this cluster tells the
+		// viewers of the cluster's stream how many ranks it carries (all
+		// of a job of one cluster): they are done when each one's output
+		// has ended.
+		meta, _ := json.Marshal(iof.JobMetaRecord{Size: here})
 		if err := d.cfg.Output.JobRecord(ctx, req.Nspace, iof.JobMeta, meta); err != nil {
 			d.log.Warn("recording the job's size for its viewers", "nspace", req.Nspace, "err", err)
 		}

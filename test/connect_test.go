@@ -487,3 +487,84 @@ func TestClientNotifiesGroup(t *testing.T) {
 		t.Errorf("to %s.7 of 7 members: %v, want PMIX_ERR_BAD_PARAM", group, err)
 	}
 }
+
+// TestConnectJobAcrossClusters: a job across two clusters (an MPMD run,
+// ranks 0-1 on A, 2 on B) connects with a job of cluster B by RFC0003's
+// rendezvous: its ranks on both clusters name it alike (its cluster:
+// A's, whichever cluster they run on), so all five meet in one connect
+// and get one new nspace and the ranks 0 to 4; a NAMESPACE event to the
+// new nspace reaches every member, which then disconnect and end.
+func TestConnectJobAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	const code = pmix.ExternalErrBase - 16
+	watch := []string{"-watch", "-codes", fmt.Sprint(int(code)), "-await", fmt.Sprint(int(code))}
+	outX, outY := &syncBuffer{}, &syncBuffer{}
+	argsX := append([]string{"-rendezvous", "rvx.X,rvx.Y"}, watch...)
+	rx, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, "A"), Stdout: outX, Stderr: outX, Jobs: []launch.JobSpec{
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: argsX}},
+		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: argsX}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rx.Terminate(true) })
+	ry, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, "B"), Stdout: outY, Stderr: outY, Jobs: []launch.JobSpec{
+		{N: 2, App: launch.App{Path: p, Args: append([]string{"-rendezvous", "rvx.Y,rvx.X"}, watch...)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ry.Terminate(true) })
+	group := ""
+	ranks := map[pmix.Rank]bool{}
+	for _, side := range []struct {
+		out *syncBuffer
+		n   int
+	}{{outX, 3}, {outY, 2}} {
+		for rk := range side.n {
+			side.out.waitFor(t, fmt.Sprintf("%d: connected ", rk))
+			for l := range strings.Lines(side.out.String()) {
+				var ns string
+				var newRank pmix.Rank
+				if _, err := fmt.Sscanf(l, fmt.Sprintf("%d: connected %%s rank %%d", rk), &ns, &newRank); err == nil {
+					if group == "" {
+						group = ns
+					}
+					if ns != group || ranks[newRank] {
+						t.Errorf("rank %d connected to %s rank %d; group %s, ranks given %v", rk, ns, newRank, group, ranks)
+					}
+					ranks[newRank] = true
+				}
+			}
+		}
+	}
+	if len(ranks) != 5 {
+		t.Fatalf("new ranks %v\nX:\n%s\nY:\n%s", ranks, outX, outY)
+	}
+	if _, err := w.Agent("a1").Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(group))}); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []*launch.Run{rx, ry} {
+		ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+		res, err := r.Wait(ctx)
+		cancel()
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("run %d: %+v, %v\nX:\n%s\nY:\n%s", i, res, err, outX, outY)
+		}
+	}
+	for _, side := range []struct {
+		out   *syncBuffer
+		n     int
+		other string
+		size  int
+	}{{outX, 3, "B:" + ry.Nspace(), 2}, {outY, 2, "A:" + rx.Nspace(), 3}} {
+		for rk := range side.n {
+			// The connect brought the other job's info, the job across
+			// clusters' known by its name on A to the agents of B too.
+			side.out.waitFor(t, fmt.Sprintf("%d: get %s of %s = %d err=<nil>", rk, pmix.KeyJobSize, side.other, side.size))
+			side.out.waitFor(t, fmt.Sprintf("%d: event %d ", rk, int(code)))
+			side.out.waitFor(t, fmt.Sprintf("%d: disconnected", rk))
+		}
+	}
+}

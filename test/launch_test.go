@@ -314,8 +314,8 @@ func TestLaunchMPMD(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
-		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east", "-get", mpmdKeys}}},
-		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west", "-get", mpmdKeys}}},
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east", "-get", mpmdKeys, "-fence"}}},
+		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west", "-get", mpmdKeys, "-fence"}}},
 	}})
 	if res.ExitCode != 0 || len(res.Jobs) != 1 {
 		t.Fatalf("result %+v\n%s", res, out)
@@ -341,7 +341,31 @@ func TestLaunchMPMD(t *testing.T) {
 			t.Errorf("rank %d's output:\n%s", r, out)
 		}
 	}
-	checkMPMDInfo(t, out.String(), []string{p + " -say east -get " + mpmdKeys, p + " -say west -get " + mpmdKeys}, 2, 3)
+	checkMPMDInfo(t, out.String(), []string{p + " -say east -get " + mpmdKeys + " -fence", p + " -say west -get " + mpmdKeys + " -fence"}, 2, 3)
+}
+
+// TestLaunchMPMDEventsAcrossClusters: a job across two clusters hears
+// its own ranks' events on both: the end of a rank in B reaches the ranks
+// in A (the agents publish the job's NAMESPACE events on each of its
+// clusters), after a fence of all five.
+func TestLaunchMPMDEventsAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	watch := []string{"-watch", "-codes", "-404", "-fence", "-await", "-404"}
+	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: watch}},
+		{N: 2, Cluster: "B", App: launch.App{Path: p, Args: watch}},
+		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: []string{"-fence", "-fail-rank", "4", "-fail", "exit:5"}}},
+	}})
+	if res.ExitCode != 5 || res.First == nil || res.First.Rank != 4 || res.First.App != 2 || res.First.Cluster != "B" {
+		t.Fatalf("result %+v, first %+v\n%s", res, res.First, out)
+	}
+	for r := range 4 {
+		if want := fmt.Sprintf("%d: event -404 affected=%s.4 exit=5\n", r, res.Jobs[0].Nspace); !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in output:\n%s", want, out)
+		}
+	}
 }
 
 // TestLaunchMPMDOneCluster: three app contexts on the agents of one
