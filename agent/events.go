@@ -63,6 +63,7 @@ func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcom
 		}
 	}
 	a.outcomes.add(rep)
+	a.terminationWanted(client, o)
 }
 
 // Subjects returns the subjects the agent is subscribed to for its

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"errors"
 	"slices"
 	"time"
 
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -164,6 +166,33 @@ func (a *Agent) aborted(e *clientEntry, req AbortRequest) error {
 		return nil
 	}
 	return a.raise(event.TerminationEvent(t))
+}
+
+// terminationWanted acts on a client's chain that decided the application
+// should terminate (RFC0018, event.TerminationWanted): as on the client
+// calling PMIx_Abort for itself, with event.WantedTerminationStatus and a
+// text that says why — the launch service ends a process it started, and
+// the job's policy decides for the rest of the job; otherwise the host's
+// OnAbort functions get it, or the agent raises
+// PMIX_ERR_PROC_REQUESTED_ABORT for it to its job. The first abort of a
+// process stands.
+func (a *Agent) terminationWanted(client pmix.Proc, o bus.Outcome) {
+	w, ok := event.TerminationWanted(client, o)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	e := a.expected[client]
+	a.mu.Unlock()
+	if e == nil {
+		return
+	}
+	req := AbortRequest{Proc: client, Status: event.WantedTerminationStatus, Message: w.Text(), Procs: []pmix.Proc{client}}
+	a.goFunc(func() {
+		if err := a.aborted(e, req); err != nil && !errors.Is(err, ErrClosed) {
+			a.log.Warn("could not end a process whose handlers wanted termination", "proc", client, "err", err)
+		}
+	})
 }
 
 // lostWithoutFinalize is what detach reports when the connection cc of e

@@ -144,7 +144,7 @@
 //
 // A handler asks for an abort by returning pmix.KeyEventAbortRequested
 // true. When the chain has ended, the registry raises pmix.EventAbortRequested
-// (PMIX_ERR_PROC_REQUESTED_ABORT, -8) from Config.Self with range
+// (the minutes' PMIX_ABORT, pmixbus's -2904) from Config.Self with range
 // PROC_LOCAL, so that a handler registered for it can abort the process;
 // its outcome is Outcome.Abort. An abort asked for during a chain for
 // pmix.EventAbortRequested raises nothing more. The minutes' own way, a

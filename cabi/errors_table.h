@@ -150,4 +150,8 @@ static const struct { int code; const char *text; } cabi_errors[] = {
     {-1363, "FABRIC_NOT_PARSEABLE"},
     {-1366, "TAKE-NEXT-OPTION"},
     {-1367, "PMIX TEMPORARILY UNAVAILABLE"},
+    /* pmixbus's own (pmix/status.go) */
+    {-2901, "PROC-HAS-DISCONNECTED"},
+    {-2903, "EVENT-CACHE-EVICTED"},
+    {-2904, "EVENT-ABORT"},
 };

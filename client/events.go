@@ -88,7 +88,7 @@ func (c *Client) DeregisterEventHandlerCB(id bus.ID, cb func(error)) {
 // chain and never leaves it; NotifyEvent returns once that chain ended.
 // The source receives its own event when the range includes it.
 //
-// pmix.EventAbortRequested (PMIX_ERR_PROC_REQUESTED_ABORT) notified by one
+// pmix.EventAbortRequested (the minutes' PMIX_ABORT, -2904) notified by one
 // of this process's handlers before it completes is the 2016-04-07
 // minutes' abort request, which must wait for the chain to end. With
 // PMIX_RANGE_PROC_LOCAL, NotifyEvent returns at once and the handler's

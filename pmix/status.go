@@ -122,14 +122,18 @@ const (
 	// EventCacheEvicted is raised to the host when the event cache
 	// discards events to stay within its limits.
 	EventCacheEvicted Status = -2903
+	// EventAbortRequested is the 2016-04-07 minutes' PMIX_ABORT, which
+	// OpenPMIx never defined: a handler that decides its own process must
+	// abort asks for it (in its results, or by notifying this code with
+	// PMIX_RANGE_PROC_LOCAL), and once the chain has ended the engine
+	// raises this event in that process only, so that a handler
+	// registered for it can call PMIx_Abort. A code of its own: it was
+	// PMIX_ERR_PROC_REQUESTED_ABORT (-8), which is also the event of a
+	// process that called PMIx_Abort, raised to its whole job, so every
+	// rank's abort handlers ran when one rank aborted. OpenPMIx 4.2.2's
+	// pmix_common.h defines no code from -2999 to -2900.
+	EventAbortRequested Status = -2904
 )
-
-// EventAbortRequested is the code of the abort event of the 2016-04-07
-// minutes: a handler that decides the process must abort asks for it in its
-// results, and once the chain has ended the engine raises this event through
-// the same registry. It is OpenPMIx's PMIX_ERR_PROC_REQUESTED_ABORT, which
-// already means "a process requested an abort".
-const EventAbortRequested = ErrProcRequestedAbort
 
 // LostServerConnection is RFC0002's PMIX_ERR_LOST_SERVER_CONNECTION, which
 // OpenPMIx names PMIX_ERR_LOST_CONNECTION.
@@ -229,6 +233,7 @@ var statusNames = map[Status]string{
 	ProcHasDisconnected:       "PMIX_PROC_HAS_DISCONNECTED",
 	ErrConnectEarlyTerm:       "PMIXBUS_ERR_CONNECT_EARLY_TERM",
 	EventCacheEvicted:         "PMIXBUS_EVENT_CACHE_EVICTED",
+	EventAbortRequested:       "PMIXBUS_EVENT_ABORT",
 }
 
 var statusByName = func() map[string]Status {

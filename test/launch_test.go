@@ -368,6 +368,58 @@ func TestLaunchMPMDEventsAcrossClusters(t *testing.T) {
 	}
 }
 
+// TestWantTermination: RFC0018's PMIX_EVENT_WANT_TERMINATION acts. The
+// handler of rank 0 (app 0) decides the application should terminate on
+// an event the RM raises to the job: the agent ends rank 0 as if it had
+// called PMIx_Abort for itself (status 1, the handler named), and the
+// job's policy decides for the rest: by default the run aborts the other
+// ranks; with --continuous they run to their end.
+func TestWantTermination(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	const code = pmix.ExternalErrBase - 30
+	watch := []string{"-watch", "-codes", fmt.Sprint(int(code)), "-sleep", "4s"}
+	for _, continuous := range []bool{false, true} {
+		t.Run(fmt.Sprintf("continuous=%v", continuous), func(t *testing.T) {
+			out := &syncBuffer{}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			r, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out, Continuous: continuous, Jobs: []launch.JobSpec{
+				{N: 1, App: launch.App{Path: p, Args: append([]string{"-want-term"}, watch...)}},
+				{N: 2, App: launch.App{Path: p, Args: watch}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rk := range 3 {
+				out.waitFor(t, fmt.Sprintf("%d: watching", rk))
+			}
+			if _, err := w.Agent("a1").Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(r.Nspace()))}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Wait(ctx)
+			if err != nil {
+				t.Fatalf("wait: %v\n%s", err, out)
+			}
+			first := res.First
+			if res.ExitCode != 1 || first == nil || first.Rank != 0 || first.State != pmix.ErrProcRequestedAbort || !strings.Contains(first.Text, "wanted termination") {
+				t.Fatalf("result %+v, first %+v\n%s", res, first, out)
+			}
+			for _, e := range res.Jobs[0].Ends[1:] {
+				want := pmix.ErrProcKilledByCmd // the policy ended them
+				if continuous {
+					want = pmix.Success // they ran to their end
+				}
+				if e.State != want {
+					t.Errorf("rank %d ended %v (%s), want %v", e.Rank, e.State, e.Text, want)
+				}
+			}
+		})
+	}
+	checkNoOrphans(t, p)
+}
+
 // TestLaunchMPMDOneCluster: three app contexts on the agents of one
 // cluster are one job; a failing rank of the second app ends the job and
 // is reported by rank and app.

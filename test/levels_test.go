@@ -211,6 +211,84 @@ func TestAbortAfterChainEndToEnd(t *testing.T) {
 	}
 }
 
+// TestAbortEventIsTheAskingProcess's: the minutes' PMIX_ABORT has a code
+// of its own (pmix.EventAbortRequested, -2904), not PMIX_ERR_PROC_REQUESTED_ABORT
+// (-8), the event of a process that called PMIx_Abort. When jobA.0
+// calls PMIx_Abort, jobA.1's chain for the -8 runs its watcher but not its
+// abort handler; when jobA.1's own handler asks for an abort, jobA.1's
+// abort handler runs and jobA.0's does not.
+func TestAbortEventIsTheAskingProcess(t *testing.T) {
+	w := newWorld(t)
+	if pmix.EventAbortRequested == pmix.ErrProcRequestedAbort {
+		t.Fatal("the abort event shares PMIX_ERR_PROC_REQUESTED_ABORT's code")
+	}
+	outcomes := make(chan event.OutcomeReport, 64)
+	w.agents["a1"].OnOutcome(func(r event.OutcomeReport) { outcomes <- r })
+	clients := []*tclient{w.client("A:jobA.0"), w.client("A:jobA.1")}
+	ask := pmix.ExternalErrBase - 22
+	for _, c := range clients {
+		for _, reg := range []struct {
+			name  string
+			codes []pmix.Status
+			h     bus.Handler
+		}{
+			{"aborter", []pmix.Status{pmix.EventAbortRequested}, func(call *bus.Call, done bus.Done) { done(pmix.EventNoActionTaken, nil) }},
+			{"watcher", []pmix.Status{pmix.ErrProcRequestedAbort}, func(call *bus.Call, done bus.Done) { done(pmix.EventNoActionTaken, nil) }},
+			{"asker", []pmix.Status{ask}, func(call *bus.Call, done bus.Done) {
+				done(pmix.EventPartialActionTaken, []pmix.Info{pmix.NewInfo(pmix.KeyEventAbortRequested, pmix.Bool(c.c.Proc().Rank == 1))})
+			}},
+		} {
+			if _, err := c.c.RegisterEventHandler(t.Context(), reg.codes, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(reg.name))}, reg.h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// ran waits for the outcome of client's chain for code and returns
+	// the handlers it ran, and those of its abort chain.
+	ran := func(client pmix.Proc, code pmix.Status) (chain, abort []string) {
+		t.Helper()
+		deadline := time.After(waitTime)
+		for {
+			select {
+			case r := <-outcomes:
+				if r.Client != client || r.Outcome.Code != code {
+					continue
+				}
+				for _, x := range r.Outcome.Ran {
+					chain = append(chain, x.Name)
+				}
+				if r.Outcome.Abort != nil {
+					for _, x := range r.Outcome.Abort.Ran {
+						abort = append(abort, x.Name)
+					}
+				}
+				return chain, abort
+			case <-deadline:
+				t.Fatalf("no outcome of %v's chain for %v", client, code)
+			}
+		}
+	}
+	if err := clients[0].c.Abort(t.Context(), 3, "bye", nil); err != nil {
+		t.Fatal(err)
+	}
+	if chain, abort := ran(clients[1].c.Proc(), pmix.ErrProcRequestedAbort); !slices.Equal(chain, []string{"watcher"}) || abort != nil {
+		t.Errorf("jobA.1 on jobA.0's PMIx_Abort ran %v, abort chain %v; want the watcher only", chain, abort)
+	}
+	if err := clients[0].c.NotifyEvent(t.Context(), ask, pmix.RangeNamespace, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clients {
+		chain, abort := ran(c.c.Proc(), ask)
+		want := []string(nil)
+		if c.c.Proc().Rank == 1 {
+			want = []string{"aborter"}
+		}
+		if !slices.Equal(chain, []string{"asker"}) || !slices.Equal(abort, want) {
+			t.Errorf("%v: chain %v, abort chain %v; want [asker] and %v", c.c.Proc(), chain, abort, want)
+		}
+	}
+}
+
 // TestFailedCommEndToEnd: a frame from the agent that the client cannot
 // decode raises PMIX_ERR_COMM_FAILURE (RFC0002's PMIX_ERR_FAILED_COMM) in
 // the client's own handlers; the client stays attached while its stream is

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -363,6 +365,39 @@ func TestAbortWithHostCallback(t *testing.T) {
 		t.Errorf("after Abort: %+v", s)
 	}
 	lw.noEnds("an abort its host took")
+}
+
+// TestWantTerminationHostRM: for a process a host RM launched, a chain
+// that decides the application should terminate (RFC0018) reaches the
+// host as the process's own abort request: itself, status 1, a text
+// naming the handler and the event; the host ends it.
+func TestWantTerminationHostRM(t *testing.T) {
+	lw := newLifeWorld(t, nil)
+	got := make(chan agent.AbortRequest, 4)
+	lw.a1.OnAbort(func(r agent.AbortRequest) { got <- r })
+	c := lw.attach(agent.WithExitWatched())
+	const code = pmix.ExternalErrBase - 31
+	if _, err := c.RegisterEventHandler(t.Context(), []pmix.Status{code}, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("policy"))},
+		func(call *bus.Call, done bus.Done) {
+			done(pmix.EventNoActionTaken, []pmix.Info{pmix.Required(pmix.NewInfo(pmix.KeyEventWantTermination, pmix.Bool(true)))})
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.a1.Notify(t.Context(), code, pmix.RangeNamespace, false, []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String("tj"))}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.Proc != tj0 || r.Status != 1 || len(r.Procs) != 1 || r.Procs[0] != tj0 ||
+			!strings.Contains(r.Message, `handler "policy" wanted termination (PMIX_EVENT_WANT_TERMINATION, required)`) {
+			t.Errorf("abort request %+v", r)
+		}
+	case <-time.After(waitTime):
+		t.Fatal("the host got no abort request")
+	}
+	if s := lw.state(); !s.Aborted || s.AbortStatus != 1 {
+		t.Errorf("after the chain: %+v", s)
+	}
 }
 
 // TestAbortBadInput: an abort with a message too long, too many procs or

@@ -1559,6 +1559,14 @@ PMIX_EXPORT void PMIx_Info_list_release(void *ptr);
         }                                                              \
     } while (0)
 
+/* pmixbus's own codes, where the RFCs and minutes name something OpenPMIx
+ * never defined (pmix/status.go; none collides with OpenPMIx 4.2.2's).
+ * PMIXBUS_EVENT_ABORT is the 2016-04-07 minutes' PMIX_ABORT: a handler
+ * notifies it with PMIX_RANGE_PROC_LOCAL to have its own process's
+ * handlers registered for it run once its chain has ended. */
+#define PMIXBUS_PROC_HAS_DISCONNECTED                (-2901)
+#define PMIXBUS_EVENT_ABORT                          (-2904)
+
 #ifdef __cplusplus
 }
 #endif

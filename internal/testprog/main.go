@@ -29,6 +29,7 @@ func main() {
 		rdv      = flag.String("rendezvous", "", "mine,theirs: RFC0003's rendezvous and connect (rank 0 publishes the job's cluster:nspace as mine; every rank looks up theirs, then connects both jobs)")
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
+		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -87,7 +88,11 @@ func main() {
 				default:
 				}
 			}
-			done(pmix.EventActionComplete, nil)
+			var results []pmix.Info
+			if *wantTerm {
+				results = []pmix.Info{pmix.NewInfo(pmix.KeyEventWantTermination, pmix.Bool(true))}
+			}
+			done(pmix.EventActionComplete, results)
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "register:", err)
