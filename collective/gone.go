@@ -231,6 +231,23 @@ func (s *Service) listenLocked() {
 	s.askSub = sub
 }
 
+// listenHomeLocked subscribes, once per cluster, to the asks of cluster
+// home, which names a job across clusters this agent hosts ranks of: the
+// job's coordinators, there, ask there for its terminations (watchGoneLocked).
+// It reports whether it subscribed now.
+func (s *Service) listenHomeLocked(home cluster.ID) bool {
+	if s.closed || s.askHomes[home] != nil {
+		return false
+	}
+	sub, err := s.cfg.Conn.Subscribe(AskSubject(home), s.askMsg)
+	if err != nil {
+		s.log.Warn("collective: coordinators in another cluster will not hear of terminations announced before they watched them", "cluster", home, "err", err)
+		return false
+	}
+	s.askHomes[home] = sub
+	return true
+}
+
 // askMsg announces again the terminations this agent announced within
 // Config.Remember, of the nspace asked for.
 func (s *Service) askMsg(m *nats.Msg) {

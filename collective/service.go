@@ -65,6 +65,9 @@ type Service struct {
 	goneSubs    map[string]*nats.Subscription // by qualified nspace
 	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
 	askSub      *nats.Subscription            // AskSubject of this cluster
+	// askHomes: AskSubject of the clusters that name jobs across clusters
+	// this agent hosts ranks of (their coordinators ask there).
+	askHomes map[cluster.ID]*nats.Subscription
 	// writes: the memberships to store, in order, and whether a goroutine
 	// is storing them.
 	writes  []func(context.Context) error
@@ -119,7 +122,8 @@ func New(cfg Config) (*Service, error) {
 		run: nuid.Next(),
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
 		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{}, homes: map[string]cluster.ID{},
-		coord: map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
+		askHomes: map[cluster.ID]*nats.Subscription{},
+		coord:    map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
 		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
 	}
@@ -163,6 +167,10 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		if s.askSub != nil {
 			_ = s.askSub.Unsubscribe()
+		}
+		for c, sub := range s.askHomes {
+			_ = sub.Unsubscribe()
+			delete(s.askHomes, c)
 		}
 		for _, ls := range s.open {
 			for _, l := range ls {
@@ -229,6 +237,9 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	// from the start: long before one ends, NATS knows it everywhere.
 	listening := s.askSub != nil
 	s.listenLocked()
+	if ranks != nil && home != s.cfg.Cluster && s.listenHomeLocked(home) {
+		listening = false // a new subscription: wait for the server to know it
+	}
 	if ranks == nil {
 		q := cluster.Qualify(home, nspace)
 		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })

@@ -420,6 +420,35 @@ func TestWantTermination(t *testing.T) {
 	checkNoOrphans(t, p)
 }
 
+// TestLaunchMPMDFenceTermination: in a job across two clusters, a rank in
+// B (not the cluster that names the job) that ends without finalizing
+// fails the fence of the ranks in A, whose coordinator is in A, however
+// early it ended: B's agent answers A's coordinator's ask for the job's
+// terminations.
+func TestLaunchMPMDFenceTermination(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{
+		// Rank 2 has ended, and its agent announced it, before the
+		// others fence (before the coordinator watches the job).
+		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-pause", "2s", "-fence"}}},
+		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: []string{"-fail-rank", "2", "-fail", "nofinalize"}}},
+	}})
+	ends := res.Jobs[0].Ends
+	if len(ends) != 3 || ends[2].State != pmix.ErrProcTermWOSync {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	for _, e := range ends[:2] {
+		if e.State != pmix.ErrExitNonzeroTerm || e.ExitCode != 92 {
+			t.Errorf("rank %d ended %v (%s), want the fence's failure (exit 92)", e.Rank, e.State, e.Text)
+		}
+	}
+	if !strings.Contains(out.String(), "PMIX_ERR_PROC_TERM_WO_SYNC") {
+		t.Errorf("the fence failed for another reason:\n%s", out)
+	}
+}
+
 // TestLaunchMPMDOneCluster: three app contexts on the agents of one
 // cluster are one job; a failing rank of the second app ends the job and
 // is reported by rank and app.

@@ -297,7 +297,11 @@ func runResult(res launch.Result, timedOut, continuous, mpmd bool, stderr io.Wri
 		if mpmd {
 			app = fmt.Sprintf(" (app %d)", e.App)
 		}
-		fmt.Fprintf(stderr, "pmixbus run: rank %d%s of %s on node %s %s (%v)", e.Rank, app, e.Nspace, e.Node, e.Text, e.State)
+		node := e.Node
+		if len(res.Jobs) > 0 && len(res.Jobs[0].Clusters) > 1 {
+			node = cluster.Qualify(e.Cluster, e.Node) // a job across clusters
+		}
+		fmt.Fprintf(stderr, "pmixbus run: rank %d%s of %s on node %s %s (%v)", e.Rank, app, e.Nspace, node, e.Text, e.State)
 		if !res.Canceled && !continuous {
 			fmt.Fprint(stderr, "; the other ranks were ended")
 		}

@@ -36,6 +36,8 @@ func TestRunCommand(t *testing.T) {
 		{"exit status", []string{"-n", "3", "/bin/sh", "-c", `if [ "$PMIX_RANK" = 2 ]; then exit 5; fi; sleep 30`}, 5, nil,
 			[]string{"rank 2 of", "exited with status 5", "PMIX_ERR_EXIT_NONZERO_TERM", "the other ranks were ended"}},
 		{"mpmd", []string{"-n", "2", "/bin/echo", "east", ":", "-n", "1", "--cluster", "B", "/bin/echo", "west"}, 0, []string{"east\n", "west\n"}, nil},
+		{"mpmd failure", []string{"-n", "2", "/bin/sleep", "30", ":", "-n", "1", "--cluster", "B", "/bin/sh", "-c", "exit 4"}, 4, nil,
+			[]string{"rank 2 (app 1) of", "on node B:b1 exited with status 4", "the other ranks were ended"}},
 		{"too many", []string{"-n", "5", "/bin/true"}, 1, nil, []string{"5 ranks, 4 free slots", "--oversubscribe"}},
 		{"unknown host", []string{"-n", "1", "--host", "zz", "/bin/true"}, 1, nil, []string{`unknown host "zz"`, "a1, a2"}},
 		{"missing program", []string{"-n", "2", "/no/such/prog"}, 1, nil, []string{"/no/such/prog", "node a1"}},

@@ -20,6 +20,7 @@ func main() {
 		noPMIx   = flag.Bool("no-pmix", false, "never call Init (a plain program)")
 		watch    = flag.Bool("watch", false, "register a default handler for every event and print each one")
 		sleep    = flag.Duration("sleep", 0, "wait this long before ending")
+		pause    = flag.Duration("pause", 0, "wait this long after Init, before anything else")
 		failRank = flag.Int("fail-rank", -2, "the rank that fails (-1: every rank)")
 		fail     = flag.String("fail", "", "how it fails: exit:N, signal, abort:N, nofinalize")
 		say      = flag.String("say", "", "print this on stdout and stderr, prefixed by the rank")
@@ -44,6 +45,7 @@ func main() {
 		os.Exit(90)
 	}
 	me := c.Proc()
+	time.Sleep(*pause)
 	if *say != "" {
 		fmt.Printf("%d: %s\n", me.Rank, *say)
 		fmt.Fprintf(os.Stderr, "%d: %s\n", me.Rank, *say)
