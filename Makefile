@@ -10,7 +10,7 @@ LIB_CFLAGS  = -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -pthread \
               -Icabi/include -Icabi/src
 LIB_LDFLAGS = -shared -pthread -Wl,-soname,libpmix.so.2 \
               -Wl,--version-script=cabi/libpmix.map -Wl,-z,defs -Wl,-z,now
-LIB_SRCS    = $(wildcard cabi/src/*.c) cabi/values.c cabi/helpers.c cabi/objects.c cabi/stubs.c
+LIB_SRCS    = $(wildcard cabi/src/*.c)
 LIB_HDRS    = $(wildcard cabi/src/*.h) cabi/include/pmix.h cabi/include/pmix_common.h
 
 .PHONY: all lib pmixbus fuzz clean
@@ -33,7 +33,7 @@ FUZZDIR ?= .fuzz
 fuzz:
 	@mkdir -p $(FUZZDIR)/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Icabi/include -Icabi/src \
-	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/values.c -o $(FUZZDIR)/fuzz_frame
+	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/src/values.c -o $(FUZZDIR)/fuzz_frame
 	$(FUZZDIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(FUZZDIR)/corpus cabi/fuzz/seeds
 
 clean:
