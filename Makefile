@@ -33,7 +33,7 @@ FUZZDIR ?= .fuzz
 fuzz:
 	@mkdir -p $(FUZZDIR)/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Icabi/include -Icabi/src \
-	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/src/values.c -o $(FUZZDIR)/fuzz_frame
+	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/src/values.c cabi/src/helpers.c cabi/src/objects.c -o $(FUZZDIR)/fuzz_frame
 	$(FUZZDIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(FUZZDIR)/corpus cabi/fuzz/seeds
 
 clean:

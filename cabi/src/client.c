@@ -256,7 +256,7 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
          * libraries take for "run as a singleton". */
         char host[256] = "";
         gethostname(host, sizeof(host) - 1);
-        snprintf(lib.proc.nspace, sizeof(lib.proc.nspace), "singleton.%s.%d", host, (int)getpid());
+        snprintf(lib.proc.nspace, sizeof(lib.proc.nspace), "singleton.%.200s.%d", host, (int)getpid());
         lib.proc.rank = 0;
         lib.singleton = 1;
         lib.cluster[0] = '\0';

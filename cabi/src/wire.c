@@ -9,6 +9,44 @@
 
 #include "wire.h"
 
+/* msgpuck's functions are C99 inline: these declarations make this file
+ * hold their one external definition (C99 6.7.4), so that the library
+ * links at any optimisation level, and stays whole without msgpuck's
+ * static library (its type tables and mp_check: see wire.h). */
+extern char *mp_encode_uint(char *data, uint64_t num);
+extern char *mp_encode_int(char *data, int64_t num);
+extern char *mp_encode_str(char *data, const char *str, uint32_t len);
+extern char *mp_encode_bin(char *data, const char *str, uint32_t len);
+extern char *mp_encode_nil(char *data);
+extern char *mp_encode_bool(char *data, bool val);
+extern char *mp_encode_array(char *data, uint32_t size);
+extern char *mp_encode_double(char *data, double num);
+extern uint32_t mp_decode_map(const char **data);
+extern uint32_t mp_decode_array(const char **data);
+extern uint32_t mp_decode_array_slowpath(uint8_t c, const char **data);
+extern uint64_t mp_decode_uint(const char **data);
+extern int64_t mp_decode_int(const char **data);
+extern const char *mp_decode_str(const char **data, uint32_t *len);
+extern const char *mp_decode_bin(const char **data, uint32_t *len);
+extern bool mp_decode_bool(const char **data);
+extern double mp_decode_double(const char **data);
+extern float mp_decode_float(const char **data);
+extern uint8_t mp_load_u8(const char **data);
+extern uint16_t mp_load_u16(const char **data);
+extern uint32_t mp_load_u32(const char **data);
+extern uint64_t mp_load_u64(const char **data);
+extern float mp_load_float(const char **data);
+extern double mp_load_double(const char **data);
+extern char *mp_store_u8(char *data, uint8_t val);
+extern char *mp_store_u16(char *data, uint16_t val);
+extern char *mp_store_u32(char *data, uint32_t val);
+extern char *mp_store_u64(char *data, uint64_t val);
+extern char *mp_store_double(char *data, double val);
+extern uint32_t mp_decode_strl(const char **data);
+extern uint32_t mp_decode_binl(const char **data);
+extern char *mp_encode_strl(char *data, uint32_t len);
+extern char *mp_encode_binl(char *data, uint32_t len);
+
 /* ---- the validator ---- */
 
 static uint32_t be16(const unsigned char *p) { return (uint32_t)p[0] << 8 | p[1]; }
@@ -551,7 +589,9 @@ int cur_infos(struct cur *c, pmix_info_t **out, size_t *n, int depth)
             break;
         }
         copy_fixed(arr[k].key, sizeof(arr[k].key), key, kl);
-        arr[k].flags = (pmix_info_directives_t)flags & ~(pmix_info_directives_t)PMIX_INFO_ARRAY_END;
+        /* only the required flag travels: others (PERSISTENT: not owned)
+         * would change what freeing the array frees */
+        arr[k].flags = (pmix_info_directives_t)flags & PMIX_INFO_REQD;
         if (cur_value(c, &arr[k].value, arr[k].key, depth) < 0) {
             k++; /* the half-made value is freed with the others */
             break;
