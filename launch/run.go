@@ -36,8 +36,8 @@ type JobSpec struct {
 	// N is the number of ranks.
 	N int
 	// Hosts restricts placement to these nodes, with these slots
-	// (--host); empty places over the cluster's live agents by their
-	// slots.
+	// (--host, --hostfile; 0 slots: as many as the node's agent has);
+	// empty places over the cluster's live agents by their slots.
 	Hosts         []Node
 	MapBy         string
 	Oversubscribe bool
@@ -306,7 +306,11 @@ func (r *Run) plan(ctx context.Context) error {
 				if live[h.Name] == nil {
 					return fmt.Errorf("%w: unknown host %s: the live agents of cluster %s are %s", ErrPlacement, pmix.Quote(h.Name), c, strings.Join(slices.Sorted(maps.Keys(live)), ", "))
 				}
-				nodes = append(nodes, Node{Name: h.Name, Slots: h.Slots, Used: used[c][h.Name]})
+				slots := h.Slots
+				if slots == 0 {
+					slots = live[h.Name].Slots // a hostfile entry without slots=: the agent's
+				}
+				nodes = append(nodes, Node{Name: h.Name, Slots: slots, Used: used[c][h.Name]})
 			}
 		} else {
 			for _, name := range slices.Sorted(maps.Keys(live)) {
@@ -349,6 +353,13 @@ func (r *Run) plan(ctx context.Context) error {
 			return fmt.Errorf("cluster %s: %w", j.cluster, err)
 		}
 		j.claimed = true
+		if j.spec.Nspace != "" {
+			// Its output would mix with an earlier run's in pmixbus attach.
+			if err := checkKeptOutput(ctx, js, j.cluster, j.nspace); err != nil {
+				r.release()
+				return err
+			}
+		}
 	}
 	return nil
 }

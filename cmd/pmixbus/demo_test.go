@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv(security.EnvKeysDir, dir)
+	os.Setenv("XDG_STATE_HOME", dir+"/state") // the agents' stores and local registrations
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -35,6 +35,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help":
 		printUsage(stdout)
 		return exitOK
+	case "-V", "-version", "--version":
+		return runVersion(ctx, rest, stdout, stderr)
 	case "help":
 		if len(rest) == 0 {
 			printUsage(stdout)
