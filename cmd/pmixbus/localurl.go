@@ -178,3 +178,15 @@ func localNATS(cluster string) (string, error) {
 	}
 	return "", fmt.Errorf("%d local pmixbus NATS servers%s, and none named: %s; %s", len(urls), of, strings.Join(list, "; "), hint)
 }
+
+// localAgentsAt lists the local agents whose NATS server is at url.
+func localAgentsAt(url string) []localEndpoint {
+	eps, _ := localEndpoints("")
+	var out []localEndpoint
+	for _, e := range eps {
+		if e.Kind == "agent" && e.URL == url {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -328,8 +326,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
 	}
+	agents := localAgentsAt(*natsURL) // to tell the loss of "its" agent from that of NATS
+	// Pings every second: a server cut off silently is noticed within
+	// two (lostAfter's margin), not nats.go's default of minutes.
 	nc, err := connectTool(*natsURL, key, given(first.fs, "nkey"), stderr, "run",
 		nats.Name("pmixbus run"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2),
 		nats.CustomInboxPrefix(security.LauncherInboxPrefix), asyncErrors(stderr, "run"))
 	if err != nil {
 		return fail("connecting to %s: %v%s (give the URL of a pmixbus NATS server with --nats or PMIXBUS_NATS)", *natsURL, err, authHint(err, identity))
@@ -349,37 +351,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail("%v", err)
 	}
-	var expire <-chan time.Time
-	if *timeout > 0 {
-		t := time.NewTimer(*timeout)
-		defer t.Stop()
-		expire = t.C
-	}
-	// The first SIGINT or SIGTERM ends ctx (main's NotifyContext): the
-	// job is ended gracefully; a second one kills it.
-	timedOut := false
-	var sigs chan os.Signal
-	for {
-		select {
-		case <-r.Done():
-			res, _ := r.Wait(context.Background())
-			return runResult(res, timedOut, *continuous, stderr)
-		case <-expire:
-			timedOut = true
-			fmt.Fprintf(stderr, "pmixbus run: the job ran out of time (--timeout %v); ending it\n", *timeout)
-			go r.Terminate(false)
-		case <-ctx.Done():
-			ctx = context.Background()
-			sigs = make(chan os.Signal, 1)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			fmt.Fprintln(stderr, "pmixbus run: interrupted: ending the job (interrupt again to kill it)")
-			go r.Terminate(false)
-		case s := <-sigs:
-			fmt.Fprintf(stderr, "pmixbus run: %v again: killing the job\n", s)
-			go r.Terminate(true)
-		}
-	}
+	return waitRun(ctx, r, jobWatch{nc: nc, agents: agents, timeout: *timeout, continuous: *continuous}, stderr)
 }
 
 // mayLaunch checks that nc's sign-in may do what a launcher does first:
@@ -399,22 +371,4 @@ func mayLaunch(nc *nats.Conn) error {
 		return err
 	}
 	return refused(nc)
-}
-
-// runResult reports how the run ended and returns the exit code.
-func runResult(res launch.Result, timedOut, continuous bool, stderr io.Writer) int {
-	if e := res.First; e != nil {
-		fmt.Fprintf(stderr, "pmixbus run: rank %d of %s on node %s %s (%v)", e.Rank, e.Nspace, e.Node, e.Text, e.State)
-		if !res.Canceled && !continuous {
-			fmt.Fprint(stderr, "; the other ranks were ended")
-		}
-		fmt.Fprintln(stderr)
-	}
-	switch {
-	case timedOut:
-		return 124
-	case res.First == nil && res.Canceled:
-		return 130
-	}
-	return res.ExitCode
 }

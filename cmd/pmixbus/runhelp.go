@@ -97,9 +97,12 @@ func printRunHelp(w io.Writer, fs *flag.FlagSet, category string) bool {
 		}
 		fmt.Fprintf(w, "\nFor the other options, run 'pmixbus run --help <category>'. The categories:\n    %s, all.\n", strings.Join(names, ", "))
 		fmt.Fprint(w, `
-App contexts separated by ':' run together. Exit status, as mpirun's: 0 when
-every rank exited 0, else the first failing rank's code (128+signal); 124
-after --timeout, 130 when interrupted; the others are in docs/launch.md.
+App contexts separated by ':' run together. SIGINT ends the job; a second
+SIGINT, or SIGTERM, kills it and exits within seconds. Exit status, as
+mpirun's: 0 when every rank exited 0, else the first failing rank's code
+(128+signal); 124 after --timeout, 130 interrupted, 143 terminated; 68 a node
+went down, 69 the local agent whose NATS server the run used is gone, 75 the
+NATS server was lost (docs/launch.md).
 `)
 	}
 	return true
