@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -95,6 +96,24 @@ func claimJob(ctx context.Context, kv natsjs.KeyValue, rec JobRecord, ttl time.D
 		return pmix.Errorf(pmix.ErrUnreach, "claiming nspace %s: %v", rec.Nspace, err)
 	}
 	return nil
+}
+
+// checkKeptOutput refuses an nspace whose earlier run's output the
+// cluster's output stream still keeps: the two runs' output would be one
+// job's to pmixbus attach.
+//
+// Errors: ErrNspaceTaken.
+func checkKeptOutput(ctx context.Context, js natsjs.JetStream, c cluster.ID, nspace string) error {
+	s, err := js.Stream(ctx, iof.StreamName)
+	if err != nil {
+		return nil // no output stream: no output kept
+	}
+	info, err := s.Info(ctx, natsjs.WithSubjectFilter(iof.JobFilter(string(c), nspace)))
+	if err != nil || len(info.State.Subjects) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: cluster %s keeps the output of an earlier run of nspace %s (pmixbus attach %s shows it) until it is older than its agents' --iof-max-age; give another --nspace, or none for a fresh one",
+		ErrNspaceTaken, c, pmix.Quote(nspace), cluster.Qualify(c, nspace))
 }
 
 // beatJob refreshes the job's key and its TTL.
