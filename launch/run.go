@@ -38,8 +38,8 @@ type JobSpec struct {
 	// N is the number of ranks.
 	N int
 	// Hosts restricts placement to these nodes, with these slots
-	// (--host); empty places over the cluster's live agents by their
-	// slots.
+	// (--host, --hostfile; 0 slots: as many as the node's agent has);
+	// empty places over the cluster's live agents by their slots.
 	Hosts         []Node
 	MapBy         string
 	Oversubscribe bool
@@ -120,6 +120,9 @@ type Result struct {
 	// ended: the agents end the jobs' processes once their keys expire
 	// and the launcher grace passes; their ends are not known here.
 	Lost bool
+	// NodeLost is set when First is a rank that went down with its node
+	// (its agent stopped answering and its liveness key expired).
+	NodeLost bool
 	// Jobs is the run's job: one, whatever the number of app contexts.
 	Jobs []JobResult
 }
@@ -160,6 +163,7 @@ type Run struct {
 	pollReconnects uint64
 	completes      map[rankKey]int // channels of a rank whose end was shown
 	held           map[rankKey]heldEnd
+	downRanks      map[rankKey]bool // ranks that went down with their node
 
 	mu       sync.Mutex
 	ends     map[pmix.Rank]ProcEnd
@@ -202,7 +206,7 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
@@ -343,7 +347,11 @@ func (r *Run) plan(ctx context.Context) error {
 				if live[c][h.Name] == nil {
 					return fmt.Errorf("%w: unknown host %s: the live agents of cluster %s are %s", ErrPlacement, pmix.Quote(h.Name), c, strings.Join(slices.Sorted(maps.Keys(live[c])), ", "))
 				}
-				nodes = append(nodes, Node{Name: h.Name, Slots: h.Slots, Used: used[c][h.Name]})
+				slots := h.Slots
+				if slots == 0 {
+					slots = live[c][h.Name].Slots // a hostfile entry without slots=: the agent's
+				}
+				nodes = append(nodes, Node{Name: h.Name, Slots: slots, Used: used[c][h.Name]})
 			}
 		} else {
 			for _, name := range slices.Sorted(maps.Keys(live[c])) {
@@ -374,7 +382,8 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		r.left += spec.N
 	}
-	if r.nspace == "" {
+	given := r.nspace != ""
+	if !given {
 		r.nspace = newNspace()
 	}
 	for _, j := range r.jobs {
@@ -382,7 +391,7 @@ func (r *Run) plan(ctx context.Context) error {
 		j.rec = JobRecord{Nspace: r.nspace, Launcher: r.cfg.Launcher, Started: time.Now(), Size: len(r.places), Nodes: j.nodes, App: strings.Join(paths, " : ")}
 	}
 	for _, j := range r.jobs {
-		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, false)
+		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, 0)
 		if err != nil {
 			r.release()
 			return err
@@ -393,6 +402,13 @@ func (r *Run) plan(ctx context.Context) error {
 			return fmt.Errorf("cluster %s: %w", j.cluster, err)
 		}
 		j.claimed = true
+		if given {
+			// Its output would mix with an earlier run's in pmixbus attach.
+			if err := checkKeptOutput(ctx, js, j.cluster, j.nspace); err != nil {
+				r.release()
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -743,9 +759,18 @@ func (r *Run) poll() {
 			err := Control(ctx, r.cfg.Conn, j.cluster, node, OpJobs, nil, &reply)
 			cancel()
 			if err != nil {
-				if errors.Is(err, ErrNoAgent) && r.nodeDown(j.cluster, node) && r.downFor(j.cluster, node) >= r.cfg.JobTTL {
+				// The clock starts at the first unanswered poll: a node
+				// cut off is reported once it has not answered for the job
+				// TTL and its key has expired meanwhile (the liveness TTL,
+				// shorter), not a TTL after that.
+				if errors.Is(err, ErrNoAgent) && r.downFor(j.cluster, node) >= r.cfg.JobTTL && r.nodeDown(j.cluster, node) {
+					r.mu.Lock()
 					for _, rk := range ranks {
-						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (the agent's liveness key expired)"})
+						r.downRanks[rankKey{j.nspace, rk}] = true
+					}
+					r.mu.Unlock()
+					for _, rk := range ranks {
+						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (its agent stopped answering and its liveness key expired)"})
 					}
 				}
 				continue
@@ -914,6 +939,7 @@ func (r *Run) finish() {
 	if r.first != nil {
 		e := *r.first
 		res.First = &e
+		res.NodeLost = r.downRanks[rankKey{e.Nspace, e.Rank}]
 		res.ExitCode = e.ExitCode
 		if res.ExitCode == 0 {
 			res.ExitCode = 1
