@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/router"
@@ -20,10 +21,16 @@ const flushTimeout = 5 * time.Second
 // Agent.
 type routerHost struct{ a *Agent }
 
+var _ event.Spans = routerHost{} // jobs across clusters
+
 func (h routerHost) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
 	return h.a.Nodes(nspace, rank)
 }
 func (h routerHost) Recipients() []router.Recipient { return h.a.recipients() }
+
+// OtherClusters makes the router publish the NAMESPACE events of a job
+// across clusters on each of them (event.Spans).
+func (h routerHost) OtherClusters(nspace string) []cluster.ID { return h.a.OtherClusters(nspace) }
 func (h routerHost) Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
 	h.a.outcome(m, source, client, o)
 }

@@ -245,27 +245,34 @@ func TestAbortEventIsTheAskingProcess(t *testing.T) {
 	}
 	// ran waits for the outcome of client's chain for code and returns
 	// the handlers it ran, and those of its abort chain.
+	var others []event.OutcomeReport // came while another was awaited
 	ran := func(client pmix.Proc, code pmix.Status) (chain, abort []string) {
 		t.Helper()
 		deadline := time.After(waitTime)
 		for {
-			select {
-			case r := <-outcomes:
+			var r event.OutcomeReport
+			if i := slices.IndexFunc(others, func(o event.OutcomeReport) bool { return o.Client == client && o.Outcome.Code == code }); i >= 0 {
+				r, others = others[i], slices.Delete(others, i, i+1)
+			} else {
+				select {
+				case r = <-outcomes:
+				case <-deadline:
+					t.Fatalf("no outcome of %v's chain for %v", client, code)
+				}
 				if r.Client != client || r.Outcome.Code != code {
+					others = append(others, r)
 					continue
 				}
-				for _, x := range r.Outcome.Ran {
-					chain = append(chain, x.Name)
-				}
-				if r.Outcome.Abort != nil {
-					for _, x := range r.Outcome.Abort.Ran {
-						abort = append(abort, x.Name)
-					}
-				}
-				return chain, abort
-			case <-deadline:
-				t.Fatalf("no outcome of %v's chain for %v", client, code)
 			}
+			for _, x := range r.Outcome.Ran {
+				chain = append(chain, x.Name)
+			}
+			if r.Outcome.Abort != nil {
+				for _, x := range r.Outcome.Abort.Ran {
+					abort = append(abort, x.Name)
+				}
+			}
+			return chain, abort
 		}
 	}
 	if err := clients[0].c.Abort(t.Context(), 3, "bye", nil); err != nil {
