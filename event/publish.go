@@ -44,7 +44,6 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 		}
 		subjs = append(subjs, sc.Subject(m.Code))
 	}
-	multi := len(scopes) > 1
 	// Checked before any is sent: a server drops the connection over a
 	// subject too long for its protocol line.
 	for _, subj := range subjs {
@@ -53,10 +52,7 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 		}
 	}
 	for i, subj := range subjs {
-		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
-		if multi {
-			hdr.Set(jetstream.MsgIDHeader, MsgID(m.ID, scopes[i]))
-		}
+		hdr := nats.Header{jetstream.MsgIDHeader: []string{MsgID(m.ID, scopes[i])}}
 		for k, v := range extra {
 			hdr[k] = v
 		}
@@ -67,10 +63,10 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 	return nil
 }
 
-// MsgID is the Nats-Msg-Id of event id published to scope sc among
-// others (a CUSTOM event for ranks on several nodes goes to each node's
-// agent scope): the id and the scope, so the streams keep one message per
-// scope, each replayable and retained on its node, while the same event
-// sent again to the same scope is still a duplicate. An event published to
-// one scope has its own id.
+// MsgID is the Nats-Msg-Id of event id published to scope sc: the id and
+// the scope. A CUSTOM event for ranks on several nodes goes to each node's
+// agent scope, and the streams keep one message per scope, each replayable
+// and retained on its node; the same event sent again to the same scope,
+// by whichever agent and however many other scopes it went to, is still a
+// duplicate (agents that all raise a node's end send the same ids).
 func MsgID(id string, sc subjects.Scope) string { return id + "@" + sc.Prefix() }

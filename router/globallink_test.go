@@ -59,7 +59,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != "e1" {
+		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != event.MsgID("e1", subjects.Global()) {
 			t.Fatalf("copy headers %v, want it for %s, marked as B's, with the event's id", msg.Header, want)
 		}
 	}
