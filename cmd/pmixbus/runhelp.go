@@ -28,6 +28,7 @@ var runCategories = []runCategory{
 	{"input", "the ranks' input", []string{"stdin"}},
 	{"mapping", "where the ranks run", []string{"host", "hostfile", "map-by", "oversubscribe", "cluster", "nspace"}},
 	{"launch", "how the ranks start", []string{"x", "env", "wdir", "allow-run-as-root"}},
+	{"dvm", "agents started on the hosts", []string{"launch-agent", "hostfile", "host"}},
 }
 
 // runAliases are the other names of run's flags, mpirun's and prterun's.
