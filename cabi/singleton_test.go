@@ -1,4 +1,4 @@
-package main
+package cabi
 
 import (
 	"os/exec"
@@ -83,7 +83,7 @@ func TestHelpersSanitized(t *testing.T) {
 	cc := needCC(t)
 	bin := filepath.Join(t.TempDir(), "helpers-asan")
 	args := []string{"-std=gnu11", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-		"-fno-omit-frame-pointer", "-I", "include", "testdata/helpers.c", "values.c", "helpers.c", "objects.c", "-o", bin}
+		"-fno-omit-frame-pointer", "-I", "include", "testdata/helpers.c", "src/values.c", "src/helpers.c", "src/objects.c", "-o", bin}
 	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Skipf("%s cannot build with sanitizers here: %v\n%s", cc, err, b)
 	}

@@ -1,0 +1,40 @@
+# make: the pmixbus binary and lib/libpmix.so.2, the PMIx client library in
+# C (cabi/src, docs/cabi.md). Needs Go, a C compiler and Debian's
+# libmsgpuck-dev (header only: nothing extra is linked into the ranks).
+GO      ?= go
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+LIBDIR  ?= lib
+
+LIB_CFLAGS  = -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -pthread \
+              -Icabi/include -Icabi/src
+LIB_LDFLAGS = -shared -pthread -Wl,-soname,libpmix.so.2 \
+              -Wl,--version-script=cabi/libpmix.map -Wl,-z,defs -Wl,-z,now
+LIB_SRCS    = $(wildcard cabi/src/*.c)
+LIB_HDRS    = $(wildcard cabi/src/*.h) cabi/include/pmix.h cabi/include/pmix_common.h
+
+.PHONY: all lib pmixbus fuzz clean
+all: pmixbus lib
+
+pmixbus:
+	$(GO) build -o pmixbus ./cmd/pmixbus
+
+lib: $(LIBDIR)/libpmix.so.2
+
+$(LIBDIR)/libpmix.so.2: $(LIB_SRCS) $(LIB_HDRS) cabi/libpmix.map Makefile
+	@mkdir -p $(LIBDIR)
+	$(CC) $(CFLAGS) $(LIB_CFLAGS) $(LIB_SRCS) $(LIB_LDFLAGS) -o $@.tmp
+	mv $@.tmp $@
+	ln -sf libpmix.so.2 $(LIBDIR)/libpmix.so
+
+# The frame decoder's fuzz target (libFuzzer, clang), run for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+FUZZDIR ?= .fuzz
+fuzz:
+	@mkdir -p $(FUZZDIR)/corpus
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -Icabi/include -Icabi/src \
+	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/src/values.c cabi/src/helpers.c cabi/src/objects.c -o $(FUZZDIR)/fuzz_frame
+	$(FUZZDIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(FUZZDIR)/corpus cabi/fuzz/seeds
+
+clean:
+	rm -rf pmixbus $(LIBDIR) $(FUZZDIR)

@@ -1,0 +1,176 @@
+/*
+ * conn.h — the library's state: one connection to the agent, its request
+ * table and its one progress thread (conn.c), shared by the entry points
+ * (client.c, events.c).
+ *
+ * Locks: lib.mu guards everything below but the socket's writes, which
+ * wmu serialises (taken before mu when both are). No callback of the
+ * application is ever called with either held. lib.cv is broadcast when a
+ * request completes, a registration's call returns, or a local chain ends.
+ */
+#ifndef CABI_CONN_H
+#define CABI_CONN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "pmix.h"
+#include "wire.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+
+struct frame;
+struct req;
+struct work;
+
+/* A request waiting for its reply. cb NULL: a thread waits for done (the
+ * reply is copied into body). Otherwise cb runs on the progress thread
+ * with the reply (f NULL and status set when the connection ended). */
+struct req {
+    struct req *next;
+    uint64_t seq;
+    int done;
+    pmix_status_t lost;
+    char *body;
+    size_t len;
+    void (*cb)(struct req *r, struct frame *f, pmix_status_t status);
+    /* the callback's data */
+    pmix_op_cbfunc_t opcb;
+    void *cbdata;
+    void *ctx;
+    uintptr_t arg;
+    struct reg *reg; /* a registration whose reply installs it */
+};
+
+/* A work item run on the progress thread, in order. */
+struct work {
+    struct work *next;
+    void (*fn)(struct work *w);
+    void *p;
+    void *q;
+    uintptr_t a;
+    pmix_status_t st;
+    struct req *req;
+    char *body;
+    size_t len;
+};
+
+/* An event registration of the application. */
+struct reg {
+    struct reg *next;     /* lib.regs */
+    struct reg *prev_cat, *next_cat; /* its category's middle list */
+    size_t ref;
+    uint64_t agent_id;
+    int state;     /* REG_PENDING, REG_OK */
+    int returned;  /* its registering call has returned */
+    int dropped;   /* deregistered before the agent answered */
+    int placed;
+    pmix_notification_fn_t fn;
+    pmix_status_t *codes;
+    size_t ncodes;
+    int cat, place;
+    char name[PMIX_MAX_KEYLEN + 1];
+    char target[PMIX_MAX_KEYLEN + 1];
+    /* filters of the local chains */
+    pmix_data_range_t range;
+    int job_given, job, env_given, env;
+    pmix_proc_t *custom;
+    size_t ncustom;
+    pmix_proc_t *affected;
+    size_t naffected;
+};
+
+enum { REG_PENDING, REG_OK };
+enum { CAT_SINGLE, CAT_MULTI, CAT_DEFAULT };
+enum { P_PREPEND, P_APPEND, P_FIRST, P_LAST, P_FIRST_CAT, P_LAST_CAT, P_BEFORE, P_AFTER };
+
+/* A value kept in the process: a put, a stored value, a connect's keys. */
+struct kept {
+    struct kept *next;
+    pmix_proc_t proc;
+    char key[PMIX_MAX_KEYLEN + 1];
+    int scope;
+    int pending; /* put since the last commit */
+    char *enc;   /* the value, msgpack-encoded as on the wire */
+    size_t len;
+};
+
+struct connect_rec {
+    struct connect_rec *next;
+    char *key;    /* the procs, sorted */
+    char **ns;    /* the connects' nspaces, oldest first */
+    size_t n;
+};
+
+struct lib {
+    pthread_mutex_t mu, wmu, initmu;
+    pthread_cond_t cv;
+    int inits;
+    int singleton;
+    pmix_proc_t proc;
+    char cluster[PMIX_MAX_NSLEN + 1];
+
+    /* the connection */
+    int fd, wakefd;
+    int version;
+    int lost, final, stop;
+    uint64_t seq;
+    struct req *reqs;
+    char *hello; /* the hello reply's body (its info is read from it) */
+    size_t hello_len;
+    struct raw hello_in;
+
+    /* the progress thread */
+    pthread_t thread;
+    int running;
+    struct work *qhead, *qtail;
+    char *rbuf;
+    size_t rlen, rcap;
+
+    /* registrations, by order of registration, and the local order */
+    struct reg *regs;
+    size_t next_ref;
+    struct reg *first, *last, *cat_head[3], *cat_tail[3], *cat_list[3];
+
+    struct kept *puts, *stored;
+    struct connect_rec *connects;
+    int chains; /* local chains running */
+};
+
+extern struct lib lib HIDDEN;
+extern __thread int cabi_in_handler HIDDEN;
+
+/* conn.c */
+HIDDEN int on_progress_thread(void);
+HIDDEN void enqueue_locked(struct work *w);
+HIDDEN void enqueue(struct work *w);
+HIDDEN struct work *work_new(void (*fn)(struct work *));
+/* Send a frame built by build (seq given) and register r for its reply,
+ * r->seq set. Returns 0, or PMIX_ERR_LOST_CONNECTION / PMIX_ERR_INIT. */
+HIDDEN pmix_status_t send_request(struct req *r, unsigned type,
+                                  void (*build)(struct fw *f, void *arg), void *arg);
+/* Send a frame with no reply awaited. */
+HIDDEN pmix_status_t send_oneway(struct wbuf *w);
+/* Wait for r (a waiter) to complete; timeout_ms < 0: forever. On the
+ * progress thread it reads the socket itself. Returns the reply's status
+ * (r->body holds it) or the loss. */
+HIDDEN pmix_status_t await_reply(struct req *r, int timeout_ms, struct frame *f);
+HIDDEN void req_release(struct req *r);
+HIDDEN pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank, const char *cred);
+HIDDEN void conn_close(void);
+HIDDEN int hello_lookup(const char *key, pmix_value_t *v);
+
+/* events.c */
+HIDDEN void reg_place_locked(struct reg *r);
+HIDDEN void reg_unplace_locked(struct reg *r);
+HIDDEN void reg_free(struct reg *r);
+HIDDEN void run_invoke(struct work *w);
+HIDDEN struct work *invoke_work(struct cur *c, int entry, struct frame *f);
+HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninfo,
+                        void (*done)(void *arg), void *arg);
+HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
+
+/* client.c */
+HIDDEN void run_cleanups(void);
+
+#endif

@@ -1,0 +1,117 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Transport is the part of NATS the router uses: publish, subscribe into
+// one channel, flush. NATS is the real one; MemTransport carries
+// messages in memory, so the routing logic is tested without a server.
+type Transport interface {
+	PublishMsg(*nats.Msg) error
+	// Subscribe feeds the messages on subject (a pattern) into ch, in the
+	// order the connection receives them, each with Sub.Subject set to
+	// subject.
+	Subscribe(subject string, ch chan *nats.Msg) (Subscription, error)
+	// Flush returns once the server has processed what was sent before.
+	Flush(ctx context.Context) error
+}
+
+// NATS is a Transport over a NATS connection.
+func NATS(nc *nats.Conn) Transport { return natsTransport{nc} }
+
+type natsTransport struct{ nc *nats.Conn }
+
+func (t natsTransport) PublishMsg(m *nats.Msg) error { return t.nc.PublishMsg(m) }
+
+// Subscription is one subscription of a Transport; *nats.Subscription is
+// one.
+type Subscription interface {
+	Unsubscribe() error
+	// Dropped is how many messages did not fit the channel (NATS's slow
+	// consumer).
+	Dropped() (int, error)
+}
+
+func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
+	sub, err := t.nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithContext(ctx) }
+
+// MemTransport is a Transport in memory: a message published goes, at
+// once and in order, to every Subscription whose pattern matches its
+// subject (NATS's "*" and ">" wildcards). The zero value is ready; it
+// waits for room in a full channel, or with dropWhenFull drops the
+// message and counts it, as NATS does.
+type MemTransport struct {
+	mu           sync.Mutex
+	subs         map[*memSub]struct{}
+	dropWhenFull bool
+}
+
+type memSub struct {
+	t       *MemTransport
+	pattern []string
+	sub     *nats.Subscription
+	ch      chan *nats.Msg
+	dropped int // guarded by t.mu
+}
+
+func (s *memSub) Unsubscribe() error {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	delete(s.t.subs, s)
+	return nil
+}
+
+func (s *memSub) Dropped() (int, error) {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	return s.dropped, nil
+}
+
+func (t *MemTransport) PublishMsg(m *nats.Msg) error {
+	toks := strings.Split(m.Subject, ".")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.subs {
+		if subjects.MatchTokens(s.pattern, toks) {
+			c := *m
+			c.Sub = s.sub
+			if !t.dropWhenFull {
+				s.ch <- &c
+				continue
+			}
+			select {
+			case s.ch <- &c:
+			default:
+				s.dropped++
+			}
+		}
+	}
+	return nil
+}
+
+func (t *MemTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
+	s := &memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs == nil {
+		t.subs = map[*memSub]struct{}{}
+	}
+	t.subs[s] = struct{}{}
+	return s, nil
+}
+
+func (t *MemTransport) Flush(context.Context) error { return nil }
