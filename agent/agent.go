@@ -36,8 +36,11 @@ type Agent struct {
 	nc     *nats.Conn
 	ownNC  bool
 	server *cluster.Server // embedded, when no URL or Conn was given
-	ln     net.Listener
-	addr   string // what clients dial, "unix:/…" or "tcp:…"
+	// replicas of the streams and buckets the agent creates: Config.Replicas,
+	// or the cluster's default once connected.
+	replicas int
+	ln       net.Listener
+	addr     string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
@@ -211,6 +214,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		a.nc, a.ownNC = nc, true
 	}
 	a.watchNATS(a.nc)
+	a.replicas = a.cfg.Replicas
+	if a.replicas == 0 {
+		a.replicas = cluster.DefaultReplicas(a.nc)
+	}
 	a.outcomes = router.NewOutcomes(a.nc, string(a.cfg.Cluster), a.cfg.Node, a.log, a.ctx, a.done)
 	if err := a.openCache(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)

@@ -25,6 +25,7 @@ func (a *Agent) openCache(ctx context.Context) error {
 		MaxAge:      a.cfg.CacheMaxAge,
 		MaxBytes:    a.cfg.CacheMaxBytes,
 		Memory:      a.cfg.CacheMemory,
+		Replicas:    a.replicas,
 	})
 	if err != nil {
 		return err

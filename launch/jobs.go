@@ -50,15 +50,15 @@ func jobPutSubject(c cluster.ID, nspace string) string {
 	return jetstream.KVPutSubject(c.Domain(), JobsBucket, jobKey(nspace))
 }
 
-// openJobs creates (an agent) or binds (a launcher) cluster c's jobs
-// bucket.
-func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, create bool) (natsjs.JetStream, natsjs.KeyValue, error) {
+// openJobs creates with replicas copies (an agent, replicas > 0) or binds
+// (a launcher, replicas 0) cluster c's jobs bucket.
+func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, replicas int) (natsjs.JetStream, natsjs.KeyValue, error) {
 	js, err := natsjs.NewWithDomain(nc, c.Domain())
 	if err != nil {
 		return nil, nil, err
 	}
 	var kv natsjs.KeyValue
-	if create {
+	if replicas > 0 {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
 			Bucket:         JobsBucket,
 			Description:    "pmixbus jobs running on the cluster and their launchers' liveness (launch)",
@@ -66,6 +66,7 @@ func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, create bool) (na
 			MaxValueSize:   1 << 20,
 			Storage:        natsjs.FileStorage,
 			LimitMarkerTTL: time.Minute,
+			Replicas:       replicas,
 		})
 	} else {
 		kv, err = js.KeyValue(ctx, JobsBucket)
@@ -132,7 +133,7 @@ func beatJob(ctx context.Context, js natsjs.JetStream, c cluster.ID, rec JobReco
 // Errors: pmix.ErrNotFound when no job of that nspace runs there;
 // pmix.ErrUnreach when the bucket does not answer.
 func JobNodes(ctx context.Context, nc *nats.Conn, c cluster.ID, nspace string) ([]string, error) {
-	_, kv, err := openJobs(ctx, nc, c, false)
+	_, kv, err := openJobs(ctx, nc, c, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -350,7 +350,7 @@ func (r *Run) plan(ctx context.Context) error {
 		r.left += spec.N
 	}
 	for _, j := range r.jobs {
-		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, false)
+		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, 0)
 		if err != nil {
 			r.release()
 			return err

@@ -109,6 +109,7 @@ var agentEnv = envBindings{
 	"cluster":           "PMIXBUS_CLUSTER",
 	"node":              "PMIXBUS_NODE",
 	"nats":              "PMIXBUS_NATS",
+	"replicas":          "PMIXBUS_REPLICAS",
 	"port":              "PMIXBUS_PORT",
 	"store":             "PMIXBUS_STORE",
 	"listen":            "PMIXBUS_LISTEN",
@@ -161,6 +162,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
 		iofMaxAge      = fs.Duration("iof-max-age", iof.DefaultMaxAge, "how long the cluster's output stream keeps a job's output for pmixbus attach (PMIXBUS_IOF_MAX_AGE)")
 		iofStreamBytes = fs.Int64("iof-stream-bytes", iof.DefaultStreamBytes, "byte limit of the cluster's whole output stream, the oldest output of any job dropped first (PMIXBUS_IOF_STREAM_BYTES)")
+		replicas       = fs.Int("replicas", 0, "copies `n` of every stream and bucket the agent creates in its cluster (event cache, output, publish/lookup, groups, agents, jobs), 1 to 5; 0: min(3, the cluster's servers as they advertise themselves) — give every agent of a cluster the same (PMIXBUS_REPLICAS)")
 		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
 		natsHost       = fs.String("nats-host", "127.0.0.1", "`address` the embedded NATS server listens on; 0.0.0.0 for every interface, whose URLs the agent then prints (NATS URLs:) for agents of other hosts (PMIXBUS_NATS_HOST)")
 		stopOnEOF      = fs.Bool("stop-on-eof", false, "stop, as on SIGTERM, when standard input ends: what a launcher that started the agent (pmixbus run --hostfile, through ssh or srun) holds open")
@@ -224,6 +226,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.URL = *natsURL
 	cfg.GlobalDomain = *globalDomain
 	cfg.Slots = *slots
+	cfg.Replicas = *replicas
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
 	cfg.ClusterGrace = *clusterGrace

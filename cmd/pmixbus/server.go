@@ -68,12 +68,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		store       = fs.String("store", "", "JetStream storage `dir` (default <state dir>/store/<cluster>/<name>, the state dir being $XDG_STATE_HOME/pmixbus, ~/.local/state/pmixbus, or /var/lib/pmixbus for root)")
 		leafPort    = fs.Int("leaf-port", 0, "accept leaf-node connections on `port`, acting as a hub; 0 off, -1 a free one")
 		monitorPort = fs.Int("monitor-port", 0, "HTTP monitoring `port`; 0 off, -1 a free one")
+		routePort   = fs.Int("route-port", 0, "accept routes from the other servers of this cluster on `port` (a routed cluster: docs/operations.md); 0 off, -1 a free one")
 		logLevel    = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace")
 		metricsAddr = fs.String("metrics-addr", "", metricsFlagHelp)
 		keys        = fs.String("keys", "", keysDirHelp)
 		leafTLS     = addLeafTLSFlags(fs)
 		leafRemotes stringList
+		routes      stringList
 	)
+	fs.Var(&routes, "route", "a route to another server of this cluster at `URL` (nats-route://host:port), with --route-port; repeatable. The servers of a cluster authenticate their routes with a password derived from the keys, so give them the same keys directory")
 	fs.Var(&leafRemotes, "leaf-remote", "connect as a leaf node to the hub at `URL` (nats-leaf://host:port); repeatable")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -97,6 +100,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg.LeafPort = *leafPort
 	cfg.LeafRemotes = leafRemotes
 	cfg.MonitorPort = *monitorPort
+	cfg.RoutePort, cfg.Routes = *routePort, routes
 	cfg.LeafTLS = leafTLS.config()
 	if cfg.StoreDir == "" {
 		serverName := cfg.Name
@@ -140,6 +144,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "pmixbus server %s ready: cluster %s, JetStream domain %q, store %s\n",
 		s.Name(), s.Cluster(), s.Domain(), s.StoreDir())
 	fmt.Fprintf(stdout, "client URL: %s\n", s.ClientURL())
+	if u := s.RouteURL(); u != "" {
+		fmt.Fprintf(stdout, "route URL: %s\n", u)
+	}
 	if u := s.LeafURL(); u != "" {
 		fmt.Fprintf(stdout, "leaf URL: %s\n", u)
 	}
