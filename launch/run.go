@@ -102,8 +102,12 @@ type Config struct {
 	// Poll is how often the launcher asks the jobs' agents about ranks
 	// whose end it has not heard of (an agent that died, a lost report).
 	// Zero means 1 s.
-	Poll   time.Duration
-	Logger *slog.Logger
+	Poll time.Duration
+	// NodeDown, if set, is called when the launcher finds a node of a job
+	// down (unanswering for JobTTL, its liveness key expired) and counts
+	// its ranks there as ended, before the run's policy acts on it.
+	NodeDown func(c cluster.ID, node string)
+	Logger   *slog.Logger
 }
 
 // Result is how a run ended.
@@ -723,6 +727,9 @@ func (r *Run) killAll(force bool, reason string) {
 	var g multierror.Group
 	for _, j := range r.jobs {
 		for _, node := range j.nodes {
+			if r.nodeLost(j, node) {
+				continue // it would only time out: its ranks went with it
+			}
 			g.Go(func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
@@ -737,6 +744,18 @@ func (r *Run) killAll(force bool, reason string) {
 	if err := g.Wait().ErrorOrNil(); err != nil {
 		r.log.Warn("ending the run's processes", "err", err)
 	}
+}
+
+// nodeLost reports whether every rank of j on node went down with it.
+func (r *Run) nodeLost(j *runJob, node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.places {
+		if p.Cluster == j.cluster && p.Node == node && !r.downRanks[rankKey{j.nspace, p.Rank}] {
+			return false
+		}
+	}
+	return true
 }
 
 // poll asks the agents of ranks not heard of: an agent that is gone, whose
@@ -756,6 +775,7 @@ func (r *Run) poll() {
 		for node, ranks := range pending {
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Poll)
 			var reply JobsReply
+			asked := time.Now()
 			err := Control(ctx, r.cfg.Conn, j.cluster, node, OpJobs, nil, &reply)
 			cancel()
 			if err != nil {
@@ -763,12 +783,15 @@ func (r *Run) poll() {
 				// cut off is reported once it has not answered for the job
 				// TTL and its key has expired meanwhile (the liveness TTL,
 				// shorter), not a TTL after that.
-				if errors.Is(err, ErrNoAgent) && r.downFor(j.cluster, node) >= r.cfg.JobTTL && r.nodeDown(j.cluster, node) {
+				if errors.Is(err, ErrNoAgent) && r.downFor(j.cluster, node, asked) >= r.cfg.JobTTL && r.nodeDown(j.cluster, node) {
 					r.mu.Lock()
 					for _, rk := range ranks {
 						r.downRanks[rankKey{j.nspace, rk}] = true
 					}
 					r.mu.Unlock()
+					if r.cfg.NodeDown != nil {
+						r.cfg.NodeDown(j.cluster, node)
+					}
 					for _, rk := range ranks {
 						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (its agent stopped answering and its liveness key expired)"})
 					}
@@ -823,11 +846,12 @@ func (r *Run) lateCheck(j *runJob, node string, rk pmix.Rank) {
 }
 
 // downFor is how long node has been found down, unanswering, by polls
-// since the launcher's connection last came back: a NATS server that
-// restarts lets the agents' keys expire and their subscriptions lapse
-// for a moment, which is no node going down (the agents wait a TTL after
-// their own outage too).
-func (r *Run) downFor(c cluster.ID, node string) time.Duration {
+// (from the start of the first unanswered one, asked) since the
+// launcher's connection last came back: a NATS server that restarts lets
+// the agents' keys expire and their subscriptions lapse for a moment,
+// which is no node going down (the agents wait a TTL after their own
+// outage too).
+func (r *Run) downFor(c cluster.ID, node string, asked time.Time) time.Duration {
 	if n := r.cfg.Conn.Stats().Reconnects; n != r.pollReconnects {
 		r.pollReconnects = n
 		clear(r.suspects)
@@ -835,8 +859,8 @@ func (r *Run) downFor(c cluster.ID, node string) time.Duration {
 	k := cluster.Qualify(c, node)
 	since, ok := r.suspects[k]
 	if !ok {
-		r.suspects[k] = time.Now()
-		return 0
+		r.suspects[k] = asked // the unanswered request's start
+		return time.Since(asked)
 	}
 	return time.Since(since)
 }

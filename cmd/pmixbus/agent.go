@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/dvm"
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
@@ -83,6 +85,7 @@ When ready it prints, on stdout:
     pmixbus agent <node> of cluster <cluster> ready
     listen: <where clients attach>
     NATS URL: <url>
+    NATS URLs: <url>,<url>   (--nats-host 0.0.0.0: one per interface address)
 
 A host RM registers jobs and clients with the agent before launching them.
 For manual testing, --job and --client do that at startup:
@@ -128,6 +131,7 @@ var agentEnv = envBindings{
 	"iof-max-age":       "PMIXBUS_IOF_MAX_AGE",
 	"iof-stream-bytes":  "PMIXBUS_IOF_STREAM_BYTES",
 	"keys":              security.EnvKeysDir,
+	"nats-host":         "PMIXBUS_NATS_HOST",
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -160,6 +164,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		iofStreamBytes = fs.Int64("iof-stream-bytes", iof.DefaultStreamBytes, "byte limit of the cluster's whole output stream, the oldest output of any job dropped first (PMIXBUS_IOF_STREAM_BYTES)")
 		replicas       = fs.Int("replicas", 0, "copies `n` of every stream and bucket the agent creates in its cluster (event cache, output, publish/lookup, groups, agents, jobs), 1 to 5; 0: min(3, the cluster's servers as they advertise themselves) — give every agent of a cluster the same (PMIXBUS_REPLICAS)")
 		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
+		natsHost       = fs.String("nats-host", "127.0.0.1", "`address` the embedded NATS server listens on; 0.0.0.0 for every interface, whose URLs the agent then prints (NATS URLs:) for agents of other hosts (PMIXBUS_NATS_HOST)")
+		stopOnEOF      = fs.Bool("stop-on-eof", false, "stop, as on SIGTERM, when standard input ends: what a launcher that started the agent (pmixbus run --hostfile, through ssh or srun) holds open")
 		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
 		leafRemotes    stringList
@@ -184,8 +190,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return usageError(fs, stderr, "--log-level: unknown level %q; want off, error, warn, info, debug or trace", *logLevel)
 	}
-	if *natsURL != "" && (given(fs, "port") || given(fs, "store") || len(leafRemotes) > 0 || leafTLS.given()) {
-		return usageError(fs, stderr, "--port, --store, --leaf-remote and --leaf-tls-* are for the embedded NATS server; with --nats there is none")
+	if *natsURL != "" && (given(fs, "port") || given(fs, "store") || given(fs, "nats-host") || len(leafRemotes) > 0 || leafTLS.given()) {
+		return usageError(fs, stderr, "--port, --store, --nats-host, --leaf-remote and --leaf-tls-* are for the embedded NATS server; with --nats there is none")
 	}
 	dir, err := keysDir(*keys)
 	if err != nil {
@@ -242,6 +248,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.StoreDir = filepath.Join(state, "store", string(id), *node)
 		}
 		cfg.Embedded = func(c *cluster.Config) {
+			c.Host = *natsHost
 			c.Port = *port
 			c.LeafRemotes = leafRemotes
 			c.LeafTLS = leafTLS.config()
@@ -255,6 +262,15 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg.Keys, err = agentKeys(cfg.URL == "", dir, log); err != nil {
 		fmt.Fprintf(stderr, "pmixbus agent: %v\n", err)
 		return exitFail
+	}
+	if *stopOnEOF {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			cancel()
+		}()
 	}
 	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, true, stdout, stderr)
 }
@@ -342,12 +358,17 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 	for i, p := range clients {
 		fmt.Fprintf(stdout, "# client %v\n", p)
 		for _, k := range slices.Sorted(maps.Keys(envs[i])) {
-			fmt.Fprintf(stdout, "export %s=%s\n", k, shellQuote(envs[i][k]))
+			fmt.Fprintf(stdout, "export %s=%s\n", k, dvm.ShellQuote(envs[i][k]))
 		}
 	}
 	fmt.Fprintf(stdout, "pmixbus agent %s of cluster %s ready\n", cfg.Node, cfg.Cluster)
 	fmt.Fprintf(stdout, "listen: %s\n", a.Addr())
 	fmt.Fprintf(stdout, "NATS URL: %s\n", a.NATS().ConnectedUrl())
+	if srv := a.Server(); srv != nil {
+		if urls := interfaceURLs(srv.ClientURL(), cfg.Embedded); urls != "" {
+			fmt.Fprintf(stdout, "NATS URLs: %s\n", urls)
+		}
+	}
 	<-ctx.Done()
 	if err := shutdown(); err != nil {
 		return fail("shutdown: %v", err)
@@ -433,14 +454,6 @@ func clientOf(s string, jobs []agent.Job, node string) (pmix.Proc, error) {
 	return p, fmt.Errorf("%v: no --job %s", p, p.Nspace)
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // defaultPMIxLib is lib/ beside the running binary when it holds
 // libpmix.so.2 (as the README builds it), else "".
 func defaultPMIxLib() string {
@@ -453,4 +466,30 @@ func defaultPMIxLib() string {
 		return ""
 	}
 	return dir
+}
+
+// interfaceURLs are the URLs of an embedded server listening on every
+// interface (--nats-host 0.0.0.0 or ::), one per address of this host
+// but the loopback ones, comma-separated as nats.Connect takes them: how
+// agents of other hosts reach it. "" for a server on one address.
+func interfaceURLs(clientURL string, embedded func(*cluster.Config)) string {
+	var c cluster.Config
+	embedded(&c)
+	if ip := net.ParseIP(c.Host); ip == nil || !ip.IsUnspecified() {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(clientURL, "nats://"))
+	if err != nil {
+		return ""
+	}
+	addrs, _ := net.InterfaceAddrs()
+	var urls []string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		urls = append(urls, "nats://"+net.JoinHostPort(ipn.IP.String(), port))
+	}
+	return strings.Join(urls, ",")
 }

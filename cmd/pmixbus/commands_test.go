@@ -126,7 +126,7 @@ func TestCommandUsageErrors(t *testing.T) {
 		{name: "agent bad cluster from env", env: map[string]string{"PMIXBUS_CLUSTER": "a:b"}, args: []string{"agent"}, wantStderr: []string{"--cluster:", `contains ':'`}},
 		{name: "agent bad timeout from env", env: map[string]string{"PMIXBUS_HANDLER_TIMEOUT": "soon"}, args: []string{"agent"}, wantStderr: []string{`PMIXBUS_HANDLER_TIMEOUT="soon": invalid value for --handler-timeout`}},
 		{name: "agent bad listen", args: []string{"agent", "--listen", "udp:x"}, wantStderr: []string{`listen "udp:x": want unix:/path or tcp:127.0.0.1:port`}},
-		{name: "agent port with nats", args: []string{"agent", "--nats", "nats://h:1", "--port", "4222"}, wantStderr: []string{"--port, --store, --leaf-remote and --leaf-tls-* are for the embedded NATS server"}},
+		{name: "agent port with nats", args: []string{"agent", "--nats", "nats://h:1", "--port", "4222"}, wantStderr: []string{"--port, --store, --nats-host, --leaf-remote and --leaf-tls-* are for the embedded NATS server"}},
 		{name: "agent leaf TLS with nats", args: []string{"agent", "--nats", "nats://h:1", "--leaf-tls-ca", "ca.pem"}, wantStderr: []string{"--leaf-tls-* are for the embedded NATS server"}},
 		{name: "agent leaf TLS key without cert", args: []string{"agent", "--leaf-tls-key", "k.pem"}, wantStderr: []string{"LeafTLS: Cert and Key go together"}},
 		{name: "agent bad leaf remote", args: []string{"agent", "--leaf-remote", "http://h:1"}, wantStderr: []string{"LeafRemotes", `scheme "http"`}},

@@ -11,6 +11,7 @@
 //	agent     run the pmixbus agent of one node
 //	bench     measure pmixbus (events, cache, lookup, collective, scale, stalled, launch)
 //	demo      run two clusters, agents and client processes; trace events at every range
+//	dvm       start or stop agents on the hosts of a hostfile, for many runs (as prte)
 //	keys      create the NATS keys of pmixbus's roles and show them
 //	lookup    look published data up as a PMIx client (PMIx_Lookup)
 //	notify    send one event as the host RM, straight on NATS
@@ -24,7 +25,8 @@
 //
 // Every command takes -h (or --help) and then prints its usage and exits 0.
 // A bad flag, argument or command exits 2 with a message on stderr; a command
-// that fails while running exits 1.
+// that fails while running exits 1; run has codes of its own
+// (docs/launch.md, "Exit status").
 //
 // A cluster of one server, and a second cluster joined to it as a leaf node
 // (the first acting as hub):

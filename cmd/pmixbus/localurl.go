@@ -121,7 +121,14 @@ func localEndpoints(cluster string) ([]localEndpoint, string) {
 	return out, dir
 }
 
+// processAlive reports whether process pid runs: it exists and, where
+// /proc tells, is not a zombie (an orphan nobody reaps, in a container
+// whose first process does not).
 func processAlive(pid int) bool {
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
@@ -152,6 +159,9 @@ func applyLocalNATS(fs *flag.FlagSet, url *string, cluster string) error {
 // Errors: none registered, or several servers and no way to choose.
 func localNATS(cluster string) (string, error) {
 	eps, dir := localEndpoints(cluster)
+	if dvms := slices.DeleteFunc(slices.Clone(eps), func(e localEndpoint) bool { return e.Kind != "dvm" }); len(dvms) > 0 {
+		eps = dvms // a DVM's agents register too; the DVM's URL reaches them all
+	}
 	of := ""
 	if cluster != "" {
 		of = " of cluster " + cluster

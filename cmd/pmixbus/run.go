@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/dvm"
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -29,31 +30,6 @@ func init() {
 		run:     runRun,
 	})
 }
-
-const runDescription = `
-Start -n copies of prog through the pmixbus agents of a cluster, forward
-their output, and exit with the job's status, as mpirun does: 0 when every
-rank exited 0, else the first failing rank's exit code (128+signal for a
-signal). By default the first abnormal end (a non-zero exit, a signal, an
-exit without PMIx_Finalize, PMIx_Abort) ends the other ranks; with
---continuous they keep running and only the events are raised.
-
-Ranks are placed over the live agents of the cluster by their slots
-(--map-by slot fills a node before the next, node goes round them), or on
-the nodes --host names ("node:slots,…"). More ranks than free slots is an
-error unless --oversubscribe.
-
-Several app contexts separated by ':' are one job (MPMD, as mpirun's):
-one nspace, ranks numbered across the app contexts in order, each rank's
-app context its PMIX_APPNUM, one MPI_COMM_WORLD — even across clusters:
-
-    pmixbus run -n 2 --cluster east ./a : -n 2 --cluster west ./b
-
---nats is any server linked to the clusters (PMIXBUS_NATS; by default the
-local one a 'pmixbus agent' or 'pmixbus server' started). On a secured
-deployment it signs in with the launcher key of the keys directory
-(docs/security.md). SIGINT or SIGTERM ends the job on every agent (SIGTERM,
-then SIGKILL after the agents' kill grace); a second SIGINT kills at once.`
 
 // runFlags are the flags of one app context.
 type runFlags struct {
@@ -71,7 +47,8 @@ type runFlags struct {
 }
 
 func newRunFlags(name string) *runFlags {
-	f := &runFlags{fs: newFlagSet(name, "[flags] prog [args…] [: [flags] prog [args…]]…", runDescription)}
+	f := &runFlags{fs: newFlagSet(name, "[flags] prog [args…] [: [flags] prog [args…]]…", "")}
+	f.fs.Usage = func() { printRunHelp(f.fs.Output(), f.fs, "") } // mpirun's layout (runhelp.go)
 	f.n = f.fs.Int("n", 1, "run `N` processes of the program")
 	f.hosts = f.fs.String("host", "", "`hosts` to run on: node[:slots],…, a node named again being one slot more (as mpirun's -H)")
 	f.hostfile = f.fs.String("hostfile", "", "run on the hosts of `file`: a line per host, \"name [slots=N]\"; without slots=, as many as its agent offers; --host then picks among them")
@@ -243,6 +220,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stdinFlag   = first.fs.String("stdin", "0", "the `ranks` that read this stdin: a rank of the job, all or none")
 	)
 	first.fs.Bool("allow-run-as-root", false, "accepted for mpirun's command lines; pmixbus runs as any user")
+	launchAgent := first.fs.String("launch-agent", "", "start an agent on each host of --hostfile/--host through this `command`, {host} standing for the host (default, when no NATS server is named or running here: "+dvm.DefaultLaunchAgent()+"); the agent of the first host embeds the NATS server unless --nats names one")
 	addAliases(first.fs)
 	first.fs.Usage = func() { printRunHelp(first.fs.Output(), first.fs, helpCategory(contexts[0])) }
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
@@ -252,8 +230,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "pmixbus run (pmixbus) %s\n", pmixbusVersion())
 		return exitOK
 	}
-	if err := applyLocalNATS(first.fs, natsURL, *first.cluster); err != nil {
+	natsNamed := *natsURL != "" || os.Getenv("PMIXBUS_NATS") != ""
+	natsErr := applyLocalNATS(first.fs, natsURL, *first.cluster)
+	dvmHosts, err := first.placeHosts()
+	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
+	}
+	// Agents are started on the hosts when asked to, or when there is no
+	// server to run through: the DVM starts itself, as prterun's.
+	startDVM := len(dvmHosts) > 0 && (*launchAgent != "" || natsErr != nil)
+	if natsErr != nil && !startDVM {
+		return usageError(first.fs, stderr, "%v", natsErr)
+	}
+	if startDVM && !natsNamed {
+		*natsURL = "" // the first host's agent embeds it
 	}
 	opts, err := iof.ParseOutput(*output)
 	if err != nil {
@@ -323,9 +313,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pmixbus run: output: %v\n", err)
 		}
 	}()
+	if startDVM && *natsURL == "" {
+		if err := ensureAgentKeys(); err != nil {
+			return fail("%v", err)
+		}
+	}
 	key, identity, err := toolKey(*nkey, given(first.fs, "nkey"))
 	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
+	}
+	if startDVM {
+		c := cluster.ID(*first.cluster)
+		if c == "" {
+			c = "dvm"
+		}
+		d, stop, err := startAgents(ctx, dvmHosts, c, *natsURL, *launchAgent, key, given(first.fs, "nkey"), "run", stderr)
+		if err != nil {
+			return fail("starting the agents: %v", pmix.MessageOf(err))
+		}
+		defer stop()
+		*natsURL = d.URL()
 	}
 	agents := localAgentsAt(*natsURL) // to tell the loss of "its" agent from that of NATS
 	// Pings every second: a server cut off silently is noticed within
@@ -344,6 +351,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
 		Display: display, Stdout: stdout, Stderr: stderr, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
+		NodeDown: func(c cluster.ID, node string) {
+			fmt.Fprintf(stderr, "pmixbus run: node %s of cluster %s is down: its agent has not answered for %v and its liveness key expired; its ranks count as ended\n", node, c, launch.DefaultJobTTL)
+		},
 		Help:   iof.NewAggregator(iof.HelpConfig{Out: stderr, All: *allHelp}),
 		Output: launch.OutputSpec{Raw: opts.Raw, Limit: limit, DropOldest: *iofDrop == "oldest"}})
 	if err != nil {

@@ -28,6 +28,7 @@ var runCategories = []runCategory{
 	{"input", "the ranks' input", []string{"stdin"}},
 	{"mapping", "where the ranks run", []string{"host", "hostfile", "map-by", "oversubscribe", "cluster", "nspace"}},
 	{"launch", "how the ranks start", []string{"x", "env", "wdir", "allow-run-as-root"}},
+	{"dvm", "agents started on the hosts", []string{"launch-agent", "hostfile", "host"}},
 }
 
 // runAliases are the other names of run's flags, mpirun's and prterun's.
@@ -97,7 +98,10 @@ func printRunHelp(w io.Writer, fs *flag.FlagSet, category string) bool {
 		}
 		fmt.Fprintf(w, "\nFor the other options, run 'pmixbus run --help <category>'. The categories:\n    %s, all.\n", strings.Join(names, ", "))
 		fmt.Fprint(w, `
-App contexts separated by ':' run together. SIGINT ends the job; a second
+App contexts separated by ':' are one job, as mpirun's (MPMD): one nspace,
+ranks numbered across them in order, each rank's app context its
+PMIX_APPNUM, one MPI_COMM_WORLD, even across clusters
+(-n 2 --cluster east ./a : -n 2 --cluster west ./b). SIGINT ends the job; a second
 SIGINT, or SIGTERM, kills it and exits within seconds. Exit status, as
 mpirun's: 0 when every rank exited 0, else the first failing rank's code
 (128+signal); 124 after --timeout, 130 interrupted, 143 terminated; 68 a node

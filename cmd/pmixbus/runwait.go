@@ -29,6 +29,8 @@ const (
 	hardStopWait = 3 * time.Second
 	// connCheck is how often run looks at its connection.
 	connCheck = 250 * time.Millisecond
+	// dvmStopWait bounds the clean stop of the agents run started.
+	dvmStopWait = 5 * time.Second
 )
 
 // jobWatch is what waitRun watches besides the run.
