@@ -50,7 +50,7 @@ static pmix_status_t attached(void)
     pthread_mutex_lock(&lib.mu);
     if (0 == lib.inits) {
         rc = PMIX_ERR_INIT;
-    } else if (lib.singleton) {
+    } else if (lib.singleton || lib.forked) {
         rc = PMIX_ERR_UNREACH;
     }
     pthread_mutex_unlock(&lib.mu);
@@ -265,6 +265,7 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
         pthread_mutex_unlock(&lib.initmu);
         return rc;
     }
+    watch_fork();
     if (progress_start() < 0) {
         if (!lib.singleton) {
             conn_close();
@@ -311,7 +312,7 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
         pthread_mutex_unlock(&lib.mu);
         return PMIX_SUCCESS;
     }
-    singleton = lib.singleton;
+    singleton = lib.singleton || lib.forked;
     pthread_mutex_unlock(&lib.mu);
     pthread_mutex_lock(&lib.initmu);
     if (!singleton) {
@@ -1182,7 +1183,7 @@ PMIX_EXPORT pmix_status_t PMIx_Commit(void)
     struct frame f;
     pmix_status_t rc = attached();
     size_t i, n = 0;
-    if (PMIX_ERR_UNREACH == rc) {
+    if (PMIX_ERR_UNREACH == rc && !lib.forked) {
         return PMIX_SUCCESS; /* a singleton has no one to commit to */
     }
     if (PMIX_SUCCESS != rc) {
@@ -1577,7 +1578,7 @@ static pmix_status_t fence(const pmix_proc_t procs[], size_t nprocs, const pmix_
 {
     struct procs_args a = {procs, nprocs, info, ninfo, NULL};
     pmix_status_t rc = attached();
-    if (PMIX_ERR_UNREACH == rc) {
+    if (PMIX_ERR_UNREACH == rc && !lib.forked) {
         /* a singleton fences with itself */
         size_t i;
         pmix_proc_t self;

@@ -143,6 +143,11 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
         pthread_mutex_unlock(&lib.wmu);
         return PMIX_ERR_INIT;
     }
+    if (lib.forked) {
+        pthread_mutex_unlock(&lib.mu);
+        pthread_mutex_unlock(&lib.wmu);
+        return PMIX_ERR_UNREACH;
+    }
     if (lib.fd < 0 || lib.lost) {
         pthread_mutex_unlock(&lib.mu);
         pthread_mutex_unlock(&lib.wmu);
@@ -738,6 +743,58 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     return PMIX_SUCCESS;
 }
 
+/* fork(2) after Init: the child has the parent's memory but none of its
+ * threads, and shares its socket. Like OpenPMIx's child it has no
+ * progress thread; unlike it, it never writes on the parent's connection
+ * nor waits for a thread that is not there: what needs the agent returns
+ * PMIX_ERR_UNREACH, what the process answers itself works, its Finalize
+ * only releases memory (and runs none of the parent's cleanups). The
+ * locks are held across the fork, so the child finds them consistent. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lib.wmu);
+    pthread_mutex_lock(&lib.mu);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&lib.mu);
+    pthread_mutex_unlock(&lib.wmu);
+}
+
+static void fork_child(void)
+{
+    if (lib.inits > 0 && lib.running) {
+        lib.forked = 1;
+        lib.running = 0;
+        lib.lost = 1;
+        lib.final = 1;
+        lib.reqs = NULL;
+        lib.qhead = lib.qtail = NULL;
+        if (lib.fd >= 0) {
+            close(lib.fd); /* the child's descriptor only */
+            lib.fd = -1;
+        }
+        if (lib.wakefd >= 0) {
+            close(lib.wakefd);
+            lib.wakefd = -1;
+        }
+        forget_cleanups();
+    }
+    pthread_mutex_unlock(&lib.mu);
+    pthread_mutex_unlock(&lib.wmu);
+}
+
+static void watch_fork_once(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* watch_fork installs the fork handlers, at the first Init (never at
+ * load time). */
+void watch_fork(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_fork_once);
+}
+
 /* progress_start starts the progress thread (attached or a singleton). */
 HIDDEN int progress_start(void)
 {
@@ -746,6 +803,7 @@ HIDDEN int progress_start(void)
         return -1;
     }
     lib.stop = 0;
+    lib.forked = 0;
     lib.running = 1;
     if (0 != pthread_create(&lib.thread, NULL, progress, NULL)) {
         lib.running = 0;

@@ -114,6 +114,7 @@ struct lib {
     int fd, wakefd;
     int version;
     int lost, final, stop;
+    int forked; /* a child forked after Init: no thread, no connection */
     uint64_t seq;
     struct req *reqs;
     char *hello; /* the hello reply's body (its info is read from it) */
@@ -172,5 +173,7 @@ HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
 
 /* client.c */
 HIDDEN void run_cleanups(void);
+HIDDEN void forget_cleanups(void);
+HIDDEN void watch_fork(void);
 
 #endif

@@ -1,0 +1,105 @@
+package cabi
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+)
+
+// The library inside the application's process (testdata/process.c): no
+// thread before Init, one after; no signal handler, no signal mask
+// changed; an idle rank wakes nothing; fork before and after Init.
+
+// processWorld is a world of one detached rank, "proc.0", attached to
+// again and again by the runs of a test.
+func processWorld(t *testing.T) (string, *agenttest.World) {
+	t.Helper()
+	bin := compile(t, "process.c", headers(t)[0], true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "proc", Nodes: []string{"n1"}, Detached: true}},
+	})
+	return bin, w
+}
+
+// TestForkBeforeInit: a process that forks before PMIx_Init (nothing ran
+// at load time, no thread exists yet) has a child that initialises,
+// fences and finalizes; the parent does the same afterwards.
+func TestForkBeforeInit(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "forkinit")
+	want := "child init 0 size 1 fence 0 finalize 0\nparent init 0 size 1 fence 0 finalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestSignalStorms runs twenty processes with a SIGPROF handler lacking
+// SA_ONSTACK on a 1 ms ITIMER_PROF, and a SIGCHLD handler with children
+// exiting continuously, while a second thread puts, commits and gets
+// (round trips to the agent): none crashes, and every call succeeds.
+func TestSignalStorms(t *testing.T) {
+	bin, w := processWorld(t)
+	runs := 20
+	if testing.Short() {
+		runs = 3
+	}
+	for i := range runs {
+		out := run(t, testContext(t), bin, w.Env("A:proc.0"), "signals", "150")
+		if !strings.HasPrefix(out, "signals calls ") || !strings.Contains(out, " failures 0 finalize 0 ") {
+			t.Fatalf("run %d: %s", i, out)
+		}
+		if i == 0 {
+			t.Log(strings.TrimSpace(out))
+		}
+	}
+}
+
+// TestIdleRank: after Init and a Fence the process has two threads (the
+// caller's and the library's progress thread), and over half a second of
+// idleness the library's thread is not woken once; after Finalize the
+// process has its one thread again.
+func TestIdleRank(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "idle", "500")
+	var threads, switches, after, fin int
+	if _, err := fmt.Sscanf(out, "threads %d idle-switches %d\nthreads-after-finalize %d finalize %d\n", &threads, &switches, &after, &fin); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if threads != 2 || switches != 0 || after != 1 || fin != 0 {
+		t.Errorf("threads after Init %d (want 2), context switches of the library's thread while idle %d (want 0), threads after Finalize %d (want 1), finalize %d",
+			threads, switches, after, fin)
+	}
+}
+
+// TestSignalState: Init installs no signal handler and leaves the
+// caller's mask as it was; the progress thread inherits it, as any thread
+// the application starts would.
+func TestSignalState(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "mask")
+	want := "init 0 handlers 0 mask-same 1\nnew-thread-mask-same 1\nfinalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestForkAfterInit: a child forked after PMIx_Init has no progress
+// thread and shares its parent's connection, as under OpenPMIx. What it
+// answers from the process (PMIx_Initialized, job info, its own puts)
+// works; what needs the agent is refused with PMIX_ERR_UNREACH rather
+// than written on the parent's connection; and its Finalize only counts.
+// The parent goes on untouched (docs/cabi.md, "fork").
+func TestForkAfterInit(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "forkafter")
+	unreach := strconv.Itoa(-25)
+	want := "child initialized 1 size 1 put 0 get 0 fence " + unreach + " commit " + unreach + " finalize 0\n" +
+		"parent fence 0 size 1 finalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
