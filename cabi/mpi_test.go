@@ -29,7 +29,12 @@ func TestLaunchedMPI(t *testing.T) {
 		t.Skip("mpicc not on PATH: no MPI to run (Debian: apt-get install libopenmpi-dev)")
 	}
 	bin := filepath.Join(t.TempDir(), "mpihello")
-	if b, err := exec.Command(mpicc, "testdata/mpihello.c", "-o", bin).CombinedOutput(); err != nil {
+	args := []string{"testdata/mpihello.c", "-o", bin}
+	if sanitize {
+		// Open MPI's own leaks at exit are not this library's
+		t.Skip("PMIXBUS_CABI_SANITIZE: Open MPI is not built with the sanitizers")
+	}
+	if b, err := exec.Command(mpicc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("mpicc: %v\n%s", err, b)
 	}
 	for _, tc := range []struct {

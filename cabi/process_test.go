@@ -81,7 +81,7 @@ func TestIdleRank(t *testing.T) {
 func TestSignalState(t *testing.T) {
 	bin, w := processWorld(t)
 	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "mask")
-	want := "init 0 handlers 0 mask-same 1\nnew-thread-mask-same 1\nfinalize 0\n"
+	want := "init 0 handlers-added 0 mask-same 1\nnew-thread-mask-same 1\nfinalize 0\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
