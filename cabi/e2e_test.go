@@ -327,15 +327,19 @@ func TestOrder(t *testing.T) {
 		Clusters: []agenttest.Cluster{{ID: "A"}},
 		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true}},
 	})
-	out := run(t, testContext(t), bin, w.Env("A:ord.0"))
-	got := lines(out)
-	// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
-	// FIRST and a LAST around them.
-	if got["chain"] == "" || strings.Contains(out, "FAIL") {
-		t.Fatalf("output:\n%s", out)
-	}
-	want := "chain 1: dcfebga\nchain 2: dcfeba\n"
-	if !strings.Contains(out, want) {
-		t.Errorf("chains:\n%s\nwant:\n%s", out, want)
+	// The agent runs the chain of a NAMESPACE event; the library runs a
+	// PROC_LOCAL one itself (src/events.c): both in bus/'s order.
+	for _, mode := range []string{"agent", "local"} {
+		out := run(t, testContext(t), bin, w.Env("A:ord.0"), mode)
+		got := lines(out)
+		// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
+		// FIRST and a LAST around them.
+		if got["chain"] == "" || strings.Contains(out, "FAIL") {
+			t.Fatalf("%s: output:\n%s", mode, out)
+		}
+		want := "chain 1: dcfebga\nchain 2: dcfeba\n"
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: chains:\n%s\nwant:\n%s", mode, out, want)
+		}
 	}
 }

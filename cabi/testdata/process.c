@@ -10,6 +10,8 @@
  *              context switches of every thread but the caller's over one
  *              second of idleness (from /proc/self/task/N/status)
  *   forkafter  fork after PMIx_Init: what the child can do
+ *   rss        after Init and a Fence: the threads and the peak RSS (for
+ *              docs/PERFORMANCE.md's comparison with OpenPMIx)
  *   mask       the signal mask of the caller and of the library's thread
  *              are the caller's, and no handler is installed
  */
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -264,6 +267,20 @@ static int idle(int ms)
     return 0;
 }
 
+static int rss(void)
+{
+    struct task t[64];
+    struct rusage ru;
+    pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+    if (PMIX_SUCCESS != rc || PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0))) {
+        printf("FAIL init/fence %d\n", rc);
+        return 1;
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    printf("rank %u threads %d maxrss-kb %ld\n", me.rank, tasks(t, 64), ru.ru_maxrss);
+    return PMIX_SUCCESS != PMIx_Finalize(NULL, 0);
+}
+
 /* ---- fork after Init ---- */
 
 static int forkafter(void)
@@ -377,6 +394,7 @@ int main(int argc, char **argv)
     if (0 == strcmp(mode, "idle")) return idle(ms);
     if (0 == strcmp(mode, "forkafter")) return forkafter();
     if (0 == strcmp(mode, "mask")) return mask();
+    if (0 == strcmp(mode, "rss")) return rss();
     fprintf(stderr, "usage: process forkinit|signals [ms]|idle [ms]|forkafter|mask\n");
     return 2;
 }
