@@ -1086,7 +1086,7 @@ static void kept_set(struct kept **list, const pmix_proc_t *p, const char *key, 
         }
         snprintf(k->key, sizeof(k->key), "%s", key);
         k->next = *list;
-        *list = k;
+        __atomic_store_n(list, k, __ATOMIC_RELEASE); /* local_get peeks at lib.stored */
     }
     free(k->enc);
     k->enc = enc->p;
@@ -1336,30 +1336,42 @@ static int local_get(const pmix_proc_t *p, const char *key, const pmix_info_t *i
                      pmix_value_t **out)
 {
     struct kept *k;
-    char qualified[2 * PMIX_MAX_NSLEN + 2];
-    int own;
+    int own, self;
     *out = NULL;
-    pthread_mutex_lock(&lib.mu);
-    k = kept_find(lib.stored, p, key);
-    if (NULL != k) {
-        *out = kept_value(k);
+    /* What Store_internal and a singleton keep: looked at under the lock
+     * only when there is any (the common Get, of job info, takes none). */
+    if (NULL != __atomic_load_n(&lib.stored, __ATOMIC_ACQUIRE) || lib.singleton) {
+        pthread_mutex_lock(&lib.mu);
+        k = kept_find(lib.stored, p, key);
+        if (NULL != k) {
+            *out = kept_value(k);
+            pthread_mutex_unlock(&lib.mu);
+            return NULL != *out ? 1 : -1;
+        }
         pthread_mutex_unlock(&lib.mu);
-        return NULL != *out ? 1 : -1;
+        if (lib.singleton) {
+            *out = singleton_value(p, key);
+            return NULL != *out ? 1 : -1;
+        }
     }
-    if (lib.singleton) {
+    own = 0 == strncmp(p->nspace, lib.proc.nspace, PMIX_MAX_NSLEN);
+    if (!own && '\0' != lib.cluster[0]) {
+        size_t cl = strlen(lib.cluster);
+        own = 0 == strncmp(p->nspace, lib.cluster, cl) && ':' == p->nspace[cl] &&
+              0 == strncmp(p->nspace + cl + 1, lib.proc.nspace, PMIX_MAX_NSLEN);
+    }
+    self = own && p->rank == lib.proc.rank;
+    if (self) {
+        pthread_mutex_lock(&lib.mu);
+        k = kept_find(lib.puts, NULL, key);
+        if (NULL != k) {
+            *out = kept_value(k);
+            pthread_mutex_unlock(&lib.mu);
+            return NULL != *out ? 1 : -1;
+        }
         pthread_mutex_unlock(&lib.mu);
-        *out = singleton_value(p, key);
-        return NULL != *out ? 1 : -1;
     }
-    snprintf(qualified, sizeof(qualified), "%s:%s", lib.cluster, lib.proc.nspace);
-    own = 0 == strncmp(p->nspace, lib.proc.nspace, PMIX_MAX_NSLEN) ||
-          ('\0' != lib.cluster[0] && 0 == strncmp(p->nspace, qualified, PMIX_MAX_NSLEN));
-    if (own && p->rank == lib.proc.rank && NULL != (k = kept_find(lib.puts, NULL, key))) {
-        *out = kept_value(k);
-        pthread_mutex_unlock(&lib.mu);
-        return NULL != *out ? 1 : -1;
-    }
-    if (own && (p->rank == lib.proc.rank || (PMIX_RANK_WILDCARD == p->rank && !proc_level(key)))) {
+    if (self || (own && PMIX_RANK_WILDCARD == p->rank && !proc_level(key))) {
         pmix_value_t v;
         if (hello_lookup(key, &v)) {
             *out = malloc(sizeof(v));
@@ -1368,11 +1380,9 @@ static int local_get(const pmix_proc_t *p, const char *key, const pmix_info_t *i
             } else {
                 PMIx_Value_destruct(&v);
             }
-            pthread_mutex_unlock(&lib.mu);
             return NULL != *out ? 1 : -1;
         }
     }
-    pthread_mutex_unlock(&lib.mu);
     return has_flag(info, ninfo, PMIX_OPTIONAL) ? -1 : 0;
 }
 
@@ -1467,9 +1477,8 @@ static pmix_status_t do_get(const pmix_proc_t *proc, const char key[], const pmi
     pmix_value_t *v = NULL;
     pmix_status_t rc;
     int found;
-    pthread_mutex_lock(&lib.mu);
-    if (0 == lib.inits) {
-        pthread_mutex_unlock(&lib.mu);
+    /* lib.proc and the job info do not change while initialised */
+    if (0 == __atomic_load_n(&lib.inits, __ATOMIC_ACQUIRE)) {
         return PMIX_ERR_INIT;
     }
     if (NULL == proc) {
@@ -1479,7 +1488,6 @@ static pmix_status_t do_get(const pmix_proc_t *proc, const char key[], const pmi
     } else {
         fix_proc(&a.proc, proc);
     }
-    pthread_mutex_unlock(&lib.mu);
     a.key = key;
     a.info = info;
     a.ninfo = ninfo;

@@ -591,39 +591,21 @@ static void build_hello(struct fw *f, void *arg)
     wb_cstr(f->w, a[2]);
 }
 
-/* hello_lookup finds key in the hello reply's info: 1 and *v set (from
- * malloc) when found. */
+/* hello_lookup finds key in the hello reply's info (decoded once, at
+ * attach, and never changed until Finalize: read without a lock): 1 and
+ * *v set (from malloc) when found. */
 int hello_lookup(const char *key, pmix_value_t *v)
 {
-    struct cur c = cur_of(lib.hello_in);
-    uint32_t n, i;
-    if (NULL == lib.hello_in.p) {
-        return 0;
-    }
-    n = cur_array(&c);
-    for (i = 0; i < n && !c.bad; i++) {
-        uint32_t kl;
-        const char *k;
-        uint64_t flags;
-        char kb[PMIX_MAX_KEYLEN + 1];
-        if (3 != cur_array(&c)) {
-            return 0;
-        }
-        k = cur_str(&c, &kl);
-        cur_uint(&c, UINT32_MAX, &flags);
-        if (c.bad) {
-            return 0;
-        }
-        if (kl == strlen(key) && 0 == memcmp(k, key, kl)) {
-            memcpy(kb, k, kl);
-            kb[kl] = '\0';
-            if (cur_value(&c, v, kb, 0) < 0) {
+    size_t i;
+    for (i = 0; i < lib.njob; i++) {
+        if (0 == strcmp(lib.job[i].key, key)) {
+            memset(v, 0, sizeof(*v));
+            if (PMIX_SUCCESS != PMIx_Value_xfer(v, &lib.job[i].value)) {
                 PMIx_Value_destruct(v);
                 return 0;
             }
             return 1;
         }
-        cur_skip(&c);
     }
     return 0;
 }
@@ -731,6 +713,18 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     lib.hello = body;
     lib.hello_len = len;
     lib.hello_in = f.in;
+    lib.job = NULL;
+    lib.njob = 0;
+    if (NULL != f.in.p) {
+        struct cur c = cur_of(f.in);
+        if (cur_infos(&c, &lib.job, &lib.njob, 0) < 0) {
+            free(body);
+            close(fd);
+            lib.fd = -1;
+            lib.hello = NULL;
+            return PMIX_ERR_COMM_FAILURE;
+        }
+    }
     lib.seq = 1;
     lib.lost = lib.final = lib.stop = 0;
     lib.cluster[0] = '\0';
@@ -842,6 +836,9 @@ void conn_close(void)
     free(lib.hello);
     lib.hello = NULL;
     lib.hello_in.p = lib.hello_in.end = NULL;
+    PMIx_Info_free(lib.job, lib.njob);
+    lib.job = NULL;
+    lib.njob = 0;
     free(lib.rbuf);
     lib.rbuf = NULL;
     lib.rlen = lib.rcap = 0;

@@ -120,6 +120,8 @@ struct lib {
     char *hello; /* the hello reply's body (its info is read from it) */
     size_t hello_len;
     struct raw hello_in;
+    pmix_info_t *job; /* hello_in decoded: read without locks while initialised */
+    size_t njob;
 
     /* the progress thread */
     pthread_t thread;
