@@ -103,3 +103,17 @@ func TestForkAfterInit(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+// TestAbortFromHandler: a handler that notifies
+// PMIX_ERR_PROC_REQUESTED_ABORT PROC_LOCAL before it completes asks for
+// an abort after its chain (the 2016-04-07 minutes): the next handler
+// runs first, seeing pmixbus.evabort among the results, then the abort
+// event's chain.
+func TestAbortFromHandler(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "abort")
+	want := "first -3300 asks: 0\nsecond -3300 (abort in results 1)\nabort event -8\nnotified 0\nfinalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}

@@ -777,6 +777,11 @@ PMIX_EXPORT pmix_status_t PMIx_Notify_event(pmix_status_t status, const pmix_pro
     struct notify_args a = {status, range, info, ninfo};
     pmix_status_t rc;
     (void)source; /* the agent stamps the source: it is never taken from a client's word */
+    if (PMIX_RANGE_PROC_LOCAL == range && PMIX_ERR_PROC_REQUESTED_ABORT == status && defer_abort()) {
+        /* an abort asked for by the running handler, raised after its
+         * chain (events.c): nothing to wait for, so allowed blocking too */
+        return answer(PMIX_SUCCESS, cbfunc, cbdata);
+    }
     if (NULL == cbfunc) {
         WOULD_BLOCK_IN_HANDLER();
     }

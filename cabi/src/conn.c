@@ -817,6 +817,7 @@ void conn_close(void)
         lib.stop = 1;
         lib.final = 1;
         wake();
+        pthread_cond_broadcast(&lib.cv); /* a replay waiting for its registration */
         pthread_mutex_unlock(&lib.mu);
         if (!on_progress_thread()) {
             pthread_join(lib.thread, NULL);

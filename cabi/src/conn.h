@@ -172,6 +172,8 @@ HIDDEN struct work *invoke_work(struct cur *c, int entry, struct frame *f);
 HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninfo,
                         void (*done)(void *arg), void *arg);
 HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
+/* The abort a running handler asks for (see events.c): 1 when taken. */
+HIDDEN int defer_abort(void);
 
 /* client.c */
 HIDDEN void run_cleanups(void);

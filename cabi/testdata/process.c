@@ -12,6 +12,8 @@
  *   forkafter  fork after PMIx_Init: what the child can do
  *   rss        after Init and a Fence: the threads and the peak RSS (for
  *              docs/PERFORMANCE.md's comparison with OpenPMIx)
+ *   abort      a handler notifies PMIX_ERR_PROC_REQUESTED_ABORT PROC_LOCAL
+ *              before it completes: the abort runs after its chain
  *   mask       the signal mask of the caller and of the library's thread
  *              are the caller's, and no handler is installed
  */
@@ -294,6 +296,74 @@ static int rss(void)
     return PMIX_SUCCESS != PMIx_Finalize(NULL, 0);
 }
 
+/* ---- an abort asked for by a handler ---- */
+
+static pthread_mutex_t amu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t acond = PTHREAD_COND_INITIALIZER;
+static int aborted;
+
+static void asking(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    pmix_status_t rc;
+    (void)id; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    rc = PMIx_Notify_event(PMIX_ERR_PROC_REQUESTED_ABORT, NULL, PMIX_RANGE_PROC_LOCAL, NULL, 0, NULL, NULL);
+    printf("first %d asks: %d\n", code, rc);
+    cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void second(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    size_t i;
+    int asked = 0;
+    (void)id; (void)src; (void)info; (void)ninfo;
+    for (i = 0; i < nresults; i++) {
+        asked = asked || 0 == strcmp(results[i].key, "pmixbus.evabort");
+    }
+    printf("second %d (abort in results %d)\n", code, asked);
+    cbfunc(PMIX_EVENT_NO_ACTION_TAKEN, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void on_abort(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                     pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    pthread_mutex_lock(&amu);
+    printf("abort event %d\n", code);
+    aborted++;
+    pthread_cond_broadcast(&acond);
+    pthread_mutex_unlock(&amu);
+    cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static int abort_mode(void)
+{
+    pmix_status_t code = -3300, ab = PMIX_ERR_PROC_REQUESTED_ABORT, rc;
+    pmix_info_t first;
+    bool yes = true;
+    rc = PMIx_Init(&me, NULL, 0);
+    if (PMIX_SUCCESS != rc) {
+        printf("FAIL init %d\n", rc);
+        return 1;
+    }
+    PMIX_INFO_LOAD(&first, PMIX_EVENT_HDLR_FIRST, &yes, PMIX_BOOL);
+    PMIx_Register_event_handler(&code, 1, &first, 1, asking, NULL, NULL);
+    PMIX_INFO_DESTRUCT(&first);
+    PMIx_Register_event_handler(&code, 1, NULL, 0, second, NULL, NULL);
+    PMIx_Register_event_handler(&ab, 1, NULL, 0, on_abort, NULL, NULL);
+    /* the library's own chain */
+    rc = PMIx_Notify_event(code, NULL, PMIX_RANGE_PROC_LOCAL, NULL, 0, NULL, NULL);
+    pthread_mutex_lock(&amu);
+    while (aborted < 1) {
+        pthread_cond_wait(&acond, &amu);
+    }
+    pthread_mutex_unlock(&amu);
+    printf("notified %d\n", rc);
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    return 0;
+}
+
 /* ---- fork after Init ---- */
 
 static int forkafter(void)
@@ -408,6 +478,7 @@ int main(int argc, char **argv)
     if (0 == strcmp(mode, "forkafter")) return forkafter();
     if (0 == strcmp(mode, "mask")) return mask();
     if (0 == strcmp(mode, "rss")) return rss();
+    if (0 == strcmp(mode, "abort")) return abort_mode();
     fprintf(stderr, "usage: process forkinit|signals [ms]|idle [ms]|forkafter|mask\n");
     return 2;
 }
