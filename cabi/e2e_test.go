@@ -325,12 +325,15 @@ func TestOrder(t *testing.T) {
 	bin := compile(t, "order.c", headers(t)[0], true)
 	w := agenttest.Start(t, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A"}},
-		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true}},
+		Jobs: []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true},
+			{Cluster: "A", Nspace: "ordlocal", Nodes: []string{"n1"}, Detached: true}},
 	})
 	// The agent runs the chain of a NAMESPACE event; the library runs a
-	// PROC_LOCAL one itself (src/events.c): both in bus/'s order.
-	for _, mode := range []string{"agent", "local"} {
-		out := run(t, testContext(t), bin, w.Env("A:ord.0"), mode)
+	// PROC_LOCAL one itself (src/events.c): both in bus/'s order. Each in
+	// a job of its own: the agent replays a job's cached events to later
+	// registrations.
+	for mode, proc := range map[string]string{"agent": "A:ord.0", "local": "A:ordlocal.0"} {
+		out := run(t, testContext(t), bin, w.Env(proc), mode)
 		got := lines(out)
 		// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
 		// FIRST and a LAST around them.

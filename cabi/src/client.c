@@ -223,6 +223,24 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
     pmix_rank_t rank = 0;
     (void)info;
     (void)ninfo;
+    /* A nested Init only counts; the first one attaches under initmu,
+     * which the last Finalize holds while it detaches. A callback on the
+     * progress thread cannot wait for that (Finalize joins the thread). */
+    pthread_mutex_lock(&lib.mu);
+    if (lib.inits > 0) {
+        lib.inits++;
+        rc = lib.singleton ? PMIX_ERR_UNREACH : PMIX_SUCCESS;
+        if (NULL != proc) {
+            *proc = lib.proc;
+        }
+        pthread_mutex_unlock(&lib.mu);
+        return rc;
+    }
+    if (lib.closing && on_progress_thread()) {
+        pthread_mutex_unlock(&lib.mu);
+        return PMIX_ERR_INIT;
+    }
+    pthread_mutex_unlock(&lib.mu);
     pthread_mutex_lock(&lib.initmu);
     pthread_mutex_lock(&lib.mu);
     if (lib.inits > 0) {
@@ -308,13 +326,30 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
         pthread_mutex_unlock(&lib.mu);
         return PMIX_ERR_WOULD_BLOCK;
     }
-    if (--lib.inits > 0) {
+    if (lib.inits > 1) {
+        lib.inits--;
         pthread_mutex_unlock(&lib.mu);
         return PMIX_SUCCESS;
     }
+    pthread_mutex_unlock(&lib.mu);
+    /* The last one: detach under initmu, so that no Init attaches while
+     * this one detaches. */
+    pthread_mutex_lock(&lib.initmu);
+    pthread_mutex_lock(&lib.mu);
+    if (lib.inits != 1) {
+        /* another thread's Init or Finalize came between */
+        rc = 0 == lib.inits ? PMIX_ERR_INIT : PMIX_SUCCESS;
+        if (lib.inits > 1) {
+            lib.inits--;
+        }
+        pthread_mutex_unlock(&lib.mu);
+        pthread_mutex_unlock(&lib.initmu);
+        return rc;
+    }
+    lib.inits = 0;
+    lib.closing = 1;
     singleton = lib.singleton || lib.forked;
     pthread_mutex_unlock(&lib.mu);
-    pthread_mutex_lock(&lib.initmu);
     if (!singleton) {
         struct req r;
         struct frame f;
@@ -334,6 +369,7 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
     pthread_mutex_lock(&lib.mu);
     free_state();
     lib.singleton = 0;
+    lib.closing = 0;
     pthread_mutex_unlock(&lib.mu);
     pthread_mutex_unlock(&lib.initmu);
     run_cleanups();

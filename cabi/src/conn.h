@@ -115,6 +115,7 @@ struct lib {
     int version;
     int lost, final, stop;
     int forked; /* a child forked after Init: no thread, no connection */
+    int closing; /* the last Finalize is detaching */
     uint64_t seq;
     struct req *reqs;
     char *hello; /* the hello reply's body (its info is read from it) */
