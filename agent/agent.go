@@ -24,6 +24,7 @@ import (
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/router"
 	"github.com/pmixbus/pmixbus/security"
 )
 
@@ -35,18 +36,23 @@ type Agent struct {
 	nc     *nats.Conn
 	ownNC  bool
 	server *cluster.Server // embedded, when no URL or Conn was given
-	ln     net.Listener
-	addr   string // what clients dial, "unix:/…" or "tcp:…"
+	// replicas of the streams and buckets the agent creates: Config.Replicas,
+	// or the cluster's default once connected.
+	replicas int
+	ln       net.Listener
+	addr     string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
 
-	outcomes outcomeQueue    // reports waiting to be published
-	infos    proto.InfoCache // the last event info encoded for invocations
-	link     globalLink      // to the other clusters, for GLOBAL events (globallink.go)
+	outcomes *router.Outcomes // reports published (set by Start)
+	infos    proto.InfoCache  // the last event info encoded for invocations
+	link     *router.Link     // to the other clusters, for GLOBAL events (set by Start)
 	stats    agentStats
 	cache    *jetstream.EventCache
-	evicted  atomic.Uint64
+	// retention keeps job events for local clients (router.Retention)
+	retention *router.Retention
+	evicted   atomic.Uint64
 
 	pl   *publishLookup // PMIx_Publish/Lookup/Unpublish (publishlookup.go)
 	coll *collectives   // PMIx_Fence, Commit, Get (collective.go)
@@ -64,17 +70,16 @@ type Agent struct {
 	hellos helloGate // connections yet to say hello (conn.go)
 
 	mu       sync.Mutex
-	retained map[string]*retention      // by nspace: job events kept for local clients
 	jobs     map[string]*job            // by nspace
 	expected map[pmix.Proc]*clientEntry // registered clients, attached or not
-	router   *router
+	router   *router.Router
 	rmSubs   []*nats.Subscription // job and environment RM events
 	rmMu     sync.Mutex           // serializes the rmFuncs calls of both
 	// Read on every event and every chain, so kept copy-on-write: writers
 	// replace the slice under mu, readers load it without locking.
 	rmFuncs  atomic.Pointer[[]func(*event.Message)]
 	outFuncs atomic.Pointer[[]func(event.OutcomeReport)]
-	attached atomic.Pointer[[]recipient] // the attached clients
+	attached atomic.Pointer[[]router.Recipient] // the attached clients
 	// attachedStale: attached is out of date (guarded by mu when set to
 	// false; see attachedChangedLocked).
 	attachedStale atomic.Bool
@@ -139,15 +144,13 @@ func New(cfg Config) (*Agent, error) {
 		cfg:      cfg,
 		log:      log.With("cluster", string(cfg.Cluster), "node", cfg.Node),
 		jobs:     make(map[string]*job),
-		retained: make(map[string]*retention),
 		expected: make(map[pmix.Proc]*clientEntry),
 		conns:    make(map[*clientConn]struct{}),
 		done:     make(chan struct{}),
 		idPrefix: nuid.Next() + ".",
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.outcomes.ready = make(chan struct{}, 1)
-	a.outcomes.probe = make(chan struct{}, 1)
+	a.retention = router.NewRetention(router.RetentionConfig{Place: a.place(), Log: a.log, Ctx: a.ctx, GoFunc: a.goFunc})
 	return a, nil
 }
 
@@ -211,9 +214,29 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		a.nc, a.ownNC = nc, true
 	}
 	a.watchNATS(a.nc)
-	a.router = newRouter(natsTransport{a.nc}, a.place(), a, a.log, a.done, a.cfg.inboxSize)
+	a.replicas = a.cfg.Replicas
+	if a.replicas == 0 {
+		a.replicas = cluster.DefaultReplicas(a.nc)
+	}
+	a.outcomes = router.NewOutcomes(a.nc, string(a.cfg.Cluster), a.cfg.Node, a.log, a.ctx, a.done)
 	if err := a.openCache(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
+	}
+	a.router = router.New(router.Config{
+		Transport: router.NATS(a.nc), Place: a.place(), Host: routerHost{a},
+		Cache: a.cache, Replayed: a.retention.Replayed,
+		Log: a.log, Done: a.done, Ctx: a.ctx, Inbox: a.cfg.inboxSize,
+	})
+	a.link = router.NewLink(router.LinkConfig{
+		Router: a.router, NATS: a.nc, Cluster: a.cfg.Cluster, Log: a.log, Ctx: a.ctx, Done: a.done, GoFunc: a.goFunc,
+		OnDown: func() {
+			if p := a.pl; p != nil && p.global != p.local {
+				p.svc.GlobalLinkDown() // its GLOBAL values may be stale from now on
+			}
+		},
+	})
+	if err := a.router.Mark(ctx); err != nil {
+		a.log.Warn("cannot read the event cache's last sequences; dropped job events are recovered only after a job event the agent received", "err", err)
 	}
 	if err := a.startPublishLookup(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)
@@ -235,10 +258,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startLaunch(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "launch: %w", err)
 	}
-	a.watchGlobalLink(ctx)
-	a.goFunc(a.router.dispatch)
-	a.goFunc(a.publishOutcomes)
-	a.goFunc(a.probeOutcomes)
+	a.link.Watch(ctx)
+	a.goFunc(a.router.Dispatch)
+	a.goFunc(a.outcomes.Publish)
+	a.goFunc(a.outcomes.Probe)
 	a.goFunc(a.acceptLoop)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil
@@ -413,12 +436,8 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	for _, sub := range a.rmSubs {
 		_ = sub.Unsubscribe()
 	}
-	for _, ret := range a.retained {
-		if ret.r != nil {
-			ret.r.Stop() // the retention stays for the next agent of this node
-		}
-	}
 	a.mu.Unlock()
+	a.retention.Stop() // its state stays for the next agent of this node
 	if a.ln != nil {
 		_ = a.ln.Close() // also removes the socket file
 	}
@@ -434,7 +453,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	a.closePublishLookup(ctx)
 	a.closeCollective(ctx)
 	if a.router != nil {
-		a.router.close()
+		a.router.Close()
 	}
 }
 

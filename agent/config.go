@@ -117,9 +117,13 @@ type Config struct {
 	// PublishBucket names the publish/lookup bucket, the same in every
 	// domain.
 	PublishBucket string
-	// PublishReplicas is the replica count of the cluster's publish/lookup
-	// bucket when this agent creates it; at most the cluster's servers.
-	PublishReplicas int
+	// Replicas is the replica count of every stream and bucket the agent
+	// creates or updates in its cluster's domain: the event cache, output,
+	// publish/lookup, groups, agents and jobs (docs/operations.md). 0 (the
+	// default) is cluster.DefaultReplicas: min(3, the cluster's servers);
+	// at most 5, and at most the cluster's servers. Every agent of a
+	// cluster should be given the same.
+	Replicas int
 
 	// Liveness (package launch/liveness, docs/liveness.md): the agent keeps
 	// a key in its cluster's PMIXBUS_AGENTS bucket, refreshed every
@@ -190,7 +194,6 @@ func DefaultConfig(id cluster.ID, node string) Config {
 		MaxPendingHello:    1024,
 		CacheSize:          jetstream.DefaultEventCacheSize,
 		PublishBucket:      publishlookup.DefaultBucket,
-		PublishReplicas:    1,
 		Slots:              live.Slots,
 		Version:            live.Version,
 		LivenessInterval:   live.Interval,
@@ -267,8 +270,8 @@ func (c Config) Validate() error {
 	if err := cluster.ID(c.PublishBucket).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("publish bucket: %w", err))
 	}
-	if c.PublishReplicas < 1 || c.PublishReplicas > 5 {
-		errs = append(errs, fmt.Errorf("publish replicas %d: want 1 to 5", c.PublishReplicas))
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5, or 0 for min(3, the cluster's servers)", c.Replicas))
 	}
 	if c.Keys != nil && c.Conn == nil && !c.Keys.Has(security.RoleAgent) {
 		errs = append(errs, fmt.Errorf("keys: %w: %s", security.ErrNoKey, security.RoleAgent))

@@ -16,6 +16,7 @@ import (
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/router"
 )
 
 // clientConn is one attached client: its socket, its registry (the chains
@@ -52,8 +53,8 @@ type clientConn struct {
 	// (log.go); used by the dispatch goroutine, made on the first log.
 	logs chan struct{}
 	// win bounds the client's chains in flight; the events beyond it wait
-	// (window.go).
-	win chainWindow
+	// (router.Window).
+	win *router.Window
 }
 
 type pendingInvoke struct {
@@ -69,7 +70,7 @@ func newClientConn(a *Agent, c net.Conn) *clientConn {
 		a: a, c: c, pending: make(map[uint64]*pendingInvoke),
 		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
-	cc.win = chainWindow{size: int32(a.cfg.ChainWindow), limit: a.cfg.ClientQueueLimit, stall: a.cfg.ClientStallTimeout, cut: cc.w.cut}
+	cc.win = router.NewWindow(a.cfg.ChainWindow, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, cc.w.cut)
 	cc.logp.Store(a.log)
 	return cc
 }
@@ -217,7 +218,7 @@ func (cc *clientConn) hello() error {
 	if err != nil {
 		return err
 	}
-	cc.a.awaitStamp(e.proc, cc) // retention.go: before the client can publish anything
+	cc.a.awaitStamp(e.proc, cc) // router.Retention: before the client can publish anything
 
 	reg, err := bus.NewRegistry(bus.Config{
 		Self:           cc.a.origin(e),
@@ -250,7 +251,7 @@ func (cc *clientConn) hello() error {
 func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	switch f.Type {
 	case proto.TypeRegister:
-		id, replied, err := cc.a.router.register(cc.a.ctx, cc, f.Codes, f.Info, cc.invoke)
+		id, replied, err := cc.a.router.Register(cc.a.ctx, cc, f.Codes, f.Info, cc.invoke)
 		if err != nil {
 			cc.reply(f, err, nil)
 			break
@@ -258,7 +259,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.reply(f, nil, func(r *proto.Frame) { r.ID = uint64(id) })
 		replied()
 	case proto.TypeDeregister:
-		cc.reply(f, cc.a.router.deregister(cc, cc.reg, bus.ID(f.ID)), nil)
+		cc.reply(f, cc.a.router.Deregister(cc, cc.reg, bus.ID(f.ID)), nil)
 	case proto.TypeNotify:
 		cc.reply(f, cc.notify(f), nil)
 	case proto.TypeInvokeDone:
@@ -318,7 +319,7 @@ func (cc *clientConn) notify(f *proto.Frame) error {
 		Info:   info,
 		Time:   time.Now(),
 	}
-	return cc.a.publishEvent(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})
+	return cc.a.link.Publish(m, &event.Sender{Proc: cc.entry.proc, Session: cc.entry.job.session})
 }
 
 // invoke is the bus.Handler of every registration of this client: it asks
@@ -396,7 +397,7 @@ func (cc *clientConn) close(why error) {
 		if why != nil {
 			cc.fail(why)
 		}
-		cc.win.close() // before the chains in flight end and start waiting ones
+		cc.win.Close() // before the chains in flight end and start waiting ones
 		cc.mu.Lock()
 		cc.closed = true
 		pending := cc.pending
@@ -412,7 +413,7 @@ func (cc *clientConn) close(why error) {
 		if entry != nil {
 			cc.release(entry)
 			if !cc.a.isClosed() { // Shutdown drops every subscription at once
-				cc.a.router.forget(cc)
+				cc.a.router.Forget(cc)
 			}
 			cc.logger().Debug("client detached")
 		}
@@ -425,8 +426,8 @@ func (cc *clientConn) close(why error) {
 	})
 }
 
-// target is the client as the router sees it (recipient).
-func (cc *clientConn) target() (pmix.Proc, string, *bus.Registry, bool) {
+// Target is the client as the router sees it (router.Recipient).
+func (cc *clientConn) Target() (pmix.Proc, string, *bus.Registry, bool) {
 	e, reg, ok := cc.attached()
 	if !ok {
 		return pmix.Proc{}, "", nil, false
@@ -434,11 +435,11 @@ func (cc *clientConn) target() (pmix.Proc, string, *bus.Registry, bool) {
 	return e.proc, e.job.session, reg, true
 }
 
-func (cc *clientConn) cork() { cc.w.cork() }
+func (cc *clientConn) Cork() { cc.w.cork() }
 
-func (cc *clientConn) uncork() { cc.w.uncork() }
+func (cc *clientConn) Uncork() { cc.w.uncork() }
 
-func (cc *clientConn) window() *chainWindow { return &cc.win }
+func (cc *clientConn) Window() *router.Window { return cc.win }
 
 // release detaches the connection from its client entry, once: at finalize
 // before the reply, so that the identity is free (and its

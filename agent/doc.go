@@ -20,15 +20,14 @@
 //
 // The data path reads top to bottom: a client's frames arrive on its
 // connection (conn.go), which hands notifications and registrations to the
-// router (router.go); the router resolves ranges with package event,
-// publishes on NATS, keeps the subscriptions its clients' registrations
-// need, and runs arriving events through the chains of the local clients in
-// range, replaying cached events to new registrations first. The router
-// reaches the agent only through a small interface (the attached clients,
-// the job table, where outcomes go; events.go) and NATS only through
-// transport, which has an in-memory implementation for tests. The event
-// cache is cache.go, job-event retention retention.go, replay replay.go; publish/lookup is a service
-// (package publishlookup) the agent wires in publishlookup.go, and so is
+// event service, package router: it publishes by data range, keeps the
+// subscriptions, dispatches arriving events to the chains of the local
+// clients in range, replays the cache to new registrations, retains job
+// events, and carries GLOBAL events over the link to the other clusters.
+// The agent composes it (agent.go, events.go, retention.go): it is the
+// router's Host (the attached clients, the job table, where outcomes go)
+// and each connection a Recipient. Publish/lookup is a service (package
+// publishlookup) the agent wires in publishlookup.go, and so is
 // liveness (package launch/liveness, liveness.go): the agent's key in its
 // cluster's PMIXBUS_AGENTS bucket, which lists the jobs its node hosts,
 // and PMIX_EVENT_NODE_DOWN for the nodes whose keys expire (OnNodeDown,

@@ -2,22 +2,39 @@ package agent
 
 import (
 	"slices"
+	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/router"
 )
 
-// The agent as its router sees it (routerHost): the attached clients, the
-// job table, where chain outcomes go and the retention bookkeeping of
-// replays.
+// The agent as its router sees it (router.Host): the attached clients, the
+// job table, where chain outcomes go.
+
+// flushTimeout bounds the wait for the server to know new subscriptions.
+const flushTimeout = 5 * time.Second
+
+// routerHost is the agent as router.Host: its methods stay unexported on
+// Agent.
+type routerHost struct{ a *Agent }
+
+func (h routerHost) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
+	return h.a.Nodes(nspace, rank)
+}
+func (h routerHost) Recipients() []router.Recipient { return h.a.recipients() }
+func (h routerHost) Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	h.a.outcome(m, source, client, o)
+}
+func (h routerHost) GoFunc(f func()) bool { return h.a.goFunc(f) }
 
 // place is where the agent runs, for the routing rules of package event.
 func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
 
 // recipients returns the attached clients. It must not be called with
 // a.mu held: after a change it takes a.mu to rebuild the list.
-func (a *Agent) recipients() []recipient {
+func (a *Agent) recipients() []router.Recipient {
 	if a.attachedStale.Load() {
 		a.mu.Lock()
 		if a.attachedStale.Load() {
@@ -62,7 +79,9 @@ func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcom
 			f(rep)
 		}
 	}
-	a.outcomes.add(rep)
+	if a.outcomes != nil {
+		a.outcomes.Add(rep)
+	}
 }
 
 // Subjects returns the subjects the agent is subscribed to for its
@@ -71,5 +90,5 @@ func (a *Agent) Subjects() []string {
 	if a.router == nil {
 		return nil
 	}
-	return a.router.subjects()
+	return a.router.Subjects()
 }

@@ -7,7 +7,7 @@ import "github.com/pmixbus/pmixbus/pmix"
 func SetInboxSize(cfg *Config, n int) { cfg.inboxSize = n }
 
 // Recoveries counts the recoveries of dropped job events an agent ran.
-func (a *Agent) Recoveries() uint64 { return a.router.rec.rounds.Load() }
+func (a *Agent) Recoveries() uint64 { return a.router.Stats().Recoveries }
 
 // OpenConns counts the connections the agent has accepted and not closed,
 // authenticated or not.
@@ -20,12 +20,5 @@ func (a *Agent) OpenConns() int {
 // Stamped reports whether attached client p has its retention stamp: the
 // point from which it counts as receiving its job's events live.
 func (a *Agent) Stamped(p pmix.Proc) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ret := a.retained[p.Nspace]
-	if ret == nil {
-		return false
-	}
-	_, ok := ret.attachedAt[p.Rank]
-	return ok
+	return a.retention.Stamped(p)
 }

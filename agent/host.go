@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/router"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
@@ -337,7 +338,7 @@ func (a *Agent) notify(ctx context.Context, id string, code pmix.Status, rng pmi
 	if a.isClosed() || a.router == nil {
 		return "", fmt.Errorf("%w: not started, or shut down", ErrClosed)
 	}
-	return m.ID, a.publishEvent(m, nil)
+	return m.ID, a.link.Publish(m, nil)
 }
 
 // OnRMEvent calls f for every PMIX_RANGE_RM event in the agent's cluster,
@@ -424,7 +425,7 @@ func (a *Agent) attachedChangedLocked() { a.attachedStale.Store(true) }
 // rebuildAttachedLocked publishes the list of attached clients. Called
 // with a.mu held.
 func (a *Agent) rebuildAttachedLocked() {
-	out := make([]recipient, 0, len(a.expected))
+	out := make([]router.Recipient, 0, len(a.expected))
 	for _, e := range a.expected {
 		if e.conn != nil {
 			out = append(out, e.conn)

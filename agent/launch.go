@@ -21,7 +21,7 @@ func (a *Agent) startLaunch(ctx context.Context) error {
 	}
 	d, err := launch.NewDaemon(launch.DaemonConfig{
 		Conn: a.nc, Cluster: a.cfg.Cluster, Node: a.cfg.Node, Host: launchHost{a},
-		Version: a.cfg.livenessKnobs().Version, KillGrace: a.cfg.KillGrace, LauncherGrace: a.cfg.LauncherGrace, LibDir: a.cfg.PMIxLibDir, Output: a.output,
+		Version: a.cfg.livenessKnobs().Version, KillGrace: a.cfg.KillGrace, LauncherGrace: a.cfg.LauncherGrace, LibDir: a.cfg.PMIxLibDir, Output: a.output, Replicas: a.replicas,
 		Logger: a.log,
 	})
 	if err != nil {

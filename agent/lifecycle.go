@@ -193,5 +193,5 @@ func (a *Agent) raise(m *event.Message) error {
 	if a.isClosed() || a.router == nil {
 		return ErrClosed
 	}
-	return a.router.publish(m, nil)
+	return a.router.Publish(m, nil)
 }

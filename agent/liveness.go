@@ -19,7 +19,7 @@ import (
 // startLiveness claims the agent's key and starts watching the others'.
 func (a *Agent) startLiveness(ctx context.Context) error {
 	cfg := a.cfg.livenessKnobs()
-	cfg.Conn, cfg.Cluster, cfg.Node, cfg.Listen = a.nc, a.cfg.Cluster, a.cfg.Node, a.addr
+	cfg.Conn, cfg.Cluster, cfg.Node, cfg.Listen, cfg.Replicas = a.nc, a.cfg.Cluster, a.cfg.Node, a.addr, a.replicas
 	cfg.Host = livenessHost{a}
 	cfg.Logger = a.log
 	svc, err := liveness.New(cfg)

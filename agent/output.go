@@ -14,7 +14,7 @@ import (
 func (a *Agent) startOutput(ctx context.Context) error {
 	svc, err := iof.Open(ctx, iof.ServiceConfig{
 		Conn: a.nc, Cluster: string(a.cfg.Cluster), Memory: a.cfg.CacheMemory,
-		MaxAge: a.cfg.OutputMaxAge, StreamBytes: a.cfg.OutputStreamBytes,
+		MaxAge: a.cfg.OutputMaxAge, StreamBytes: a.cfg.OutputStreamBytes, Replicas: a.replicas,
 		Logger: a.log.With("service", "iof"),
 	})
 	if err != nil {

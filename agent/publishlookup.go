@@ -83,7 +83,7 @@ func (a *Agent) startPublishLookup(ctx context.Context) error {
 			Description: "pmixbus PMIx_Publish data (publishlookup)",
 		})
 	}
-	local, err := kv(a.cfg.Cluster.Domain(), a.cfg.PublishReplicas)
+	local, err := kv(a.cfg.Cluster.Domain(), a.replicas)
 	if err != nil {
 		return err
 	}

@@ -160,7 +160,7 @@ func (s *sender) giveUpLocked(why error) {
 }
 
 // cut cuts the client off for why, as the queue limit does, unless it is
-// already going: for a limit others keep (its backlog of events, window.go).
+// already going: for a limit others keep (its backlog of events, router.Window).
 func (s *sender) cut(why error) {
 	s.mu.Lock()
 	if s.err != nil || s.closing {

@@ -73,9 +73,8 @@ type Stats struct {
 // agentStats are the agent's own counters; the router keeps the event
 // path's.
 type agentStats struct {
-	chainsCompleted, handlersTimedOut, outcomesDropped atomic.Uint64
-	outcomesPublished, outcomesUnheard                 atomic.Uint64
-	natsDisconnects, natsReconnects, natsErrors        atomic.Uint64
+	chainsCompleted, handlersTimedOut           atomic.Uint64
+	natsDisconnects, natsReconnects, natsErrors atomic.Uint64
 }
 
 // Stats returns a snapshot of the agent's counters. It is cheap and safe
@@ -87,9 +86,9 @@ func (a *Agent) Stats() Stats {
 	s.ClientsAttached = len(a.recipients())
 	s.ChainsCompleted = a.stats.chainsCompleted.Load()
 	s.HandlersTimedOut = a.stats.handlersTimedOut.Load()
-	s.OutcomesDropped = a.stats.outcomesDropped.Load()
-	s.OutcomesPublished = a.stats.outcomesPublished.Load()
-	s.OutcomesUnheard = a.stats.outcomesUnheard.Load()
+	if a.outcomes != nil {
+		s.OutcomesDropped, s.OutcomesPublished, s.OutcomesUnheard = a.outcomes.Stats()
+	}
 	s.CacheEvictions = a.evicted.Load()
 	s.NATSDisconnects = a.stats.natsDisconnects.Load()
 	s.NATSReconnects = a.stats.natsReconnects.Load()
@@ -97,30 +96,25 @@ func (a *Agent) Stats() Stats {
 	if a.nc != nil {
 		s.NATSConnected = a.nc.IsConnected()
 	}
-	s.GlobalLinkDown = a.link.down.Load()
-	s.GlobalLinkWatched = a.link.watched.Load()
-	a.link.mu.Lock()
-	s.GlobalEventsHeld = len(a.link.held)
-	a.link.mu.Unlock()
-	s.GlobalCatchups = a.link.catchup.done.Load()
+	if a.link != nil {
+		ls := a.link.Stats()
+		s.GlobalLinkDown, s.GlobalLinkWatched, s.GlobalEventsHeld = ls.Down, ls.Watched, ls.Held
+	}
 	ls := a.LivenessStats()
 	s.LivenessBeats, s.LivenessBeatFailures = ls.Beats, ls.BeatFailures
 	s.NodesDeclaredDown, s.LivenessRejoins = ls.Declared, ls.Rejoined
 	if r := a.router; r != nil {
-		s.EventsPublished = r.stats.published.Load()
-		s.EventsReceived = r.stats.received.Load()
-		s.GlobalEventsCaughtUp = r.catchup.caughtUp.Load()
-		s.EventsMalformed = r.stats.malformed.Load()
-		s.ChainsStarted = r.stats.delivered.Load()
-		s.ChainsReplayed = r.stats.replayed.Load()
+		rs := r.Stats()
+		s.EventsPublished, s.EventsReceived, s.EventsMalformed = rs.Published, rs.Received, rs.Malformed
+		s.GlobalEventsCaughtUp, s.GlobalCatchups = rs.CaughtUp, rs.Catchups
+		s.ChainsStarted, s.ChainsReplayed = rs.Delivered, rs.Replayed
 		for _, rc := range a.recipients() {
-			s.ChainsWaiting += rc.window().waiting()
+			s.ChainsWaiting += rc.Window().Waiting()
 		}
-		s.RegistrationsHeld = int(r.nholds.Load())
-		job, env := r.droppedByKind()
-		s.EventsDropped, s.JobEventsDropped = job+env, job
-		s.JobEventsRecovered = r.rec.recovered.Load()
-		s.Subscriptions = r.subscriptions()
+		s.RegistrationsHeld = rs.Held
+		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped, rs.JobDropped
+		s.JobEventsRecovered = rs.JobRecovered
+		s.Subscriptions = rs.Subscriptions
 	}
 	return s
 }
@@ -151,7 +145,7 @@ func (a *Agent) watchNATS(nc *nats.Conn) {
 			// Once per subscription each time its messages start being
 			// dropped, which under a flood can be every few messages: the
 			// router logs once per burst, and recovers job events.
-			a.router.slowConsumer(sub)
+			a.router.SlowConsumer(sub)
 		case errors.Is(err, nats.ErrSlowConsumer):
 		default:
 			a.log.Warn("NATS error", "err", err)

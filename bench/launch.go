@@ -43,6 +43,9 @@ type LaunchConfig struct {
 	// LivenessInterval and LivenessTTL are the agents' liveness knobs
 	// (defaults liveness.DefaultInterval, DefaultTTL).
 	LivenessInterval, LivenessTTL time.Duration
+	// LibDir, if set, is the agents' PMIxLibDir: the directory of the
+	// libpmix.so.2 the ranks load.
+	LibDir string
 }
 
 func (c *LaunchConfig) defaults() {
@@ -87,6 +90,7 @@ func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error)
 			c.Slots = slots
 			c.KillGrace = time.Second
 			c.LivenessInterval, c.LivenessTTL = cfg.LivenessInterval, cfg.LivenessTTL
+			c.PMIxLibDir = cfg.LibDir
 		},
 	}, "", nil)
 	if err != nil {

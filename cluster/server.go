@@ -89,7 +89,7 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 			return err
 		}
 	}
-	attachLogger(ns, cfg.Logger)
+	logged := attachLogger(ns, cfg.Logger)
 	ns.Start()
 
 	// Start enables JetStream, then opens the client listener before it
@@ -100,7 +100,11 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 		lock.release()
-		return fmt.Errorf("%w: server %s: %w; the server log says why", ErrNotReady, cfg.Name, errStart)
+		why := logged.String()
+		if why == "" {
+			return fmt.Errorf("%w: server %s: %w, and logged no error", ErrNotReady, cfg.Name, errStart)
+		}
+		return fmt.Errorf("%w: server %s did not start: %s", ErrNotReady, cfg.Name, why)
 	}
 
 	// Only the route listener may lag, by milliseconds. ReadyForConnections

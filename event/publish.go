@@ -16,10 +16,10 @@ type Publisher interface {
 
 // Publish sends an event to the given scopes (see Scopes): on each
 // scope's subject, or its transient subject when the event carries
-// PMIX_EVENT_DO_NOT_CACHE, with the event id in the Nats-Msg-Id header.
-// Once: the event cache's streams capture a cacheable event, and the
-// events stream copies a job event to the job-events stream itself (see
-// package jetstream).
+// PMIX_EVENT_DO_NOT_CACHE, with MsgID in the Nats-Msg-Id header. Once:
+// the event cache's streams capture a cacheable event, and the events
+// stream copies a job event to the job-events stream itself (see package
+// jetstream).
 //
 // Errors: pmix.ErrPackFailure if m cannot be encoded; pmix.ErrBadParam for
 // a subject over subjects.MaxSubjectLen (nothing is sent then);
@@ -44,6 +44,7 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 		}
 		subjs = append(subjs, sc.Subject(m.Code))
 	}
+	multi := len(scopes) > 1
 	// Checked before any is sent: a server drops the connection over a
 	// subject too long for its protocol line.
 	for _, subj := range subjs {
@@ -51,14 +52,25 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 			return err
 		}
 	}
-	hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
-	for k, v := range extra {
-		hdr[k] = v
-	}
-	for _, subj := range subjs {
+	for i, subj := range subjs {
+		hdr := nats.Header{jetstream.MsgIDHeader: []string{m.ID}}
+		if multi {
+			hdr.Set(jetstream.MsgIDHeader, MsgID(m.ID, scopes[i]))
+		}
+		for k, v := range extra {
+			hdr[k] = v
+		}
 		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
 			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
 		}
 	}
 	return nil
 }
+
+// MsgID is the Nats-Msg-Id of event id published to scope sc among
+// others (a CUSTOM event for ranks on several nodes goes to each node's
+// agent scope): the id and the scope, so the streams keep one message per
+// scope, each replayable and retained on its node, while the same event
+// sent again to the same scope is still a duplicate. An event published to
+// one scope has its own id.
+func MsgID(id string, sc subjects.Scope) string { return id + "@" + sc.Prefix() }

@@ -3,6 +3,7 @@ package iof
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -46,10 +47,27 @@ type Config struct {
 // guarantees outside RAW mode. It tags every line of a record; a record
 // that does not end in a newline gets one when its lines are tagged (so the
 // next tag starts a line), and stays byte-exact in plain and RAW output.
+//
+// XML output to the terminal is one well-formed document on Stdout, stderr
+// records included (as <stderr> elements), in a root element mpirun's; the
+// first Write opens it and Close ends it.
 type Display struct {
 	cfg   Config
 	mu    sync.Mutex
 	files map[fileKey]*os.File // open per (proc, stdout|stderr) until its channel completes or Close
+	// root is the state of the XML document's root element on the
+	// terminal: 0 not written, 1 open, 2 closed (by Close).
+	root int
+}
+
+// xmlRoot is the element XML output to the terminal is wrapped in, as
+// mpirun --xml wraps it: tools that read mpirun's XML read pmixbus's.
+const xmlRoot = "mpirun"
+
+// xmlDocument reports whether the output is one XML document on Stdout.
+func (d *Display) xmlDocument() bool {
+	o := d.cfg.Options
+	return o.XML && o.File == "" && o.Dir == ""
 }
 
 type fileKey struct {
@@ -105,6 +123,12 @@ func (d *Display) Write(r Record) error {
 	if err != nil {
 		return err
 	}
+	if d.xmlDocument() && d.root == 0 {
+		d.root = 1
+		if _, err := io.WriteString(w, "<"+xmlRoot+">\n"); err != nil {
+			return err
+		}
+	}
 	if _, err = w.Write(buf.Bytes()); err != nil {
 		return err
 	}
@@ -127,13 +151,24 @@ func (d *Display) closeFile(r Record) error {
 	return f.Close()
 }
 
-// Close closes every per-rank file that is still open and returns the
-// errors of closing them. It is safe to call twice; a Write after Close
-// opens its file again, appending.
+// Close closes every per-rank file that is still open, ends the XML
+// document on Stdout (writing an empty one when nothing was shown), and
+// returns the errors of doing so. It is safe to call twice; a Write after
+// Close opens its file again, appending.
 func (d *Display) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
+	if d.xmlDocument() && d.root != 2 {
+		end := "</" + xmlRoot + ">\n"
+		if d.root == 0 {
+			end = "<" + xmlRoot + ">\n" + end
+		}
+		d.root = 2
+		if _, err := io.WriteString(d.cfg.Stdout, end); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for k, f := range d.files {
 		if err := f.Close(); err != nil {
 			errs = append(errs, err)
@@ -144,7 +179,7 @@ func (d *Display) Close() error {
 }
 
 func (d *Display) toStderr(c Channel) bool {
-	return c != STDOUT && !d.cfg.Options.Merge
+	return c != STDOUT && !d.cfg.Options.Merge && !d.xmlDocument()
 }
 
 func (d *Display) sink(r Record) (io.Writer, error) {
@@ -353,14 +388,18 @@ func forEachLine(data []byte, fn func([]byte)) {
 	}
 }
 
-// xmlEscape is OpenPMIx's: & < > as entities, every byte that is not
-// printable ASCII (the newline included) as "&#NNN;". OpenPMIx prints bytes
-// above 0x7f as negative numbers (signed char); these are their values.
-// XML 1.0 has no reference for control bytes other than tab, newline and
-// carriage return, so a strict parser rejects output that holds them; the
-// json format carries any byte.
+// xmlEscape writes data as XML 1.0 character data, the text as written:
+// & < > as entities; newline, tab and carriage return as character
+// references (OpenPMIx's &#010; for the newline, which a parser keeps
+// where a literal one would be normalized); valid UTF-8 as it is. What XML
+// 1.0 cannot carry at all — a control byte other than those three, a byte
+// that is not part of valid UTF-8, U+FFFE or U+FFFF: no character
+// reference may name them — becomes an empty element <byte hex="HH"/> for
+// each of its bytes, so a reader gets every byte back and the document
+// stays well-formed.
 func xmlEscape(b *bytes.Buffer, data []byte) {
-	for _, c := range data {
+	for len(data) > 0 {
+		c := data[0]
 		switch {
 		case c == '&':
 			b.WriteString("&amp;")
@@ -368,21 +407,90 @@ func xmlEscape(b *bytes.Buffer, data []byte) {
 			b.WriteString("&lt;")
 		case c == '>':
 			b.WriteString("&gt;")
-		case c < 0x20 || c > 0x7e:
+		case c == '\n' || c == '\t' || c == '\r':
 			fmt.Fprintf(b, "&#%03d;", c)
-		default:
+		case c < 0x20:
+			fmt.Fprintf(b, `<byte hex="%02x"/>`, c)
+		case c < utf8.RuneSelf:
 			b.WriteByte(c)
+		default:
+			r, size := utf8.DecodeRune(data)
+			if r == utf8.RuneError || r == 0xFFFE || r == 0xFFFF {
+				for _, x := range data[:size] {
+					fmt.Fprintf(b, `<byte hex="%02x"/>`, x)
+				}
+			} else {
+				b.Write(data[:size])
+			}
+			data = data[size:]
+			continue
+		}
+		data = data[1:]
+	}
+}
+
+// xmlEscapeAttr writes s as an attribute value: what xmlEscape writes as
+// text, with " as &quot;; a character XML 1.0 cannot carry is U+FFFD there
+// (no element may stand in an attribute). The values are names: nspaces,
+// hosts, clusters.
+func xmlEscapeAttr(b *bytes.Buffer, s string) {
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString("&quot;")
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0xFFFE, r == 0xFFFF:
+			b.WriteRune(utf8.RuneError)
+		default:
+			xmlEscape(b, []byte(string(r)))
 		}
 	}
 }
 
-func xmlEscapeAttr(b *bytes.Buffer, s string) {
-	for _, c := range []byte(s) {
-		if c == '"' {
-			b.WriteString("&quot;")
-			continue
+// ReadXML reads a document a Display wrote (--output xml) with a strict
+// XML 1.0 parser, and returns its root element's name and the text of its
+// records in order, each <byte hex="HH"/> read back as its byte: the bytes
+// the processes wrote.
+//
+// Errors: pmix.ErrBadParam for a document that is not well-formed, has a
+// second root or a bad <byte> element.
+func ReadXML(r io.Reader) (root string, text []byte, err error) {
+	dec := xml.NewDecoder(r)
+	var out bytes.Buffer
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return root, out.Bytes(), nil
 		}
-		xmlEscape(b, []byte{c})
+		if err != nil {
+			return "", nil, pmix.Errorf(pmix.ErrBadParam, "iof: not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				if root != "" {
+					return "", nil, pmix.Errorf(pmix.ErrBadParam, "iof: XML with a second root, %s", pmix.Quote(tok.Name.Local))
+				}
+				root = tok.Name.Local
+			}
+			if tok.Name.Local == "byte" {
+				var b uint8
+				if len(tok.Attr) != 1 || tok.Attr[0].Name.Local != "hex" || len(tok.Attr[0].Value) != 2 {
+					return "", nil, pmix.Errorf(pmix.ErrBadParam, "iof: a byte element without hex=\"HH\"")
+				}
+				if _, err := fmt.Sscanf(tok.Attr[0].Value, "%02x", &b); err != nil {
+					return "", nil, pmix.Errorf(pmix.ErrBadParam, "iof: byte element hex=%s: %v", pmix.Quote(tok.Attr[0].Value), err)
+				}
+				out.WriteByte(b)
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 2 {
+				out.Write(tok)
+			}
+		}
 	}
 }
 

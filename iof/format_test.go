@@ -2,7 +2,6 @@ package iof
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -67,9 +66,10 @@ func TestDisplayFormats(t *testing.T) {
 		{"timestamp rank", "timestamp,rank", false, rec(STDOUT, "hello\n"), "[Mon Nov 23 11:26:25 2026][3]<stdout>: hello\n", ""},
 		{"ctime pads the day", "timestamp", false, Record{Nspace: "j", Channel: STDOUT, Time: time.Date(2026, 11, 5, 9, 3, 4, 0, time.UTC), Data: []byte("x\n")}, "[Thu Nov  5 09:03:04 2026]<stdout>: x\n", ""},
 		{"xml", "xml", false, rec(STDOUT, "hello\n"), `<stdout rank="3">hello&#010;</stdout>` + "\n", ""},
-		{"xml stderr", "xml", false, rec(STDERR, "oops\n"), "", `<stderr rank="3">oops&#010;</stderr>` + "\n"},
+		{"xml stderr", "xml", false, rec(STDERR, "oops\n"), `<stderr rank="3">oops&#010;</stderr>` + "\n", ""},
 		{"xml escapes", "xml", false, rec(STDOUT, "a<b>&c\td \"q\"\n"), `<stdout rank="3">a&lt;b&gt;&amp;c&#009;d "q"&#010;</stdout>` + "\n", ""},
-		{"xml high bytes", "xml", false, rec(STDOUT, "\xc3\xa9\n"), `<stdout rank="3">&#195;&#169;&#010;</stdout>` + "\n", ""},
+		{"xml utf-8", "xml", false, rec(STDOUT, "café €\n"), `<stdout rank="3">café €&#010;</stdout>` + "\n", ""},
+		{"xml control and bad bytes", "xml", false, rec(STDOUT, "a\x01b\xffc\uffff\n"), `<stdout rank="3">a<byte hex="01"/>b<byte hex="ff"/>c<byte hex="ef"/><byte hex="bf"/><byte hex="bf"/>&#010;</stdout>` + "\n", ""},
 		{"xml tag", "xml,tag", false, rec(STDOUT, "hello\n"), `<stdout jobid="1" rank="3">hello&#010;</stdout>` + "\n", ""},
 		{"xml tag-fullname", "xml,tag-fullname", false, rec(STDOUT, "hello\n"), `<stdout nspace="prterun-host-1234@1" rank="3">hello&#010;</stdout>` + "\n", ""},
 		{"xml timestamp", "xml,timestamp", false, rec(STDOUT, "hello\n"), `<stdout rank="3" timestamp="Mon Nov 23 11:26:25 2026">hello&#010;</stdout>` + "\n", ""},
@@ -98,6 +98,9 @@ func TestDisplayFormats(t *testing.T) {
 			if err := d.Write(tt.in); err != nil {
 				t.Fatal(err)
 			}
+			if d.xmlDocument() && tt.stdout != "" {
+				tt.stdout = "<mpirun>\n" + tt.stdout // the document's root, opened by the first record
+			}
 			if stdout.String() != tt.stdout || stderr.String() != tt.stderr {
 				t.Fatalf("stdout %q stderr %q; want %q and %q", stdout, stderr, tt.stdout, tt.stderr)
 			}
@@ -105,36 +108,40 @@ func TestDisplayFormats(t *testing.T) {
 	}
 }
 
+// TestDisplayXMLIsWellFormed: XML output is one XML 1.0 document with one
+// root, which a strict parser reads back to the bytes written, whatever
+// they are: UTF-8 as it is, control and invalid bytes as <byte hex=""/>.
 func TestDisplayXMLIsWellFormed(t *testing.T) {
 	for _, spec := range []string{"xml", "xml,tag", "xml,tag-fullname,timestamp", "xml,tag-detailed,cluster"} {
 		t.Run(spec, func(t *testing.T) {
-			d, stdout, _ := newTestDisplay(t, spec+",merge", Config{})
-			lines := []string{"plain\n", "a<b>&c \"q\" 'r'\n", "tab\there\n", "cr\r\n", "no newline"}
+			d, stdout, stderr := newTestDisplay(t, spec, Config{})
+			lines := []string{"plain\n", "a<b>&c \"q\" 'r'\n", "tab\there\n", "cr\r\n", "café €\n", "bell\x07 nul\x00 esc\x1b\n",
+				"bad \xff\xfe utf-8 \xc3\n", "nonchar \uffff \ufffe\n", "no newline"}
 			for i, l := range lines {
 				r := rec(Channel(STDOUT<<(i%2)), l)
-				r.Nspace = `odd&"ns"<1>@7`
+				r.Nspace = "odd&\"ns\"<1>\x01@7"
 				if err := d.Write(r); err != nil {
 					t.Fatal(err)
 				}
 			}
-			dec := xml.NewDecoder(strings.NewReader("<root>" + stdout.String() + "</root>"))
-			var got []string
-			for {
-				tok, err := dec.Token()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("not well-formed: %v\n%s", err, stdout)
-				}
-				if cd, ok := tok.(xml.CharData); ok && len(cd) > 0 && !bytes.Equal(cd, []byte("\n")) {
-					got = append(got, string(cd))
-				}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
 			}
-			if strings.Join(got, "") != strings.Join(lines, "") {
-				t.Fatalf("decoded %q; want %q", got, lines)
+			if stderr.Len() != 0 {
+				t.Fatalf("XML on stderr: %q", stderr)
+			}
+			root, got, err := ReadXML(bytes.NewReader(stdout.Bytes()))
+			if err != nil || root != "mpirun" {
+				t.Fatalf("root %q, %v\n%s", root, err, stdout)
+			}
+			if string(got) != strings.Join(lines, "") {
+				t.Fatalf("decoded %q; want %q", got, strings.Join(lines, ""))
 			}
 		})
+	}
+	d, stdout, _ := newTestDisplay(t, "xml", Config{})
+	if err := d.Close(); err != nil || stdout.String() != "<mpirun>\n</mpirun>\n" {
+		t.Fatalf("nothing shown: %q, %v", stdout, err)
 	}
 }
 

@@ -48,6 +48,9 @@ type ServiceConfig struct {
 	// Memory stores the output in memory instead of files (tests); a
 	// NATS restart then loses it.
 	Memory bool
+	// Replicas of the stream and the limits bucket when this service
+	// creates or updates them: 1 to 5, 0 is 1.
+	Replicas int
 	// MaxAge and StreamBytes bound the cluster's stream; Idle is the
 	// partial-line flush time. Zero means the defaults.
 	MaxAge      time.Duration
@@ -65,6 +68,8 @@ func (c ServiceConfig) Validate() error {
 		return pmix.Errorf(pmix.ErrBadParam, "iof: no cluster")
 	case c.MaxAge < 0 || c.StreamBytes < 0 || c.Idle < 0:
 		return pmix.Errorf(pmix.ErrBadParam, "iof: negative max age %v, stream bytes %d or idle time %v", c.MaxAge, c.StreamBytes, c.Idle)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return pmix.Errorf(pmix.ErrBadParam, "iof: %d replicas: want 1 to 5 (0 is 1)", c.Replicas)
 	}
 	return nil
 }
@@ -134,6 +139,7 @@ func Open(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		Discard:     natsjs.DiscardOld,
 		Duplicates:  time.Minute,
 		AllowDirect: true,
+		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: the output stream %s: %v", StreamName, err)
@@ -144,6 +150,7 @@ func Open(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		History:     1,
 		TTL:         cfg.MaxAge,
 		Storage:     storage,
+		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrUnreach, "iof: the limits bucket %s: %v", LimitsBucket, err)

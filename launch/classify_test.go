@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,9 +89,26 @@ func TestParseHosts(t *testing.T) {
 	if err != nil || len(got) != 3 || got[0] != (Node{Name: "a", Slots: 2}) || got[1] != (Node{Name: "b", Slots: 1}) {
 		t.Fatalf("ParseHosts = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "a:0", "a:x", "a,a", ":2"} {
+	for _, bad := range []string{"", "a:0", "a:x", ":2"} {
 		if _, err := ParseHosts(bad); !errors.Is(err, ErrPlacement) {
 			t.Errorf("ParseHosts(%q) = %v", bad, err)
+		}
+	}
+	// mpirun counts a repeated host as one more slot.
+	if got, err := ParseHosts("a,b,a:2"); err != nil || len(got) != 2 || got[0] != (Node{Name: "a", Slots: 3}) {
+		t.Fatalf("repeated: %v, %v", got, err)
+	}
+}
+
+func TestParseHostfile(t *testing.T) {
+	got, err := ParseHostfile(strings.NewReader("# nodes\nn1 slots=4 max_slots=8\n\n  n2   # no slots: the agent's\nn3 cpu=2\nn1 slots=1\n"))
+	want := []Node{{Name: "n1", Slots: 5}, {Name: "n2"}, {Name: "n3", Slots: 2}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ParseHostfile = %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []string{"", "# only a comment\n", "n1 slots=0\n", "n1 slots\n", "n1 foo=2\n", "n1:2\n"} {
+		if _, err := ParseHostfile(strings.NewReader(bad)); !errors.Is(err, ErrPlacement) {
+			t.Errorf("ParseHostfile(%q) = %v", bad, err)
 		}
 	}
 }

@@ -76,6 +76,9 @@ type DaemonConfig struct {
 	// the daemon starts: the directory of pmixbus's libpmix.so.2, so that
 	// unmodified PMIx C programs load it instead of OpenPMIx's.
 	LibDir string
+	// Replicas of the cluster's jobs bucket when the daemon creates or
+	// updates it: 1 to 5, 0 is 1.
+	Replicas int
 	// Output captures the processes' stdout and stderr into the cluster's
 	// output stream (the agent's iof service); nil discards them.
 	Output *iof.Service
@@ -188,7 +191,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 //
 // Errors: pmix.ErrUnreach when JetStream or NATS refuse; ctx.Err().
 func (d *Daemon) Start(ctx context.Context) error {
-	_, kv, err := openJobs(ctx, d.cfg.Conn, d.cfg.Cluster, true)
+	_, kv, err := openJobs(ctx, d.cfg.Conn, d.cfg.Cluster, max(d.cfg.Replicas, 1))
 	if err != nil {
 		return err
 	}

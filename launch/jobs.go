@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
@@ -49,15 +50,15 @@ func jobPutSubject(c cluster.ID, nspace string) string {
 	return jetstream.KVPutSubject(c.Domain(), JobsBucket, jobKey(nspace))
 }
 
-// openJobs creates (an agent) or binds (a launcher) cluster c's jobs
-// bucket.
-func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, create bool) (natsjs.JetStream, natsjs.KeyValue, error) {
+// openJobs creates with replicas copies (an agent, replicas > 0) or binds
+// (a launcher, replicas 0) cluster c's jobs bucket.
+func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, replicas int) (natsjs.JetStream, natsjs.KeyValue, error) {
 	js, err := natsjs.NewWithDomain(nc, c.Domain())
 	if err != nil {
 		return nil, nil, err
 	}
 	var kv natsjs.KeyValue
-	if create {
+	if replicas > 0 {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
 			Bucket:         JobsBucket,
 			Description:    "pmixbus jobs running on the cluster and their launchers' liveness (launch)",
@@ -65,6 +66,7 @@ func openJobs(ctx context.Context, nc *nats.Conn, c cluster.ID, create bool) (na
 			MaxValueSize:   1 << 20,
 			Storage:        natsjs.FileStorage,
 			LimitMarkerTTL: time.Minute,
+			Replicas:       replicas,
 		})
 	} else {
 		kv, err = js.KeyValue(ctx, JobsBucket)
@@ -97,6 +99,24 @@ func claimJob(ctx context.Context, kv natsjs.KeyValue, rec JobRecord, ttl time.D
 	return nil
 }
 
+// checkKeptOutput refuses an nspace whose earlier run's output the
+// cluster's output stream still keeps: the two runs' output would be one
+// job's to pmixbus attach.
+//
+// Errors: ErrNspaceTaken.
+func checkKeptOutput(ctx context.Context, js natsjs.JetStream, c cluster.ID, nspace string) error {
+	s, err := js.Stream(ctx, iof.StreamName)
+	if err != nil {
+		return nil // no output stream: no output kept
+	}
+	info, err := s.Info(ctx, natsjs.WithSubjectFilter(iof.JobFilter(string(c), nspace)))
+	if err != nil || len(info.State.Subjects) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: cluster %s keeps the output of an earlier run of nspace %s (pmixbus attach %s shows it) until it is older than its agents' --iof-max-age; give another --nspace, or none for a fresh one",
+		ErrNspaceTaken, c, pmix.Quote(nspace), cluster.Qualify(c, nspace))
+}
+
 // beatJob refreshes the job's key and its TTL.
 func beatJob(ctx context.Context, js natsjs.JetStream, c cluster.ID, rec JobRecord, ttl time.Duration) error {
 	b, err := json.Marshal(rec)
@@ -113,7 +133,7 @@ func beatJob(ctx context.Context, js natsjs.JetStream, c cluster.ID, rec JobReco
 // Errors: pmix.ErrNotFound when no job of that nspace runs there;
 // pmix.ErrUnreach when the bucket does not answer.
 func JobNodes(ctx context.Context, nc *nats.Conn, c cluster.ID, nspace string) ([]string, error) {
-	_, kv, err := openJobs(ctx, nc, c, false)
+	_, kv, err := openJobs(ctx, nc, c, 0)
 	if err != nil {
 		return nil, err
 	}

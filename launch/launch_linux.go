@@ -5,9 +5,16 @@ import (
 	"syscall"
 )
 
-// setParentDeathSignal has the kernel kill the process when the thread that
-// started it ends: a launcher that dies without cleaning up (SIGKILL, say)
-// takes its processes with it.
-func setParentDeathSignal(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+// setProcAttrs starts the process as the leader of a process group of its
+// own, so that a signal to it reaches what it started (signalGroup), and
+// has the kernel kill it when the thread that started it ends
+// (PR_SET_PDEATHSIG): a launcher that dies without cleaning up (SIGKILL,
+// say) takes its processes with it.
+func setProcAttrs(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
+// signalGroup sends sig to the process group led by pid.
+func signalGroup(pid int, sig syscall.Signal) error {
+	return syscall.Kill(-pid, sig)
 }

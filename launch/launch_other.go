@@ -2,8 +2,15 @@
 
 package launch
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// setParentDeathSignal does nothing here: there is no PR_SET_PDEATHSIG, and
-// a process outlives a launcher that dies without cleaning up.
-func setParentDeathSignal(*exec.Cmd) {}
+// setProcAttrs does nothing here: there is no PR_SET_PDEATHSIG, and a
+// process outlives a launcher that dies without cleaning up; processes
+// share the launcher's process group.
+func setProcAttrs(*exec.Cmd) {}
+
+// signalGroup is not supported here: the caller signals the process.
+func signalGroup(int, syscall.Signal) error { return syscall.ENOSYS }

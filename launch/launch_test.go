@@ -42,6 +42,10 @@ func helper(what string) int {
 	case "sleep":
 		time.Sleep(time.Minute)
 		return 0
+	case "setsid-sleep": // leave the process group, keep the output, sleep
+		_, _ = syscall.Setsid()
+		time.Sleep(time.Minute)
+		return 0
 	case "launch-sleeper": // start a sleeper, print its pid, sleep
 		exe, _ := os.Executable()
 		p, err := Start(Command{Path: exe, Env: map[string]string{helperEnv: "sleep"}})

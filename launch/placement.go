@@ -1,7 +1,9 @@
 package launch
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -78,12 +80,13 @@ func Place(n int, nodes []Node, policy string, oversubscribe bool) ([]Placement,
 	return out, nil
 }
 
-// ParseHosts parses --host: "node[:slots],…", slots 1 when not given.
+// ParseHosts parses --host (mpirun's -H): "node[:slots],…", slots 1 when
+// not given; a node named again adds its slots ("a,a,b" is a:2,b:1, as
+// mpirun counts it).
 //
-// Errors: ErrPlacement for an empty name, bad slots or a repeated node.
+// Errors: ErrPlacement for an empty name or bad slots.
 func ParseHosts(s string) ([]Node, error) {
 	var out []Node
-	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		name, slots, hasSlots := strings.Cut(strings.TrimSpace(part), ":")
 		n := 1
@@ -96,11 +99,67 @@ func ParseHosts(s string) ([]Node, error) {
 		if name == "" {
 			return nil, fmt.Errorf("%w: --host %s has an empty node name", ErrPlacement, pmix.Quote(s))
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("%w: host %s given twice", ErrPlacement, pmix.Quote(name))
+		out = addHost(out, Node{Name: name, Slots: n})
+	}
+	return out, nil
+}
+
+// addHost adds n to nodes, adding its slots to an entry of the same name.
+func addHost(nodes []Node, n Node) []Node {
+	for i := range nodes {
+		if nodes[i].Name == n.Name {
+			if nodes[i].Slots > 0 && n.Slots > 0 {
+				nodes[i].Slots += n.Slots
+			}
+			return nodes
 		}
-		seen[name] = true
-		out = append(out, Node{Name: name, Slots: n})
+	}
+	return append(nodes, n)
+}
+
+// ParseHostfile parses a hostfile as Open MPI's and PRRTE's: one node per
+// line, "name [slots=N] [max_slots=M]" ("cpu=N" and "count=N" are slots
+// too), '#' starting a comment. A node without slots gets Slots 0: as many
+// as its agent offers. A name given again adds its slots. max_slots is
+// accepted and ignored (an agent's slots are its limit).
+//
+// Errors: ErrPlacement naming the line for a bad entry or an empty file.
+func ParseHostfile(r io.Reader) ([]Node, error) {
+	var out []Node
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		text, _, _ := strings.Cut(sc.Text(), "#")
+		fields := strings.Fields(text)
+		if len(fields) == 0 {
+			continue
+		}
+		n := Node{Name: fields[0]}
+		if strings.ContainsAny(n.Name, "=:,") {
+			return nil, fmt.Errorf("%w: hostfile line %d: %s is not a host name", ErrPlacement, line, pmix.Quote(n.Name))
+		}
+		for _, f := range fields[1:] {
+			k, v, ok := strings.Cut(f, "=")
+			switch k = strings.ToLower(k); {
+			case !ok:
+				return nil, fmt.Errorf("%w: hostfile line %d: %s is not key=value (slots=N)", ErrPlacement, line, pmix.Quote(f))
+			case k == "slots" || k == "cpu" || k == "count":
+				slots, err := strconv.Atoi(v)
+				if err != nil || slots < 1 {
+					return nil, fmt.Errorf("%w: hostfile line %d: %s: slots must be a positive number", ErrPlacement, line, pmix.Quote(f))
+				}
+				n.Slots = slots
+			case k == "max_slots" || k == "max-slots":
+			default:
+				return nil, fmt.Errorf("%w: hostfile line %d: unknown key %s; want slots= or max_slots=", ErrPlacement, line, pmix.Quote(k))
+			}
+		}
+		out = addHost(out, n)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: hostfile: %v", ErrPlacement, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: the hostfile names no host", ErrPlacement)
 	}
 	return out, nil
 }

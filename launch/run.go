@@ -36,8 +36,8 @@ type JobSpec struct {
 	// N is the number of ranks.
 	N int
 	// Hosts restricts placement to these nodes, with these slots
-	// (--host); empty places over the cluster's live agents by their
-	// slots.
+	// (--host, --hostfile; 0 slots: as many as the node's agent has);
+	// empty places over the cluster's live agents by their slots.
 	Hosts         []Node
 	MapBy         string
 	Oversubscribe bool
@@ -115,7 +115,10 @@ type Result struct {
 	// ended: the agents end the jobs' processes once their keys expire
 	// and the launcher grace passes; their ends are not known here.
 	Lost bool
-	Jobs []JobResult
+	// NodeLost is set when First is a rank that went down with its node
+	// (its agent stopped answering and its liveness key expired).
+	NodeLost bool
+	Jobs     []JobResult
 }
 
 // JobResult is one job of a run.
@@ -146,6 +149,7 @@ type Run struct {
 	pollReconnects uint64
 	completes      map[rankKey]int // channels of a rank whose end was shown
 	held           map[rankKey]heldEnd
+	downRanks      map[rankKey]bool // ranks that went down with their node
 
 	mu       sync.Mutex
 	left     int
@@ -187,7 +191,7 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{},
+		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
 	r.pollReconnects = r.reconnects
@@ -306,7 +310,11 @@ func (r *Run) plan(ctx context.Context) error {
 				if live[h.Name] == nil {
 					return fmt.Errorf("%w: unknown host %s: the live agents of cluster %s are %s", ErrPlacement, pmix.Quote(h.Name), c, strings.Join(slices.Sorted(maps.Keys(live)), ", "))
 				}
-				nodes = append(nodes, Node{Name: h.Name, Slots: h.Slots, Used: used[c][h.Name]})
+				slots := h.Slots
+				if slots == 0 {
+					slots = live[h.Name].Slots // a hostfile entry without slots=: the agent's
+				}
+				nodes = append(nodes, Node{Name: h.Name, Slots: slots, Used: used[c][h.Name]})
 			}
 		} else {
 			for _, name := range slices.Sorted(maps.Keys(live)) {
@@ -338,7 +346,7 @@ func (r *Run) plan(ctx context.Context) error {
 		r.left += spec.N
 	}
 	for _, j := range r.jobs {
-		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, false)
+		js, kv, err := openJobs(ctx, r.cfg.Conn, j.cluster, 0)
 		if err != nil {
 			r.release()
 			return err
@@ -349,6 +357,13 @@ func (r *Run) plan(ctx context.Context) error {
 			return fmt.Errorf("cluster %s: %w", j.cluster, err)
 		}
 		j.claimed = true
+		if j.spec.Nspace != "" {
+			// Its output would mix with an earlier run's in pmixbus attach.
+			if err := checkKeptOutput(ctx, js, j.cluster, j.nspace); err != nil {
+				r.release()
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -671,9 +686,18 @@ func (r *Run) poll() {
 			err := Control(ctx, r.cfg.Conn, j.cluster, node, OpJobs, nil, &reply)
 			cancel()
 			if err != nil {
-				if errors.Is(err, ErrNoAgent) && r.nodeDown(j.cluster, node) && r.downFor(j.cluster, node) >= r.cfg.JobTTL {
+				// The clock starts at the first unanswered poll: a node
+				// cut off is reported once it has not answered for the job
+				// TTL and its key has expired meanwhile (the liveness TTL,
+				// shorter), not a TTL after that.
+				if errors.Is(err, ErrNoAgent) && r.downFor(j.cluster, node) >= r.cfg.JobTTL && r.nodeDown(j.cluster, node) {
+					r.mu.Lock()
 					for _, rk := range ranks {
-						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (the agent's liveness key expired)"})
+						r.downRanks[rankKey{j.nspace, rk}] = true
+					}
+					r.mu.Unlock()
+					for _, rk := range ranks {
+						r.ended(ProcEnd{Nspace: j.nspace, Rank: rk, Node: node, State: pmix.ErrProcTermWOSync, ExitCode: 1, Text: "went down with its node (its agent stopped answering and its liveness key expired)"})
 					}
 				}
 				continue
@@ -845,6 +869,7 @@ func (r *Run) finish() {
 	if r.first != nil {
 		e := *r.first
 		res.First = &e
+		res.NodeLost = r.downRanks[rankKey{e.Nspace, e.Rank}]
 		res.ExitCode = e.ExitCode
 		if res.ExitCode == 0 {
 			res.ExitCode = 1

@@ -1,6 +1,9 @@
 package security
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -263,7 +266,19 @@ func (k *Keys) ServerAuth() (*cluster.Auth, error) {
 		return nil, fmt.Errorf("security: the leaf key: %w", err)
 	}
 	auth.LeafSeed = string(seed)
+	auth.RoutePassword = routePassword(seed)
 	return auth, nil
+}
+
+// routePassword is the password the routes between servers sharing these
+// keys authenticate with: derived from the leaf key's seed, which every
+// server of a deployment holds, so that servers started on their own
+// (pmixbus server --route) form a cluster with no secret of their own to
+// distribute, and no one without the keys can join it.
+func routePassword(leafSeed []byte) string {
+	mac := hmac.New(sha256.New, leafSeed)
+	mac.Write([]byte("pmixbus route password v1"))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // missing returns the roles of want that k lacks.

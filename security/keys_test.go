@@ -204,3 +204,34 @@ func TestNATSConf(t *testing.T) {
 		t.Error("the configuration holds a seed")
 	}
 }
+
+// TestRoutePassword: servers given the same keys derive the same route
+// password, and other keys another one.
+func TestRoutePassword(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := security.EnsureKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	pass := func(dir string) string {
+		k, err := security.LoadKeys(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := k.ServerAuth()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.RoutePassword
+	}
+	first, again := pass(dir), pass(dir)
+	if first == "" || first != again {
+		t.Fatalf("route passwords %q and %q from the same keys", first, again)
+	}
+	other := t.TempDir()
+	if _, err := security.EnsureKeys(other); err != nil {
+		t.Fatal(err)
+	}
+	if pass(other) == first {
+		t.Fatal("other keys derive the same route password")
+	}
+}

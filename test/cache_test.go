@@ -312,3 +312,37 @@ func TestCacheWithEmbeddedServer(t *testing.T) {
 	rec.waitCount(t, pmix.EventNodeDown, 4)
 	checkRun(t, seqs(rec.all()), 2, 5)
 }
+
+// TestCustomReplayedOnEveryNode: a CUSTOM event for ranks on two nodes is
+// stored once for each node's agent scope, so a late registrant on either
+// node has it replayed (and the job-events stream holds a copy for each
+// node's retention: event.TestPublishStoresEachScope). It was published
+// twice with the same Nats-Msg-Id: the stream kept the first node's copy
+// and dropped the other.
+func TestCustomReplayedOnEveryNode(t *testing.T) {
+	w := newWorld(t)
+	const code = pmix.ExternalErrBase - 7
+	targets := pmix.Procs([]pmix.Proc{{Nspace: "jobA", Rank: 0}, {Nspace: "jobA", Rank: 3}}) // on a1 and a2
+	if _, err := w.agents["a1"].Notify(t.Context(), code, pmix.RangeCustom, false, append(seqInfo(1), pmix.NewInfo(pmix.KeyEventCustomRange, targets))); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, w.agents["a1"], 2)
+	for _, name := range []string{"A:jobA.0", "A:jobA.3"} {
+		rec := newRecorder()
+		if _, err := w.client(name).c.RegisterEventHandler(t.Context(), []pmix.Status{code}, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitCount(t, code, 1)
+		checkRun(t, seqs(rec.all()), 1, 1)
+	}
+	// Not a target: nothing replayed, though its node has the event.
+	rec := newRecorder()
+	if _, err := w.client("A:jobA.2").c.RegisterEventHandler(t.Context(), []pmix.Status{code}, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.agents["a2"].Notify(t.Context(), code, pmix.RangeCustom, false, append(seqInfo(2), pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs([]pmix.Proc{{Nspace: "jobA", Rank: 2}})))); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitCount(t, code, 1)
+	checkRun(t, seqs(rec.all()), 2, 2)
+}

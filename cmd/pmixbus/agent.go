@@ -106,6 +106,7 @@ var agentEnv = envBindings{
 	"cluster":           "PMIXBUS_CLUSTER",
 	"node":              "PMIXBUS_NODE",
 	"nats":              "PMIXBUS_NATS",
+	"replicas":          "PMIXBUS_REPLICAS",
 	"port":              "PMIXBUS_PORT",
 	"store":             "PMIXBUS_STORE",
 	"listen":            "PMIXBUS_LISTEN",
@@ -137,7 +138,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		node           = fs.String("node", hostname(), "`node` this agent serves (PMIXBUS_NODE)")
 		natsURL        = fs.String("nats", "", "NATS `URL` to connect to; empty starts an embedded server (PMIXBUS_NATS)")
 		port           = fs.Int("port", -1, "client `port` of the embedded NATS server; -1 for a free one (PMIXBUS_PORT)")
-		store          = fs.String("store", "", "JetStream storage `dir` of the embedded server (default <temp dir>/pmixbus/<cluster>/<node>) (PMIXBUS_STORE)")
+		store          = fs.String("store", "", "JetStream storage `dir` of the embedded server (default <state dir>/store/<cluster>/<node>, the state dir being $XDG_STATE_HOME/pmixbus, ~/.local/state/pmixbus, or /var/lib/pmixbus for root) (PMIXBUS_STORE)")
 		listen         = fs.String("listen", "", "where clients attach: unix:`path` or tcp:127.0.0.1:port, port 0 for a free one (default unix:<temp dir>/pmixbus-<cluster>-<node>.sock) (PMIXBUS_LISTEN)")
 		handlerTimeout = fs.Duration("handler-timeout", bus.DefaultHandlerTimeout, "how long a handler may take before its chain moves on, for handlers that set no PMIX_EVENT_ACTION_TIMEOUT; 0 waits forever (PMIXBUS_HANDLER_TIMEOUT)")
 		logLevel       = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace (PMIXBUS_LOG_LEVEL)")
@@ -157,6 +158,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
 		iofMaxAge      = fs.Duration("iof-max-age", iof.DefaultMaxAge, "how long the cluster's output stream keeps a job's output for pmixbus attach (PMIXBUS_IOF_MAX_AGE)")
 		iofStreamBytes = fs.Int64("iof-stream-bytes", iof.DefaultStreamBytes, "byte limit of the cluster's whole output stream, the oldest output of any job dropped first (PMIXBUS_IOF_STREAM_BYTES)")
+		replicas       = fs.Int("replicas", 0, "copies `n` of every stream and bucket the agent creates in its cluster (event cache, output, publish/lookup, groups, agents, jobs), 1 to 5; 0: min(3, the cluster's servers as they advertise themselves) — give every agent of a cluster the same (PMIXBUS_REPLICAS)")
 		noLaunch       = fs.Bool("no-launch", false, "do not launch processes for pmixbus run (a host RM launches its own)")
 		liveTTL        = fs.Duration("liveness-ttl", liveness.DefaultTTL, "how long after its last refresh the key expires and the cluster declares the node down; whole seconds, more than --liveness-interval (PMIXBUS_LIVENESS_TTL)")
 		jobs, clients  stringList
@@ -218,6 +220,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.URL = *natsURL
 	cfg.GlobalDomain = *globalDomain
 	cfg.Slots = *slots
+	cfg.Replicas = *replicas
 	cfg.Version = pmixbusVersion()
 	cfg.LivenessInterval, cfg.LivenessTTL = *liveInterval, *liveTTL
 	cfg.ClusterGrace = *clusterGrace
@@ -232,7 +235,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// The agent starts the embedded server itself, and stops it.
 		cfg.StoreDir = *store
 		if cfg.StoreDir == "" {
-			cfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), *node)
+			state, err := defaultStateDir()
+			if err != nil {
+				return usageError(fs, stderr, "%v", err)
+			}
+			cfg.StoreDir = filepath.Join(state, "store", string(id), *node)
 		}
 		cfg.Embedded = func(c *cluster.Config) {
 			c.Port = *port
@@ -249,11 +256,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "pmixbus agent: %v\n", err)
 		return exitFail
 	}
-	urlFile := ""
-	if cfg.URL == "" {
-		urlFile = localURLFile(dir)
-	}
-	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, urlFile, stdout, stderr)
+	return serveAgent(ctx, cfg, specs, procs, *metricsAddr, true, stdout, stderr)
 }
 
 // agentKeys returns the keys of dir for an agent: every role's, created
@@ -279,10 +282,10 @@ func agentKeys(embedded bool, dir string, log *slog.Logger) (*security.Keys, err
 // serveAgent runs the agent until ctx ends, and its embedded NATS server
 // if it has one.
 //
-// An agent with an embedded server writes the server's URL to urlFile
-// (unless empty), where `pmixbus run` and `status` find the local NATS
-// without --nats, and removes it when it stops.
-func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr, urlFile string, stdout, stderr io.Writer) int {
+// With register, the agent registers its NATS server's URL as a local
+// one (localurl.go), where `pmixbus run` and `status` find it without
+// --nats, until it stops.
+func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients []pmix.Proc, metricsAddr string, register bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "pmixbus agent: "+format+"\n", a...)
 		return exitFail
@@ -322,11 +325,16 @@ func serveAgent(ctx context.Context, cfg agent.Config, jobs []agent.Job, clients
 			return fail("registering client %v: %v", p, err)
 		}
 	}
-	if srv := a.Server(); srv != nil && urlFile != "" {
-		if err := writeLocalURL(urlFile, srv.ClientURL()); err != nil {
-			fmt.Fprintf(stderr, "pmixbus agent: %v (pmixbus run will need --nats)\n", err)
+	if register {
+		url := cfg.URL
+		if srv := a.Server(); srv != nil {
+			url = srv.ClientURL()
+		}
+		remove, err := registerLocal(localEndpoint{Kind: "agent", Cluster: string(cfg.Cluster), Name: cfg.Node, URL: url})
+		if err != nil {
+			fmt.Fprintf(stderr, "pmixbus agent: registering the local NATS URL: %v (pmixbus run will need --nats)\n", err)
 		} else {
-			defer removeLocalURL(urlFile, srv.ClientURL())
+			defer remove()
 		}
 	}
 	// The clients' environments first: who waits for the ready lines has

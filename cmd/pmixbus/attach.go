@@ -57,7 +57,8 @@ func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() != 1 {
 		return usageError(fs, stderr, "want one job, [cluster:]nspace")
 	}
-	if err := applyLocalNATS(fs, natsURL); err != nil {
+	jobOf, _, _ := cluster.Split(fs.Arg(0))
+	if err := applyLocalNATS(fs, natsURL, string(jobOf)); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if *tail < 0 {
@@ -65,7 +66,7 @@ func runAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	opts, err := iof.ParseOutput(*output)
 	if err != nil {
-		return usageError(fs, stderr, "--output: %v", pmix.MessageOf(err))
+		return usageError(fs, stderr, "%v", pmix.MessageOf(err))
 	}
 	c, nspace, _ := cluster.Split(fs.Arg(0))
 	if nspace == "" {

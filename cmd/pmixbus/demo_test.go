@@ -27,11 +27,15 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && (os.Args[1] == "demo-client" && os.Getenv(demo.RoleEnv) != "" || os.Args[1] == bench.ScaleHelperCommand || os.Args[1] == bench.LaunchRankCommand) {
 		main()
 	}
+	if os.Getenv(asPmixbusEnv) == "1" {
+		main() // startPmixbus: a pmixbus process of its own
+	}
 	dir, err := os.MkdirTemp("", "pmixbus-keys")
 	if err != nil {
 		panic(err)
 	}
 	os.Setenv(security.EnvKeysDir, dir)
+	os.Setenv("XDG_STATE_HOME", dir+"/state") // the agents' stores and local registrations
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,17 +10,49 @@ import (
 	"syscall"
 )
 
-// Exit codes.
+// Exit codes. pmixbus run's own are named as sysexits.h names them; a
+// rank's exit code may be any of them too (docs/launch.md, "Exit status").
 const (
-	exitOK    = 0
-	exitFail  = 1 // the command ran and failed
-	exitUsage = 2 // bad command line
+	exitOK          = 0
+	exitFail        = 1   // the command ran and failed
+	exitUsage       = 2   // bad command line
+	exitNodeLost    = 68  // EX_NOHOST: a node of the job went down
+	exitAgentLost   = 69  // EX_UNAVAILABLE: the local agent whose NATS server run used is gone
+	exitNATSLost    = 75  // EX_TEMPFAIL: the NATS server stayed unreachable for the job TTL
+	exitTimeout     = 124 // --timeout, as timeout(1)
+	exitInterrupted = 130 // SIGINT: 128+2
+	exitTerminated  = 143 // SIGTERM: 128+15
 )
 
+// interrupted is the cause of main's context once a signal ended it:
+// which one (a command acts on SIGINT and SIGTERM differently).
+type interrupted struct{ sig os.Signal }
+
+func (e interrupted) Error() string { return e.sig.String() + " received" }
+
+// signalOf is the signal that ended ctx, nil if none did.
+func signalOf(ctx context.Context) os.Signal {
+	var in interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		return in.sig
+	}
+	return nil
+}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal ends ctx; later ones are the commands' (a
+		// command that wants them registers for them), and do not kill
+		// the process meanwhile.
+		s := <-sigs
+		cancel(interrupted{s})
+		for range sigs {
+		}
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
 }
 
@@ -35,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help":
 		printUsage(stdout)
 		return exitOK
+	case "-V", "-version", "--version":
+		return runVersion(ctx, rest, stdout, stderr)
 	case "help":
 		if len(rest) == 0 {
 			printUsage(stdout)

@@ -98,7 +98,11 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	if *natsURL == "" {
-		*natsURL = localNATS()
+		u, err := localNATS(*clusterName)
+		if err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
+		*natsURL = u
 	}
 	id, err := cluster.ParseID(*clusterName)
 	if err != nil {

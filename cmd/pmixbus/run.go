@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,6 +59,7 @@ type runFlags struct {
 	fs            *flag.FlagSet
 	n             *int
 	hosts         *string
+	hostfile      *string
 	mapBy         *string
 	cluster       *string
 	nspace        *string
@@ -71,15 +71,17 @@ type runFlags struct {
 
 func newRunFlags(name string) *runFlags {
 	f := &runFlags{fs: newFlagSet(name, "[flags] prog [args…] [: [flags] prog [args…]]…", runDescription)}
-	f.n = f.fs.Int("n", 1, "number of ranks")
-	f.hosts = f.fs.String("host", "", "place ranks on these nodes only: `node:slots,…`")
-	f.mapBy = f.fs.String("map-by", launch.MapBySlot, "placement `policy`: slot or node")
+	f.n = f.fs.Int("n", 1, "run `N` processes of the program")
+	f.hosts = f.fs.String("host", "", "`hosts` to run on: node[:slots],…, a node named again being one slot more (as mpirun's -H)")
+	f.hostfile = f.fs.String("hostfile", "", "run on the hosts of `file`: a line per host, \"name [slots=N]\"; without slots=, as many as its agent offers; --host then picks among them")
+	f.mapBy = f.fs.String("map-by", launch.MapBySlot, "mapping `policy`: slot fills each node's slots in turn (core, socket, numa, hwthread, board, package, l1cache…l3cache do the same: ranks are not bound), node goes round the nodes; :OVERSUBSCRIBE or :NOOVERSUBSCRIBE may follow")
 	f.cluster = f.fs.String("cluster", "", "run on this `cluster` (default: the cluster of the server connected to)")
 	f.nspace = f.fs.String("nspace", "", "the job's `nspace` (default: a unique one)")
 	f.wdir = f.fs.String("wdir", "", "the ranks' working `dir` (default: the current one)")
 	f.oversubscribe = f.fs.Bool("oversubscribe", false, "place more ranks than free slots")
-	f.fs.Var(&f.export, "x", "forward environment `VAR` to the ranks (repeatable)")
+	f.fs.Var(&f.export, "x", "export environment variable `VAR` to the ranks with its value here, or set VAR=value in theirs (repeatable)")
 	f.fs.Var(&f.env, "env", "set `VAR=VAL` in the ranks' environment (repeatable)")
+	addAliases(f.fs)
 	return f
 }
 
@@ -92,8 +94,15 @@ func (f *runFlags) spec() (launch.JobSpec, error) {
 	if *f.n < 1 {
 		return launch.JobSpec{}, fmt.Errorf("-n %d: want at least 1", *f.n)
 	}
-	s := launch.JobSpec{N: *f.n, MapBy: *f.mapBy, Oversubscribe: *f.oversubscribe, Nspace: *f.nspace,
+	policy, over, err := parseMapBy(*f.mapBy)
+	if err != nil {
+		return launch.JobSpec{}, err
+	}
+	s := launch.JobSpec{N: *f.n, MapBy: policy, Oversubscribe: *f.oversubscribe, Nspace: *f.nspace,
 		App: launch.App{Path: args[0], Args: args[1:], Env: map[string]string{}}}
+	if over != nil {
+		s.Oversubscribe = *over
+	}
 	if *f.cluster != "" {
 		id, err := cluster.ParseID(*f.cluster)
 		if err != nil {
@@ -101,12 +110,8 @@ func (f *runFlags) spec() (launch.JobSpec, error) {
 		}
 		s.Cluster = id
 	}
-	if *f.hosts != "" {
-		hosts, err := launch.ParseHosts(*f.hosts)
-		if err != nil {
-			return s, err
-		}
-		s.Hosts = hosts
+	if s.Hosts, err = f.placeHosts(); err != nil {
+		return s, err
 	}
 	dir := *f.wdir
 	if dir == "" {
@@ -120,11 +125,17 @@ func (f *runFlags) spec() (launch.JobSpec, error) {
 		s.App.Dir = abs
 	}
 	for _, v := range f.export {
-		val, ok := os.LookupEnv(v)
-		if !ok {
-			return s, fmt.Errorf("-x %s: not set here", v)
+		k, val, hasVal := strings.Cut(v, "=")
+		if k == "" {
+			return s, fmt.Errorf("-x %q: want VAR or VAR=value", v)
 		}
-		s.App.Env[v] = val
+		if !hasVal {
+			var ok bool
+			if val, ok = os.LookupEnv(k); !ok {
+				return s, fmt.Errorf("-x %s: the variable is not set here; give its value as -x %s=value", k, k)
+			}
+		}
+		s.App.Env[k] = val
 	}
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
@@ -134,6 +145,64 @@ func (f *runFlags) spec() (launch.JobSpec, error) {
 		s.App.Env[k] = v
 	}
 	return s, nil
+}
+
+// placeHosts is the hosts --host and --hostfile name: the hostfile's,
+// or those of --host, which must be among the hostfile's when both are
+// given (as mpirun's -H picks among a hostfile's hosts).
+func (f *runFlags) placeHosts() ([]launch.Node, error) {
+	var fromFile []launch.Node
+	if *f.hostfile != "" {
+		file, err := os.Open(*f.hostfile)
+		if err != nil {
+			return nil, fmt.Errorf("--hostfile: %v", err)
+		}
+		defer file.Close()
+		if fromFile, err = launch.ParseHostfile(file); err != nil {
+			return nil, fmt.Errorf("--hostfile %s: %v", *f.hostfile, pmix.MessageOf(err))
+		}
+	}
+	if *f.hosts == "" {
+		return fromFile, nil
+	}
+	hosts, err := launch.ParseHosts(*f.hosts)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hosts {
+		if fromFile != nil && !slices.ContainsFunc(fromFile, func(n launch.Node) bool { return n.Name == h.Name }) {
+			return nil, fmt.Errorf("--host %s is not in --hostfile %s", h.Name, *f.hostfile)
+		}
+	}
+	return hosts, nil
+}
+
+// parseMapBy parses mpirun's --map-by: a policy and optional
+// ":modifier,…". Open MPI's hardware policies map as slot does (fill a
+// node, then the next): pmixbus binds no rank, so they only differ there.
+// over is set when a modifier asks for oversubscription or forbids it.
+func parseMapBy(s string) (policy string, over *bool, err error) {
+	name, mods, _ := strings.Cut(s, ":")
+	switch strings.ToLower(name) {
+	case "slot", "core", "socket", "numa", "hwthread", "board", "package", "l1cache", "l2cache", "l3cache":
+		policy = launch.MapBySlot
+	case "node":
+		policy = launch.MapByNode
+	default:
+		return "", nil, fmt.Errorf("--map-by %s: unknown policy; want slot or node (or Open MPI's core, socket, numa…, which map as slot)", name)
+	}
+	for _, m := range strings.Split(mods, ",") {
+		switch strings.ToUpper(strings.TrimSpace(m)) {
+		case "":
+		case "OVERSUBSCRIBE":
+			over = new(true)
+		case "NOOVERSUBSCRIBE":
+			over = new(false)
+		default:
+			return "", nil, fmt.Errorf("--map-by %s: modifier %s is not supported; want OVERSUBSCRIBE or NOOVERSUBSCRIBE", s, m)
+		}
+	}
+	return policy, over, nil
 }
 
 // splitContexts splits the command line at ':' arguments.
@@ -155,26 +224,46 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	contexts := splitContexts(args)
 	first := newRunFlags("run")
 	var (
-		natsURL    = localNATSFlag(first.fs, "linked to the clusters")
-		nkey       = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
-		timeout    = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
-		continuous = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
-		output     = first.fs.String("output", "", "how to show the ranks' output, as prterun: comma list of tag, tag-detailed, tag-fullname, rank, timestamp, xml, merge-stderr-to-stdout, file=PATH, dir=DIR, raw, json, cluster (unique prefixes)")
-		noteTerm   = first.fs.Bool("notify-termination", false, "raise PMIX_EVENT_PROC_TERMINATED for normal exits too")
-		allHelp    = first.fs.Bool("no-aggregate-help", false, "show every help message the ranks send, not the first of each kind and a count of the rest")
-		iofLimit   = first.fs.String("iof-limit", "10MiB", "the `size` of each output channel (stdout, stderr) of a job that is kept, across its ranks (PMIX_IOF_CACHE_SIZE; at most 1GiB)")
-		iofDrop    = first.fs.String("iof-drop", "newest", "what goes when a channel reaches --iof-limit: `newest` (later output, with one warning) or oldest")
-		stdinFlag  = first.fs.String("stdin", "0", "the `ranks` of the first app context that read this stdin: a rank, all (every rank of every app context) or none")
+		natsURL     = localNATSFlag(first.fs, "linked to the clusters")
+		nkey        = first.fs.String("nkey", defaultKeyFile(security.RoleLauncher), "sign in with the NATS key in `file`; the launcher role's key by default (docs/security.md)")
+		timeout     = first.fs.Duration("timeout", 0, "end the job after this `duration` (exit status 124); 0: no limit")
+		continuous  = first.fs.Bool("continuous", false, "keep the job running when a rank ends abnormally (events only)")
+		output      = first.fs.String("output", "", "how to show the ranks' output, as prterun's --output: a comma list of tag, tag-detailed, tag-fullname, rank, timestamp, xml, merge-stderr-to-stdout, file=PATH, dir=DIR, raw, json, cluster (unique prefixes)")
+		tagOutput   = first.fs.Bool("tag-output", false, "tag each line with [jobid,rank] (--output tag)")
+		timestamps  = first.fs.Bool("timestamp-output", false, "timestamp each line (--output timestamp)")
+		xmlOutput   = first.fs.Bool("xml", false, "show the output as one XML document (--output xml)")
+		merge       = first.fs.Bool("merge-stderr-to-stdout", false, "send the ranks' stderr to stdout (--output merge-stderr-to-stdout)")
+		outDir      = first.fs.String("output-filename", "", "write each rank's output to `dir`/<nspace>/rank.N/stdout and stderr (--output dir=DIR)")
+		showVersion = first.fs.Bool("version", false, "print the version and exit")
+		noteTerm    = first.fs.Bool("notify-termination", false, "raise PMIX_EVENT_PROC_TERMINATED for normal exits too")
+		allHelp     = first.fs.Bool("no-aggregate-help", false, "show every help message the ranks send, not the first of each kind and a count of the rest")
+		iofLimit    = first.fs.String("iof-limit", "10MiB", "the `size` of each output channel (stdout, stderr) of a job that is kept, across its ranks (PMIX_IOF_CACHE_SIZE; at most 1GiB)")
+		iofDrop     = first.fs.String("iof-drop", "newest", "what goes when a channel reaches --iof-limit: `newest` (later output, with one warning) or oldest")
+		stdinFlag   = first.fs.String("stdin", "0", "the `ranks` of the first app context that read this stdin: a rank, all (every rank of every app context) or none")
 	)
+	first.fs.Bool("allow-run-as-root", false, "accepted for mpirun's command lines; pmixbus runs as any user")
+	addAliases(first.fs)
+	first.fs.Usage = func() { printRunHelp(first.fs.Output(), first.fs, helpCategory(contexts[0])) }
 	if code, done := parseFlags(first.fs, contexts[0], stdout, stderr); done {
 		return code
 	}
-	if err := applyLocalNATS(first.fs, natsURL); err != nil {
+	if *showVersion {
+		fmt.Fprintf(stdout, "pmixbus run (pmixbus) %s\n", pmixbusVersion())
+		return exitOK
+	}
+	if err := applyLocalNATS(first.fs, natsURL, *first.cluster); err != nil {
 		return usageError(first.fs, stderr, "%v", err)
 	}
 	opts, err := iof.ParseOutput(*output)
 	if err != nil {
-		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))
+		return usageError(first.fs, stderr, "%v", pmix.MessageOf(err))
+	}
+	opts.Tag = opts.Tag || *tagOutput
+	opts.Timestamp = opts.Timestamp || *timestamps
+	opts.XML = opts.XML || *xmlOutput
+	opts.Merge = opts.Merge || *merge
+	if *outDir != "" {
+		opts.Dir = *outDir
 	}
 	limit, err := iof.ParseSize(*iofLimit)
 	if err != nil || limit < 1 || limit > iof.MaxLimit {
@@ -226,7 +315,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return "", 0, false
 	}})
 	if err != nil {
-		return usageError(first.fs, stderr, "--output: %v", pmix.MessageOf(err))
+		return usageError(first.fs, stderr, "%v", pmix.MessageOf(err))
 	}
 	defer func() {
 		if err := display.Close(); err != nil {
@@ -237,13 +326,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
 	}
+	agents := localAgentsAt(*natsURL) // to tell the loss of "its" agent from that of NATS
+	// Pings every second: a server cut off silently is noticed within
+	// two (lostAfter's margin), not nats.go's default of minutes.
 	nc, err := connectTool(*natsURL, key, given(first.fs, "nkey"), stderr, "run",
 		nats.Name("pmixbus run"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2),
 		nats.CustomInboxPrefix(security.LauncherInboxPrefix), asyncErrors(stderr, "run"))
 	if err != nil {
 		return fail("connecting to %s: %v%s (give the URL of a pmixbus NATS server with --nats or PMIXBUS_NATS)", *natsURL, err, authHint(err, identity))
 	}
 	defer nc.Close()
+	if err := mayLaunch(nc); err != nil {
+		return fail("%s may not launch jobs: the server refused it (%v); sign in with the launcher key, --nkey %s (docs/security.md)", identity, err, defaultKeyFile(security.RoleLauncher))
+	}
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
 		Display: display, Stdout: stdout, Stderr: stderr, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
@@ -255,53 +351,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail("%v", err)
 	}
-	var expire <-chan time.Time
-	if *timeout > 0 {
-		t := time.NewTimer(*timeout)
-		defer t.Stop()
-		expire = t.C
-	}
-	// The first SIGINT or SIGTERM ends ctx (main's NotifyContext): the
-	// job is ended gracefully; a second one kills it.
-	timedOut := false
-	var sigs chan os.Signal
-	for {
-		select {
-		case <-r.Done():
-			res, _ := r.Wait(context.Background())
-			return runResult(res, timedOut, *continuous, stderr)
-		case <-expire:
-			timedOut = true
-			fmt.Fprintf(stderr, "pmixbus run: the job ran out of time (--timeout %v); ending it\n", *timeout)
-			go r.Terminate(false)
-		case <-ctx.Done():
-			ctx = context.Background()
-			sigs = make(chan os.Signal, 1)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-			fmt.Fprintln(stderr, "pmixbus run: interrupted: ending the job (interrupt again to kill it)")
-			go r.Terminate(false)
-		case s := <-sigs:
-			fmt.Fprintf(stderr, "pmixbus run: %v again: killing the job\n", s)
-			go r.Terminate(true)
-		}
-	}
+	return waitRun(ctx, r, jobWatch{nc: nc, agents: agents, timeout: *timeout, continuous: *continuous}, stderr)
 }
 
-// runResult reports how the run ended and returns the exit code.
-func runResult(res launch.Result, timedOut, continuous bool, stderr io.Writer) int {
-	if e := res.First; e != nil {
-		fmt.Fprintf(stderr, "pmixbus run: rank %d of %s on node %s %s (%v)", e.Rank, e.Nspace, e.Node, e.Text, e.State)
-		if !res.Canceled && !continuous {
-			fmt.Fprint(stderr, "; the other ranks were ended")
-		}
-		fmt.Fprintln(stderr)
+// mayLaunch checks that nc's sign-in may do what a launcher does first:
+// receive replies on the launcher's inbox and call JetStream. A key
+// without those rights (the watch key, say) would otherwise only make
+// every request time out.
+func mayLaunch(nc *nats.Conn) error {
+	sub, err := nc.SubscribeSync(security.LauncherInboxPrefix + ".probe")
+	if err != nil {
+		return err
 	}
-	switch {
-	case timedOut:
-		return 124
-	case res.First == nil && res.Canceled:
-		return 130
+	defer sub.Unsubscribe()
+	if err := nc.Publish("$JS.API.INFO", nil); err != nil {
+		return err
 	}
-	return res.ExitCode
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	return refused(nc)
 }

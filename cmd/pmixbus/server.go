@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -66,15 +65,18 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		name        = fs.String("name", "", "server `name` (default: the cluster name)")
 		host        = fs.String("host", "127.0.0.1", "`address` to listen on; 0.0.0.0 for all interfaces")
 		port        = fs.Int("port", 4222, "client `port`; -1 for a free one")
-		store       = fs.String("store", "", "JetStream storage `dir` (default <temp dir>/pmixbus/<cluster>/<name>)")
+		store       = fs.String("store", "", "JetStream storage `dir` (default <state dir>/store/<cluster>/<name>, the state dir being $XDG_STATE_HOME/pmixbus, ~/.local/state/pmixbus, or /var/lib/pmixbus for root)")
 		leafPort    = fs.Int("leaf-port", 0, "accept leaf-node connections on `port`, acting as a hub; 0 off, -1 a free one")
 		monitorPort = fs.Int("monitor-port", 0, "HTTP monitoring `port`; 0 off, -1 a free one")
+		routePort   = fs.Int("route-port", 0, "accept routes from the other servers of this cluster on `port` (a routed cluster: docs/operations.md); 0 off, -1 a free one")
 		logLevel    = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace")
 		metricsAddr = fs.String("metrics-addr", "", metricsFlagHelp)
 		keys        = fs.String("keys", "", keysDirHelp)
 		leafTLS     = addLeafTLSFlags(fs)
 		leafRemotes stringList
+		routes      stringList
 	)
+	fs.Var(&routes, "route", "a route to another server of this cluster at `URL` (nats-route://host:port), with --route-port; repeatable. The servers of a cluster authenticate their routes with a password derived from the keys, so give them the same keys directory")
 	fs.Var(&leafRemotes, "leaf-remote", "connect as a leaf node to the hub at `URL` (nats-leaf://host:port); repeatable")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -98,13 +100,18 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg.LeafPort = *leafPort
 	cfg.LeafRemotes = leafRemotes
 	cfg.MonitorPort = *monitorPort
+	cfg.RoutePort, cfg.Routes = *routePort, routes
 	cfg.LeafTLS = leafTLS.config()
 	if cfg.StoreDir == "" {
 		serverName := cfg.Name
 		if serverName == "" {
 			serverName = string(id)
 		}
-		cfg.StoreDir = filepath.Join(os.TempDir(), "pmixbus", string(id), serverName)
+		state, err := defaultStateDir()
+		if err != nil {
+			return usageError(fs, stderr, "%v", err)
+		}
+		cfg.StoreDir = filepath.Join(state, "store", string(id), serverName)
 	}
 	dir, err := keysDir(*keys)
 	if err != nil {
@@ -137,6 +144,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintf(stdout, "pmixbus server %s ready: cluster %s, JetStream domain %q, store %s\n",
 		s.Name(), s.Cluster(), s.Domain(), s.StoreDir())
 	fmt.Fprintf(stdout, "client URL: %s\n", s.ClientURL())
+	if u := s.RouteURL(); u != "" {
+		fmt.Fprintf(stdout, "route URL: %s\n", u)
+	}
 	if u := s.LeafURL(); u != "" {
 		fmt.Fprintf(stdout, "leaf URL: %s\n", u)
 	}
@@ -144,6 +154,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stdout, "monitor URL: %s\n", u)
 	}
 	fmt.Fprintf(stdout, "keys: %s\n", dir)
+	if remove, err := registerLocal(localEndpoint{Kind: "server", Cluster: string(s.Cluster()), Name: s.Name(), URL: s.ClientURL()}); err != nil {
+		fmt.Fprintf(stderr, "pmixbus server: registering the local NATS URL: %v (the tools will need --nats)\n", err)
+	} else {
+		defer remove()
+	}
 	stopMetrics, err := serveMetrics(*metricsAddr, stdout, metrics.Server(s))
 	if err != nil {
 		fmt.Fprintf(stderr, "pmixbus server: --metrics-addr: %v\n", err)

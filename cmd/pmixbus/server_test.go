@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,3 +166,19 @@ func TestServerCommandStartFailure(t *testing.T) {
 }
 
 func writeFile(path string) error { return os.WriteFile(path, []byte("x"), 0o644) }
+
+// TestServerCommandPortTaken: a server on a port another process holds
+// says so, with the cause, in its one error line.
+func TestServerCommandPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"server", "--port", port, "--store", t.TempDir(), "--log-level", "off"}, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "address already in use") || !strings.Contains(stderr.String(), port) || strings.Count(stderr.String(), "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

@@ -40,7 +40,7 @@ default); one whose agent stopped cleanly is not listed.
 The clusters are those one of whose agents answers on pmix.ctl.clusters
 within --wait, and those named with --cluster (read even when no agent of
 them answers). --nats may also come from PMIXBUS_NATS; the default is the
-NATS server on 127.0.0.1:4222. With --json it prints one JSON object.
+NATS server of the local agent (of --cluster when there are several). With --json it prints one JSON object.
 
 It exits 1 when no cluster was found or a cluster's bucket could not be
 read.`
@@ -93,7 +93,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, done := noArgs(fs, stderr); done {
 		return code
 	}
-	if err := applyLocalNATS(fs, natsURL); err != nil {
+	only := ""
+	if len(clusters) == 1 {
+		only = clusters[0]
+	}
+	if err := applyLocalNATS(fs, natsURL, only); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if *wait <= 0 {

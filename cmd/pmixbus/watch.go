@@ -74,7 +74,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := noArgs(fs, stderr); done {
 		return code
 	}
-	if err := applyLocalNATS(fs, natsURL); err != nil {
+	if err := applyLocalNATS(fs, natsURL, ""); err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if *count < 0 {

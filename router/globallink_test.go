@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"testing"
@@ -30,7 +30,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{nc: nc, cfg: Config{Cluster: "B"}}
+	a := &Link{nc: nc, cluster: "B"}
 	code := pmix.ExternalErrBase - 1
 	m := &event.Message{ID: "e1", Code: code, Range: pmix.RangeGlobal, Source: bus.Origin{Cluster: "B", Node: "b1"}, Time: time.Now()}
 	stored := func() jetstream.ReadPoint {
@@ -59,7 +59,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(catchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != "e1" {
+		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != "e1" {
 			t.Fatalf("copy headers %v, want it for %s, marked as B's, with the event's id", msg.Header, want)
 		}
 	}

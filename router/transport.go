@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -10,33 +10,36 @@ import (
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
-// transport is the part of NATS the router uses: publish, subscribe into
-// one channel, flush. natsTransport is the real one; memTransport carries
+// Transport is the part of NATS the router uses: publish, subscribe into
+// one channel, flush. NATS is the real one; MemTransport carries
 // messages in memory, so the routing logic is tested without a server.
-type transport interface {
+type Transport interface {
 	PublishMsg(*nats.Msg) error
 	// Subscribe feeds the messages on subject (a pattern) into ch, in the
 	// order the connection receives them, each with Sub.Subject set to
 	// subject.
-	Subscribe(subject string, ch chan *nats.Msg) (subscription, error)
+	Subscribe(subject string, ch chan *nats.Msg) (Subscription, error)
 	// Flush returns once the server has processed what was sent before.
 	Flush(ctx context.Context) error
 }
+
+// NATS is a Transport over a NATS connection.
+func NATS(nc *nats.Conn) Transport { return natsTransport{nc} }
 
 type natsTransport struct{ nc *nats.Conn }
 
 func (t natsTransport) PublishMsg(m *nats.Msg) error { return t.nc.PublishMsg(m) }
 
-// subscription is one subscription of a transport; *nats.Subscription is
+// Subscription is one subscription of a Transport; *nats.Subscription is
 // one.
-type subscription interface {
+type Subscription interface {
 	Unsubscribe() error
 	// Dropped is how many messages did not fit the channel (NATS's slow
 	// consumer).
 	Dropped() (int, error)
 }
 
-func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (subscription, error) {
+func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
 	sub, err := t.nc.ChanSubscribe(subject, ch)
 	if err != nil {
 		return nil, err
@@ -46,19 +49,19 @@ func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (subscriptio
 
 func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithContext(ctx) }
 
-// memTransport is a transport in memory: a message published goes, at
-// once and in order, to every subscription whose pattern matches its
+// MemTransport is a Transport in memory: a message published goes, at
+// once and in order, to every Subscription whose pattern matches its
 // subject (NATS's "*" and ">" wildcards). The zero value is ready; it
 // waits for room in a full channel, or with dropWhenFull drops the
 // message and counts it, as NATS does.
-type memTransport struct {
+type MemTransport struct {
 	mu           sync.Mutex
 	subs         map[*memSub]struct{}
 	dropWhenFull bool
 }
 
 type memSub struct {
-	t       *memTransport
+	t       *MemTransport
 	pattern []string
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
@@ -78,7 +81,7 @@ func (s *memSub) Dropped() (int, error) {
 	return s.dropped, nil
 }
 
-func (t *memTransport) PublishMsg(m *nats.Msg) error {
+func (t *MemTransport) PublishMsg(m *nats.Msg) error {
 	toks := strings.Split(m.Subject, ".")
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -100,7 +103,7 @@ func (t *memTransport) PublishMsg(m *nats.Msg) error {
 	return nil
 }
 
-func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (subscription, error) {
+func (t *MemTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
 	s := &memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -111,4 +114,4 @@ func (t *memTransport) Subscribe(subject string, ch chan *nats.Msg) (subscriptio
 	return s, nil
 }
 
-func (t *memTransport) Flush(context.Context) error { return nil }
+func (t *MemTransport) Flush(context.Context) error { return nil }

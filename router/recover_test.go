@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -54,9 +54,9 @@ func (h *cacheHost) readJobEvents(_ context.Context, _, _ []string, _ readPoint,
 func TestRecoveryInMemory(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
-	host := &cacheHost{fakeHost: &fakeHost{clients: []recipient{a0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}}}
-	tr := &memTransport{dropWhenFull: true}
-	r := startRouter(t, tr, place, host, 8, func(r *router) {
+	host := &cacheHost{fakeHost: &fakeHost{clients: []Recipient{a0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}}}
+	tr := &MemTransport{dropWhenFull: true}
+	r := startRouter(t, tr, place, host, 8, func(r *Router) {
 		r.anchor = readPoint{known: true} // the cache was empty
 	})
 
@@ -75,7 +75,7 @@ func TestRecoveryInMemory(t *testing.T) {
 	}
 	register := func(name string) error {
 		info := []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(name))}
-		_, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, info, record(name))
+		_, replied, err := r.Register(t.Context(), a0, []pmix.Status{code}, info, record(name))
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func TestRecoveryInMemory(t *testing.T) {
 		m := &event.Message{ID: fmt.Sprint("e", i), Code: code, Range: pmix.RangeLocal,
 			Source: bus.Origin{Cluster: "A", Node: "n1"}, Info: []pmix.Info{pmix.NewInfo("seq", pmix.Int64(int64(i)))}, Time: time.Now()}
 		host.add(sc, m)
-		if err := r.publish(m, nil); err != nil {
+		if err := r.Publish(m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

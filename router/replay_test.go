@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -34,8 +34,8 @@ func TestEventAfterFenceRunsInChain(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
 	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
-	host := &fencingHost{fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}}
-	r := startRouter(t, &memTransport{}, place, host, 0, nil)
+	host := &fencingHost{fakeHost{clients: []Recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}}
+	r := startRouter(t, &MemTransport{}, place, host, 0, nil)
 
 	var mu sync.Mutex
 	var ran []string
@@ -63,7 +63,7 @@ func TestEventAfterFenceRunsInChain(t *testing.T) {
 	}
 	register := func(c *fakeClient, code pmix.Status, name string) (replied func()) {
 		t.Helper()
-		_, replied, err := r.register(t.Context(), c, []pmix.Status{code}, nil, handler(name))
+		_, replied, err := r.Register(t.Context(), c, []pmix.Status{code}, nil, handler(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestEventAfterFenceRunsInChain(t *testing.T) {
 		t.Helper()
 		n++
 		m := &event.Message{ID: fmt.Sprint("e", n), Code: c, Range: pmix.RangeLocal, Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
-		if err := r.publish(m, nil); err != nil {
+		if err := r.Publish(m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,13 +114,13 @@ func TestEventAfterFenceRunsInChain(t *testing.T) {
 // gapHost's cache answers a registration's first read with first, and its
 // second read (after the first read point) with second: as a NATS server
 // does for an event it matched against the subscriptions before the
-// registration's subscription was there, but whose stream stored it after
+// registration's Subscription was there, but whose stream stored it after
 // the first read point — it comes neither live nor in the first read.
 // Before the second read fixes its read point, lateLive is published: it
 // comes live (and waits for the release), and is in the second read too.
 type gapHost struct {
 	fakeHost
-	r             *router
+	r             *Router
 	sc            subjects.Scope
 	first, second []*event.Message
 	lateLive      *event.Message
@@ -131,7 +131,7 @@ func (h *gapHost) readCache(_ context.Context, _ pmix.Proc, _ string, _ bus.Regi
 	if after.known {
 		msgs = h.second
 		if h.lateLive != nil {
-			if err := h.r.publish(h.lateLive, nil); err != nil {
+			if err := h.r.Publish(h.lateLive, nil); err != nil {
 				return readPoint{}, err
 			}
 		}
@@ -162,15 +162,15 @@ func TestSecondReadTakesLateEvent(t *testing.T) {
 	}
 	live := ev("live")
 	host := &gapHost{
-		fakeHost: fakeHost{clients: []recipient{a0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}},
+		fakeHost: fakeHost{clients: []Recipient{a0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}},
 		sc:       subjects.Node("A", "n1"),
 		first:    []*event.Message{ev("c1"), ev("c2")},
 		second:   []*event.Message{ev("late"), live},
 		lateLive: live,
 	}
-	r := startRouter(t, &memTransport{}, place, host, 0, nil)
+	r := startRouter(t, &MemTransport{}, place, host, 0, nil)
 	host.r = r
-	_, replied, err := r.register(t.Context(), a0, []pmix.Status{code}, nil, a0.handler)
+	_, replied, err := r.Register(t.Context(), a0, []pmix.Status{code}, nil, a0.handler)
 	if err != nil {
 		t.Fatal(err)
 	}

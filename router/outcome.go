@@ -1,8 +1,10 @@
-package agent
+package router
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -209,33 +211,66 @@ func (q *outcomeQueue) probed(listener bool, mark uint64) (discarded, lost int) 
 	return discarded, 0
 }
 
+// Outcomes publishes an agent's outcome reports (above). Its methods are
+// safe for concurrent use.
+type Outcomes struct {
+	q       outcomeQueue
+	nc      *nats.Conn
+	subject string
+	log     *slog.Logger
+	ctx     context.Context
+	done    <-chan struct{}
+
+	dropped, published, unheard atomic.Uint64
+}
+
+// NewOutcomes returns the outcome reports of the agent of node in cluster,
+// published on nc; run its Publish and Probe on goroutines of the agent's,
+// which return once done is closed (ctx ends the probes' waits).
+func NewOutcomes(nc *nats.Conn, cluster, node string, log *slog.Logger, ctx context.Context, done <-chan struct{}) *Outcomes {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	o := &Outcomes{nc: nc, subject: event.OutcomeSubject(cluster, node), log: log, ctx: ctx, done: done}
+	o.q.ready = make(chan struct{}, 1)
+	o.q.probe = make(chan struct{}, 1)
+	return o
+}
+
+// Add queues a report of a chain that ended.
+func (o *Outcomes) Add(r event.OutcomeReport) { o.q.add(r) }
+
+// Stats returns the reports dropped (NATS not keeping up), published, and
+// not published for want of a listener.
+func (o *Outcomes) Stats() (dropped, published, unheard uint64) {
+	return o.dropped.Load(), o.published.Load(), o.unheard.Load()
+}
+
 // outcomeProbe is an empty batch of reports: a msgpack array of length 0.
 var outcomeProbe = []byte{0x90}
 
-// probeOutcomes asks NATS, every outcomeProbeInterval until the agent
-// stops, whether anyone subscribes to the agent's outcome subject, and
+// Probe asks NATS, every outcomeProbeInterval until done is closed, whether anyone subscribes to the agent's outcome subject, and
 // tells the queue. It asks at once when outcomeProbeBacklog reports wait
 // for an answer, so that a burst with nobody listening holds few.
-func (a *Agent) probeOutcomes() {
-	a.everyOr(outcomeProbeInterval, a.outcomes.probe, a.probeOutcomesOnce)
+func (o *Outcomes) Probe() {
+	tick(o.done, outcomeProbeInterval, o.q.probe, func() bool { o.probeOnce(); return false })
 }
 
-func (a *Agent) probeOutcomesOnce() {
-	q := &a.outcomes
-	subject := event.OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
+func (o *Outcomes) probeOnce() {
+	q := &o.q
 	mark := q.mark()
-	listener, err := a.probeListener(subject)
+	listener, err := o.probeListener(o.subject)
 	switch {
 	case err != nil:
 		// NATS is down, or the agent stops: keep the reports, ask again.
-		a.log.Debug("probing for outcome listeners", "err", err)
+		o.log.Debug("probing for outcome listeners", "err", err)
 	case !listener:
 		discarded, _ := q.probed(false, mark)
-		a.stats.outcomesUnheard.Add(uint64(discarded))
+		o.unheard.Add(uint64(discarded))
 	default:
 		if _, lost := q.probed(true, mark); lost > 0 {
-			a.stats.outcomesDropped.Add(uint64(lost))
-			a.log.Warn("outcome reports dropped: more waited for a listener than the backlog holds", "dropped", lost)
+			o.dropped.Add(uint64(lost))
+			o.log.Warn("outcome reports dropped: more waited for a listener than the backlog holds", "dropped", lost)
 		}
 	}
 }
@@ -246,22 +281,22 @@ func (a *Agent) probeOutcomesOnce() {
 // responders" as it processes the request, before the PONG of the flush
 // that follows on the same connection, so once the flush returns the
 // answer is in hand, or there is none because somebody subscribes.
-func (a *Agent) probeListener(subject string) (bool, error) {
-	inbox := a.nc.NewRespInbox()
+func (o *Outcomes) probeListener(subject string) (bool, error) {
+	inbox := o.nc.NewRespInbox()
 	// A channel for the one answer (SubscribeSync would make one of
 	// 65,536 per probe).
 	answer := make(chan *nats.Msg, 1)
-	sub, err := a.nc.ChanSubscribe(inbox, answer)
+	sub, err := o.nc.ChanSubscribe(inbox, answer)
 	if err != nil {
 		return false, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	ctx, cancel := context.WithTimeout(a.ctx, outcomeProbeTimeout)
+	ctx, cancel := context.WithTimeout(o.ctx, outcomeProbeTimeout)
 	defer cancel()
-	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: outcomeProbe}); err != nil {
+	if err := o.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: outcomeProbe}); err != nil {
 		return false, err
 	}
-	if err := a.nc.FlushWithContext(ctx); err != nil {
+	if err := o.nc.FlushWithContext(ctx); err != nil {
 		return false, err
 	}
 	select {
@@ -277,31 +312,31 @@ func (a *Agent) probeListener(subject string) (bool, error) {
 // nobody received.
 const noRespondersStatus = "503"
 
-// publishOutcomes sends queued reports in batches, while a listener is
-// known, until the agent stops, then sends what is left.
-func (a *Agent) publishOutcomes() {
-	q := &a.outcomes
-	subject := event.OutcomeSubject(string(a.cfg.Cluster), a.cfg.Node)
+// Publish sends queued reports in batches, while a listener is known,
+// until done is closed, then sends what is left.
+func (o *Outcomes) Publish() {
+	q := &o.q
+	subject := o.subject
 	send := func() {
 		for {
 			batch, dropped := q.take(outcomeBatch)
 			if dropped > 0 {
-				a.stats.outcomesDropped.Add(uint64(dropped))
-				a.log.Warn("outcome reports dropped: NATS is not keeping up", "dropped", dropped)
+				o.dropped.Add(uint64(dropped))
+				o.log.Warn("outcome reports dropped: NATS is not keeping up", "dropped", dropped)
 			}
 			if len(batch) == 0 {
 				return
 			}
 			b, err := event.MarshalOutcomes(batch)
 			if err != nil {
-				a.log.Warn("encoding outcome reports", "err", err)
+				o.log.Warn("encoding outcome reports", "err", err)
 				continue
 			}
-			if err := a.nc.Publish(subject, b); err != nil {
-				a.log.Debug("publishing outcome reports", "err", err)
+			if err := o.nc.Publish(subject, b); err != nil {
+				o.log.Debug("publishing outcome reports", "err", err)
 				continue
 			}
-			a.stats.outcomesPublished.Add(uint64(len(batch)))
+			o.published.Add(uint64(len(batch)))
 		}
 	}
 	timer := time.NewTimer(time.Hour)
@@ -312,12 +347,12 @@ func (a *Agent) publishOutcomes() {
 			timer.Reset(outcomeFlush)
 			select {
 			case <-timer.C:
-			case <-a.done:
+			case <-o.done:
 				send()
 				return
 			}
 			send()
-		case <-a.done:
+		case <-o.done:
 			send()
 			return
 		}

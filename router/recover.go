@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 )
 
 // Recovering the job events NATS dropped (docs/cache.md, "Events the agent
-// dropped"). Every subscription feeds the one inbox; when it is full NATS
+// dropped"). Every Subscription feeds the one inbox; when it is full NATS
 // drops what arrives (a slow consumer). Cacheable job events are in the
 // cache, so the router reads them back and runs those it never received
 // through the chains of the clients they are for:
@@ -112,17 +112,17 @@ type recoveryState struct {
 	rounds    atomic.Uint64 // recovery rounds done
 }
 
-// slowConsumer is called by NATS's error handler when a subscription
+// slowConsumer is called by NATS's error handler when a Subscription
 // dropped events (once each time one of them starts dropping): the
 // dispatch goroutine checks, as it does whenever it finds the inbox full.
-func (r *router) slowConsumer(*nats.Subscription) { r.post(r.checkDrops) }
+func (r *Router) SlowConsumer(*nats.Subscription) { r.post(r.checkDrops) }
 
 // checkDrops starts a recovery if NATS dropped events since the last
 // check. The dispatch goroutine calls it before it handles an event it
 // found the inbox full for: a drop happens only then, so an event that
 // arrived after one is never handled before the pause begins. (While a
 // recovery runs, its rounds check.)
-func (r *router) checkDrops() {
+func (r *Router) checkDrops() {
 	d := r.dropped()
 	if d == r.dropsSeen || r.recov != nil {
 		return
@@ -140,21 +140,21 @@ func (r *router) checkDrops() {
 }
 
 // startRound starts a round of rc's: its read, on a goroutine of its own.
-func (r *router) startRound(rc *recovery) {
+func (r *Router) startRound(rc *recovery) {
 	rc.seq = "r" + strconv.FormatUint(r.holdSeq.Add(1), 10)
 	rc.fenced = make(chan struct{})
 	rc.dropsAt = r.dropped()
 	rc.horizon = false
 	// What is at or below the anchor is accounted for: not read again.
 	seq, fenced, after := rc.seq, rc.fenced, r.anchor
-	if !r.host.goFunc(func() { r.recoverRound(rc, seq, fenced, after) }) {
+	if !r.host.GoFunc(func() { r.recoverRound(rc, seq, fenced, after) }) {
 		r.endRecovery(rc)
 	}
 }
 
 // recoverRound reads the cache for a round of rc (see the top of this
 // file) and has the dispatch goroutine merge it, a batch at a time.
-func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}, after readPoint) {
+func (r *Router) recoverRound(rc *recovery, seq string, fenced chan struct{}, after readPoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
 	var read readPoint
@@ -164,7 +164,7 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}, af
 	if len(filters) == 0 {
 		return
 	}
-	events, jobs, err := r.host.readJobEvents(ctx, filters, jobFilters, after, func() error {
+	events, jobs, err := r.cache.readJobEvents(ctx, filters, jobFilters, after, func() error {
 		return r.awaitRecoveryFence(ctx, seq, fenced)
 	}, func(b []cachedEvent) error {
 		done := make(chan struct{})
@@ -189,7 +189,7 @@ func (r *router) recoverRound(rc *recovery, seq string, fenced chan struct{}, af
 // roundDone runs on the dispatch goroutine when a round's read is over: if
 // events were dropped meanwhile, another round reads again, the pause
 // going on; else what is pending runs and the recovery ends.
-func (r *router) roundDone(rc *recovery) {
+func (r *Router) roundDone(rc *recovery) {
 	if r.recov != rc {
 		return
 	}
@@ -209,7 +209,7 @@ func (r *router) roundDone(rc *recovery) {
 
 // endRecovery runs what is still pending and ends the pause; a burst of
 // drops that is over is summed up in the log.
-func (r *router) endRecovery(rc *recovery) {
+func (r *Router) endRecovery(rc *recovery) {
 	if r.recov != rc {
 		return
 	}
@@ -223,7 +223,7 @@ func (r *router) endRecovery(rc *recovery) {
 	}
 }
 
-func (r *router) isDone() bool {
+func (r *Router) isDone() bool {
 	select {
 	case <-r.done:
 		return true
@@ -234,10 +234,10 @@ func (r *router) isDone() bool {
 
 // jobFilters are the cached job-event subjects of every attached client's
 // scopes, in the events stream and the job-events stream.
-func (r *router) jobFilters() (filters, jobFilters []string) {
+func (r *Router) jobFilters() (filters, jobFilters []string) {
 	seen := map[string]bool{}
-	for _, rc := range r.host.recipients() {
-		proc, session, _, ok := rc.target()
+	for _, rc := range r.host.Recipients() {
+		proc, session, _, ok := rc.Target()
 		if !ok {
 			continue
 		}
@@ -255,7 +255,7 @@ func (r *router) jobFilters() (filters, jobFilters []string) {
 
 // awaitRecoveryFence sends a round's fence and waits until it is back, sending
 // it again every refenceInterval (a fence can be dropped like an event).
-func (r *router) awaitRecoveryFence(ctx context.Context, seq string, fenced chan struct{}) error {
+func (r *Router) awaitRecoveryFence(ctx context.Context, seq string, fenced chan struct{}) error {
 	send := func() { _ = r.nc.PublishMsg(&nats.Msg{Subject: r.fenceSubj, Data: []byte(seq)}) }
 	if err := r.ensureFenceSub(); err != nil {
 		return err
@@ -292,7 +292,7 @@ func (rc *recovery) take(p pendingMsg) bool {
 }
 
 // recoveryFenced handles a fence of a recovery; false if seq names none.
-func (r *router) recoveryFenced(seq string) bool {
+func (r *Router) recoveryFenced(seq string) bool {
 	rc := r.recov
 	if rc == nil || rc.seq != seq {
 		return len(seq) > 0 && seq[0] == 'r' // a recovery's, sent again or late
@@ -308,7 +308,7 @@ func (r *router) recoveryFenced(seq string) bool {
 
 // mergeRecovered merges a batch of cached job events with what is pending
 // (see the top of this file).
-func (r *router) mergeRecovered(rc *recovery, b []cachedEvent) {
+func (r *Router) mergeRecovered(rc *recovery, b []cachedEvent) {
 	if r.recov != rc {
 		return
 	}
@@ -346,7 +346,7 @@ func (r *router) mergeRecovered(rc *recovery, b []cachedEvent) {
 }
 
 // runPending runs what is pending up to end.
-func (r *router) runPending(rc *recovery, end int) {
+func (r *Router) runPending(rc *recovery, end int) {
 	for ; rc.next < end; rc.next++ {
 		p := rc.pending[rc.next]
 		rc.pending[rc.next] = pendingMsg{}
@@ -383,9 +383,9 @@ func (s *receivedSet) has(id string) bool {
 	return ok
 }
 
-// droppedByKind splits dropped() by the kind of subscription: job events,
+// droppedByKind splits dropped() by the kind of Subscription: job events,
 // environment events.
-func (r *router) droppedByKind() (job, env uint64) {
+func (r *Router) droppedByKind() (job, env uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	job, env = r.stats.droppedJobGone.Load(), r.stats.droppedEnvGone.Load()

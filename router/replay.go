@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 //
 // An event the read returns may also be on its way live, waiting in the
 // inbox behind others: the agent was already subscribed to it for another
-// registration, or it was published between the subscription and the read.
+// registration, or it was published between the Subscription and the read.
 // Replayed before it is dispatched, it would reach the registration twice:
 // cached, then live after the release. So register waits, and nothing is
 // replayed, until a fence has come back: a message the router publishes to
@@ -94,7 +94,7 @@ type heldEvent struct {
 // heldClient is a client with registrations held, the first of which is
 // being read for. Guarded by holdMu.
 type heldClient struct {
-	rc    recipient
+	rc    Recipient
 	holds []*hold
 	// waiting: the first replay has begun (its fence is back, the client
 	// has its reply), and the client's live events wait here, in order,
@@ -118,7 +118,7 @@ const (
 
 // addHold starts queueing the live events that a registration, just
 // registered held, accepts.
-func (r *router) addHold(ctx context.Context, rc recipient, proc pmix.Proc, session string, reg *bus.Registry, id bus.ID) *hold {
+func (r *Router) addHold(ctx context.Context, rc Recipient, proc pmix.Proc, session string, reg *bus.Registry, id bus.ID) *hold {
 	h := &hold{
 		proc: proc, session: session, id: id, seq: strconv.FormatUint(r.holdSeq.Add(1), 10),
 		batches:  make(chan []cachedEvent, holdBatches),
@@ -143,14 +143,14 @@ func (r *router) addHold(ctx context.Context, rc recipient, proc pmix.Proc, sess
 
 // subscribed records that register has subscribed for h, and reports
 // whether the caller is to start its read: h is its client's first hold.
-func (r *router) subscribed(h *hold) bool {
+func (r *Router) subscribed(h *hold) bool {
 	r.holdMu.Lock()
 	defer r.holdMu.Unlock()
 	h.subscribed = true
 	return r.claimReadLocked(h)
 }
 
-func (r *router) claimReadLocked(h *hold) bool {
+func (r *Router) claimReadLocked(h *hold) bool {
 	if h.started || !h.subscribed || h.finished || h.c.holds[0] != h {
 		return false
 	}
@@ -160,8 +160,8 @@ func (r *router) claimReadLocked(h *hold) bool {
 
 // startRead starts h's read on a goroutine of the agent's; false once the
 // agent stops.
-func (r *router) startRead(h *hold) bool {
-	if !r.host.goFunc(func() { r.read(h) }) {
+func (r *Router) startRead(h *hold) bool {
+	if !r.host.GoFunc(func() { r.read(h) }) {
 		h.cancel()
 		return false
 	}
@@ -172,7 +172,7 @@ func (r *router) startRead(h *hold) bool {
 // registrations are held, and reports whether the client's chain must wait
 // (see hold): it does once the first replay has begun; until then the
 // event queues for the held registrations that accept it.
-func (r *router) holdEvent(rc recipient, proc pmix.Proc, session string, sc subjects.Scope, m *event.Message, ev bus.Event) bool {
+func (r *Router) holdEvent(rc Recipient, proc pmix.Proc, session string, sc subjects.Scope, m *event.Message, ev bus.Event) bool {
 	r.holdMu.Lock()
 	defer r.holdMu.Unlock()
 	c := r.holds[rc]
@@ -195,12 +195,12 @@ func (r *router) holdEvent(rc recipient, proc pmix.Proc, session string, sc subj
 }
 
 // origin is a local client as its registry sees itself.
-func (r *router) origin(proc pmix.Proc, session string) bus.Origin {
+func (r *Router) origin(proc pmix.Proc, session string) bus.Origin {
 	return bus.Origin{Cluster: string(r.place.Cluster), Node: r.place.Node, Session: session, Proc: proc}
 }
 
 // ensureFenceSub subscribes to the router's fence subject, once.
-func (r *router) ensureFenceSub() error {
+func (r *Router) ensureFenceSub() error {
 	r.fenceMu.Lock()
 	defer r.fenceMu.Unlock()
 	if r.fenceSub != nil {
@@ -215,15 +215,15 @@ func (r *router) ensureFenceSub() error {
 }
 
 // fence sends h's fence through NATS back to the inbox.
-func (r *router) fence(h *hold) { r.sendFence(h.seq) }
+func (r *Router) fence(h *hold) { r.sendFence(h.seq) }
 
-func (r *router) sendFence(seq string) {
+func (r *Router) sendFence(seq string) {
 	_ = r.nc.PublishMsg(&nats.Msg{Subject: r.fenceSubj, Data: []byte(seq)})
 }
 
 // awaitFence waits until h's fence is back, its read ended without one,
 // or fenceTimeout, sending the fence again meanwhile.
-func (r *router) awaitFence(ctx context.Context, h *hold) {
+func (r *Router) awaitFence(ctx context.Context, h *hold) {
 	timeout := time.NewTimer(fenceTimeout)
 	defer timeout.Stop()
 	select {
@@ -241,14 +241,14 @@ func (r *router) awaitFence(ctx context.Context, h *hold) {
 // refence sends h's fence again every refenceInterval until it is back,
 // ctx ends or timeout fires (a nil one never does), and reports whether it
 // is back.
-func (r *router) refence(ctx context.Context, h *hold, timeout <-chan time.Time) bool {
+func (r *Router) refence(ctx context.Context, h *hold, timeout <-chan time.Time) bool {
 	return r.awaitSeq(ctx, h.seq, h.fencedCh, timeout)
 }
 
 // awaitSeq waits until back is closed (the fence seq is back), sending the
 // fence again every refenceInterval, until ctx ends or timeout fires (a nil
 // one never does), and reports whether it is back.
-func (r *router) awaitSeq(ctx context.Context, seq string, back <-chan struct{}, timeout <-chan time.Time) bool {
+func (r *Router) awaitSeq(ctx context.Context, seq string, back <-chan struct{}, timeout <-chan time.Time) bool {
 	again := time.NewTicker(refenceInterval)
 	defer again.Stop()
 	for {
@@ -274,7 +274,7 @@ func (r *router) awaitSeq(ctx context.Context, seq string, back <-chan struct{},
 // read point. A NATS server matches a message against the subscriptions
 // before it hands it to the streams, and the stream's queue can take it
 // after a barrier sent later: an event another connection published just
-// before the registration's subscription, matched without it, can be
+// before the registration's Subscription, matched without it, can be
 // stored after the read point — neither live nor read (seen under load,
 // 1 registration in about 60). The second pass, marked once the first is
 // done (a fence round trip and a read later), takes such an event. What
@@ -282,7 +282,7 @@ func (r *router) awaitSeq(ctx context.Context, seq string, back <-chan struct{},
 // so its batches go over only once that fence is back: such an event has
 // then queued for the registration, or waits for the release, and is not
 // replayed twice.
-func (r *router) read(h *hold) {
+func (r *Router) read(h *hold) {
 	marked := false
 	defer func() {
 		if !marked {
@@ -292,7 +292,7 @@ func (r *router) read(h *hold) {
 		r.post(func() { r.pump(h) })
 	}()
 	sent := false
-	rp, err := r.host.readCache(h.ctx, h.proc, h.session, h.reg, readPoint{}, func() {
+	rp, err := r.cache.readCache(h.ctx, h.proc, h.session, h.reg, readPoint{}, func() {
 		if !h.fenceless {
 			r.fence(h)
 		}
@@ -310,7 +310,7 @@ func (r *router) read(h *hold) {
 		return
 	}
 	back := false
-	rp, err = r.host.readCache(h.ctx, h.proc, h.session, h.reg, rp, func() { r.sendFence(h.seq2) }, func(b []cachedEvent) error {
+	rp, err = r.cache.readCache(h.ctx, h.proc, h.session, h.reg, rp, func() { r.sendFence(h.seq2) }, func(b []cachedEvent) error {
 		if !back {
 			if back = r.awaitSeq(h.ctx, h.seq2, h.fenced2Ch, nil); !back {
 				return h.ctx.Err()
@@ -322,7 +322,7 @@ func (r *router) read(h *hold) {
 }
 
 // handOver passes a batch to the dispatch goroutine.
-func (r *router) handOver(h *hold, b []cachedEvent) error {
+func (r *Router) handOver(h *hold, b []cachedEvent) error {
 	again := time.NewTicker(refenceInterval)
 	defer again.Stop()
 	for {
@@ -345,7 +345,7 @@ func (r *router) handOver(h *hold, b []cachedEvent) error {
 }
 
 // fenced runs on the dispatch goroutine when a fence is back.
-func (r *router) fenced(seq string) {
+func (r *Router) fenced(seq string) {
 	var h *hold
 	second := false
 	r.holdMu.Lock()
@@ -390,11 +390,11 @@ func (r *router) fenced(seq string) {
 // client has its reply and the fence is back, it replays the batches the
 // read has handed over, and releases the registration when the read is
 // done.
-func (r *router) pump(h *hold) {
+func (r *Router) pump(h *hold) {
 	if h.finished || !h.replied {
 		return
 	}
-	proc, session, reg, ok := h.c.rc.target()
+	proc, session, reg, ok := h.c.rc.Target()
 	if !ok {
 		r.abandon(h) // the client is gone
 		return
@@ -409,8 +409,8 @@ func (r *router) pump(h *hold) {
 		h.c.waiting = h.c.waiting || h.started
 		r.holdMu.Unlock()
 	}
-	h.c.rc.cork()
-	defer h.c.rc.uncork()
+	h.c.rc.Cork()
+	defer h.c.rc.Uncork()
 	for {
 		if h.stash == nil {
 			select {
@@ -439,7 +439,7 @@ func (r *router) pump(h *hold) {
 // that queued before it: those the cache had evicted, or never kept,
 // reached the agent before it. One that waits for the release to run the
 // client's chain is not replayed.
-func (r *router) replayBatch(h *hold, proc pmix.Proc, session string, reg *bus.Registry, b []cachedEvent) {
+func (r *Router) replayBatch(h *hold, proc pmix.Proc, session string, reg *bus.Registry, b []cachedEvent) {
 	for _, c := range b {
 		if _, waits := h.c.deferredIDs[c.m.ID]; waits {
 			continue
@@ -457,7 +457,7 @@ func (r *router) replayBatch(h *hold, proc pmix.Proc, session string, reg *bus.R
 
 // replayQueued replays the queued live events before index end that have
 // not been.
-func (r *router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.Registry, end int) {
+func (r *Router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.Registry, end int) {
 	for ; h.next < end; h.next++ {
 		if q := &h.queue[h.next]; !q.done {
 			q.done = true
@@ -470,21 +470,21 @@ func (r *router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.
 // the cached ones, and releases the registration. A replay that read the
 // cache to the end is recorded: the retained job events it covers are
 // settled for the client (retention.go).
-func (r *router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
+func (r *Router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
 	r.replayQueued(h, proc, session, reg, len(h.queue))
 	_ = reg.Release(h.id)
 	if h.readErr == nil && h.upTo > 0 {
-		r.host.replayed(proc, session, h.reg, h.upTo)
+		r.cache.replayed(proc, session, h.reg, h.upTo)
 	}
 	r.finish(h, proc, reg)
 }
 
 // abandon forgets a hold whose client or registration went away.
-func (r *router) abandon(h *hold) {
+func (r *Router) abandon(h *hold) {
 	if h.finished {
 		return
 	}
-	proc, _, reg, ok := h.c.rc.target()
+	proc, _, reg, ok := h.c.rc.Target()
 	if !ok {
 		reg = nil
 	}
@@ -494,7 +494,7 @@ func (r *router) abandon(h *hold) {
 // finish forgets h and moves its client on: the next hold's read starts,
 // or, with none left, the client's live events that waited run its chain
 // (reg, when the client is still there).
-func (r *router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
+func (r *Router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
 	h.finished = true
 	h.cancel()
 	h.queue, h.queued, h.stash = nil, nil, nil
@@ -526,7 +526,7 @@ func (r *router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
 // replayTo runs one event through the held registration h of a client, if
 // the event is for the client and the registration accepts it, and reports
 // whether it did.
-func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
+func (r *Router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *hold, sc subjects.Scope, m *event.Message) bool {
 	if !event.For(r.place, sc, m, proc, session) {
 		return false
 	}
@@ -538,6 +538,6 @@ func (r *router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *
 	if !sc.IsEnvironment() {
 		r.replayedIDs.add(m.ID)
 	}
-	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.outcome(m, ev.Source.Proc, proc, o) })
+	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.Outcome(m, ev.Source.Proc, proc, o) })
 	return true
 }

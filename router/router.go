@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -23,17 +24,18 @@ import (
 // need, and hands arriving events to the chains of the local clients in
 // range, replaying cached events to new registrations first.
 //
-// Every subscription feeds one channel that one goroutine drains, so the
+// Every Subscription feeds one channel that one goroutine drains, so the
 // agent handles events in the order its NATS connection received them,
 // whatever subjects they came on, and a client's handlers are invoked in
 // that order.
 //
-// The router calls the agent only through routerHost, and NATS only
-// through transport.
-type router struct {
-	nc    transport
+// The router calls the agent only through Host, and NATS only
+// through Transport.
+type Router struct {
+	nc    Transport
 	place event.Place
-	host  routerHost
+	host  Host
+	cache cacheReader
 	log   *slog.Logger
 	done  <-chan struct{}
 	msgs  chan *nats.Msg
@@ -46,13 +48,13 @@ type router struct {
 
 	// corked are the clients the dispatch goroutine corked in the batch
 	// it is handling (inBatch): each once it first writes to it.
-	corked  map[recipient]struct{}
+	corked  map[Recipient]struct{}
 	inBatch bool
 
 	// holds are registrations being replayed to, by client; the dispatch
 	// goroutine reads them, others add them.
 	holdMu  sync.Mutex
-	holds   map[recipient]*heldClient
+	holds   map[Recipient]*heldClient
 	nholds  atomic.Int32 // holds in all, read on every event without holdMu
 	holdSeq atomic.Uint64
 
@@ -60,7 +62,7 @@ type router struct {
 	// subject, subscribed into msgs on first use.
 	fenceSubj string
 	fenceMu   sync.Mutex
-	fenceSub  subscription
+	fenceSub  Subscription
 
 	// updMu serializes changes to the subscriptions, which subscribe and
 	// unsubscribe under it (buffered writes, never a round trip): needs,
@@ -68,15 +70,16 @@ type router struct {
 	// goroutine reads on every event.
 	updMu    sync.Mutex
 	interest map[string]*scopeInterest            // by scope prefix
-	contrib  map[recipient]map[bus.ID][]scopeNeed // what each registration asked for
+	contrib  map[Recipient]map[bus.ID][]scopeNeed // what each registration asked for
 	mu       sync.Mutex
-	subs     map[string]subscription   // by subject
+	subs     map[string]Subscription   // by subject
 	scopes   map[string]subjects.Scope // by subject
 
 	seen recentIDs // only the dispatch goroutine touches it
 	// catchup holds live GLOBAL events while those the link's outage
 	// missed are read (globalcatchup.go); the dispatch goroutine's.
-	catchup globalCatchup
+	catchup    globalCatchup
+	catchupRun catchupState
 
 	// Recovering the job events NATS dropped (recover.go). The dispatch
 	// goroutine alone touches recov, received and replayedIDs: the job
@@ -106,14 +109,21 @@ type routerStats struct {
 	droppedJobGone, droppedEnvGone atomic.Uint64
 }
 
-// routerHost is what the router needs of the agent.
-type routerHost interface {
+// Host is what the router needs of the agent that composes it.
+type Host interface {
 	event.Jobs
-	// recipients returns the attached clients: a shared slice, not to be
+	// Recipients returns the attached clients: a shared slice, not to be
 	// modified, read without locking on every event.
-	recipients() []recipient
-	// outcome reports a chain that ended.
-	outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
+	Recipients() []Recipient
+	// Outcome reports a chain that ended.
+	Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
+	// GoFunc runs f on a goroutine the agent owns; false once it stops.
+	GoFunc(f func()) bool
+}
+
+// cacheReader is the event cache as the router reads it (cache.go; the
+// tests have their own).
+type cacheReader interface {
 	// readCache reads the cached events a new registration of client
 	// proc (of session) matches, those at or below after excepted, and
 	// passes them to batch, oldest first, a batch at a time; marked is
@@ -132,21 +142,19 @@ type routerHost interface {
 	// replayed records that the cache was replayed in full, up to upTo in
 	// the job-events stream, to registration g of client p.
 	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
-	// goFunc runs f on a goroutine the agent owns; false once it stops.
-	goFunc(f func()) bool
 }
 
-// recipient is a local client as the router sees it.
-type recipient interface {
-	// target returns the client's proc, its job's session and its
+// Recipient is a local client as the router sees it.
+type Recipient interface {
+	// Target returns the client's proc, its job's session and its
 	// registry; false before its hello or after it closed.
-	target() (proc pmix.Proc, session string, reg *bus.Registry, ok bool)
-	// cork holds the client's frames back until uncork, which writes
+	Target() (proc pmix.Proc, session string, reg *bus.Registry, ok bool)
+	// Cork holds the client's frames back until Uncork, which writes
 	// them (and drops the client if that fails).
-	cork()
-	uncork()
-	// window bounds the client's chains in flight.
-	window() *chainWindow
+	Cork()
+	Uncork()
+	// Window bounds the client's chains in flight.
+	Window() *Window
 }
 
 type cachedEvent struct {
@@ -165,21 +173,53 @@ const inboxSize = 1 << 16
 // subscriptions.
 const flushTimeout = 5 * time.Second
 
+// Config is what New needs.
+type Config struct {
+	Transport Transport
+	Place     event.Place // where the agent runs
+	Host      Host
+	// Cache is the cluster's event cache, opened; Replayed is told of
+	// every replay that read it to the end (retention).
+	Cache    *jetstream.EventCache
+	Replayed func(p pmix.Proc, session string, g bus.Registration, upTo uint64)
+	Log      *slog.Logger    // nil discards
+	Done     <-chan struct{} // closed when the agent stops
+	// Ctx ends the router's own reads of the cache (the agent stopping).
+	Ctx context.Context
+	// Inbox bounds the events received and not yet dispatched (0: the
+	// default, 65536).
+	Inbox int
+}
+
+// New returns a router; run its Dispatch on a goroutine of the agent's.
+func New(cfg Config) *Router {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Ctx == nil {
+		cfg.Ctx = context.Background()
+	}
+	c := &jsCache{c: cfg.Cache, place: cfg.Place, log: cfg.Log, ctx: cfg.Ctx, onReplayed: cfg.Replayed}
+	r := newRouter(cfg.Transport, cfg.Place, cfg.Host, c, cfg.Log, cfg.Done, cfg.Inbox)
+	c.r = r
+	return r
+}
+
 // newRouter returns a router whose inbox holds inbox events (inboxSize if
 // zero); a nil log discards.
-func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logger, done <-chan struct{}, inbox int) *router {
+func newRouter(nc Transport, place event.Place, host Host, cache cacheReader, log *slog.Logger, done <-chan struct{}, inbox int) *Router {
 	if inbox <= 0 {
 		inbox = inboxSize
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &router{
-		nc: nc, place: place, host: host, log: log, done: done,
+	return &Router{
+		nc: nc, place: place, host: host, cache: cache, log: log, done: done,
 		msgs: make(chan *nats.Msg, inbox), ctlSig: make(chan struct{}, 1),
-		holds: make(map[recipient]*heldClient), fenceSubj: "_INBOX." + nuid.Next(),
-		subs: make(map[string]subscription), scopes: make(map[string]subjects.Scope),
-		interest: make(map[string]*scopeInterest), contrib: make(map[recipient]map[bus.ID][]scopeNeed),
+		holds: make(map[Recipient]*heldClient), fenceSubj: "_INBOX." + nuid.Next(),
+		subs: make(map[string]Subscription), scopes: make(map[string]subjects.Scope),
+		interest: make(map[string]*scopeInterest), contrib: make(map[Recipient]map[bus.ID][]scopeNeed),
 		seen:     newRecentIDs(4096),
 		received: receivedSet{recentIDs: newRecentIDs(receivedIDs)}, replayedIDs: receivedSet{recentIDs: newRecentIDs(receivedIDs)},
 	}
@@ -187,7 +227,7 @@ func newRouter(nc transport, place event.Place, host routerHost, log *slog.Logge
 
 // publish sends an event to the subjects of its range. from is the local
 // client that notified it, nil for the host RM.
-func (r *router) publish(m *event.Message, from *event.Sender) error {
+func (r *Router) Publish(m *event.Message, from *event.Sender) error {
 	scopes, err := event.Scopes(r.place, m, from, r.host)
 	if err != nil {
 		return err
@@ -214,8 +254,8 @@ func (r *router) publish(m *event.Message, from *event.Sender) error {
 // A client's registrations are replayed to one at a time. One made while
 // another of the same client is held returns at once and is read for once
 // that one is released; the client's events wait for both.
-func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, func(), error) {
-	proc, session, reg, ok := rc.target()
+func (r *Router) Register(ctx context.Context, rc Recipient, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, func(), error) {
+	proc, session, reg, ok := rc.Target()
 	if !ok {
 		return 0, nil, pmix.Errorf(pmix.ErrLostConnectionToClient, "client %v is not attached", proc)
 	}
@@ -252,7 +292,7 @@ func (r *router) register(ctx context.Context, rc recipient, codes []pmix.Status
 
 // deregister removes a registration of client rc and the subscriptions
 // only it needed.
-func (r *router) deregister(rc recipient, reg *bus.Registry, id bus.ID) error {
+func (r *Router) Deregister(rc Recipient, reg *bus.Registry, id bus.ID) error {
 	if err := reg.Deregister(id); err != nil {
 		return err
 	}
@@ -261,7 +301,7 @@ func (r *router) deregister(rc recipient, reg *bus.Registry, id bus.ID) error {
 }
 
 // forget drops the subscriptions a client that left needed.
-func (r *router) forget(rc recipient) {
+func (r *Router) Forget(rc Recipient) {
 	r.updMu.Lock()
 	defer r.updMu.Unlock()
 	for _, needs := range r.contrib[rc] {
@@ -285,7 +325,7 @@ const dispatchBatch = 256
 //
 // Control work posted with post runs before any event that arrives after
 // it was posted.
-func (r *router) dispatch() {
+func (r *Router) Dispatch() {
 	for {
 		r.runControl()
 		select {
@@ -306,7 +346,7 @@ func (r *router) dispatch() {
 			}
 			r.inBatch = false
 			for rc := range r.corked {
-				rc.uncork()
+				rc.Uncork()
 			}
 			clear(r.corked)
 		case <-r.ctlSig:
@@ -319,14 +359,14 @@ func (r *router) dispatch() {
 // checkFull checks for drops (checkDrops) if the inbox was full when the
 // event just taken from it was: one taken after NATS dropped another
 // arrived after it, and must wait for the recovery (recover.go).
-func (r *router) checkFull() {
+func (r *Router) checkFull() {
 	if len(r.msgs) >= cap(r.msgs)-1 { // more may have come since it was taken
 		r.checkDrops()
 	}
 }
 
 // post queues f for the dispatch goroutine without waiting.
-func (r *router) post(f func()) {
+func (r *Router) post(f func()) {
 	r.ctlMu.Lock()
 	r.ctl = append(r.ctl, f)
 	r.ctlMu.Unlock()
@@ -336,7 +376,7 @@ func (r *router) post(f func()) {
 	}
 }
 
-func (r *router) runControl() {
+func (r *Router) runControl() {
 	r.ctlMu.Lock()
 	fs := r.ctl
 	r.ctl = nil
@@ -348,7 +388,7 @@ func (r *router) runControl() {
 
 // handle decodes an event and runs the chains of the local clients in its
 // range.
-func (r *router) handle(msg *nats.Msg) {
+func (r *Router) handle(msg *nats.Msg) {
 	if msg.Sub != nil && msg.Sub.Subject == r.fenceSubj {
 		if r.recoveryFenced(string(msg.Data)) || r.recov.take(pendingMsg{msg: msg}) {
 			return
@@ -356,7 +396,7 @@ func (r *router) handle(msg *nats.Msg) {
 		r.handleFence(msg)
 		return
 	}
-	if c := msg.Header.Get(catchupHeader); c != "" && c == string(r.place.Cluster) {
+	if c := msg.Header.Get(CatchupHeader); c != "" && c == string(r.place.Cluster) {
 		return // this cluster's GLOBAL event, sent again for the others (globallink.go)
 	}
 	r.mu.Lock()
@@ -379,7 +419,7 @@ func (r *router) handle(msg *nats.Msg) {
 
 // receive runs an arriving event, live or caught up after an outage,
 // unless it came already.
-func (r *router) receive(sc subjects.Scope, m *event.Message) {
+func (r *Router) receive(sc subjects.Scope, m *event.Message) {
 	if !r.seen.add(m.ID) || (!sc.IsEnvironment() && !r.received.add(m.ID)) {
 		// Through overlapping subscriptions, or recovered before it
 		// came (recover.go).
@@ -394,19 +434,19 @@ func (r *router) receive(sc subjects.Scope, m *event.Message) {
 }
 
 // handleFence handles a registration's fence.
-func (r *router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
+func (r *Router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
 
 // deliver runs m through the chain of every attached client it is for.
 // Registrations being replayed to are skipped by the chains; the event
 // queues for them instead, or, once their replay has begun, waits with the
 // client's other events for the release (see hold). Only the dispatch
 // goroutine calls it. It returns how many clients' chains it ran.
-func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
+func (r *Router) deliver(sc subjects.Scope, m *event.Message) int {
 	var d *delivery // the event read once for every client's chain
 	ran := 0
 	holding := r.nholds.Load() > 0
-	for _, rc := range r.host.recipients() {
-		proc, session, reg, ok := rc.target()
+	for _, rc := range r.host.Recipients() {
+		proc, session, reg, ok := rc.Target()
 		if !ok || !event.For(r.place, sc, m, proc, session) {
 			continue
 		}
@@ -426,7 +466,7 @@ func (r *router) deliver(sc subjects.Scope, m *event.Message) int {
 
 // corkForBatch corks rc until the end of the batch the dispatch goroutine
 // is handling, once, if it is handling one.
-func (r *router) corkForBatch(rc recipient) {
+func (r *Router) corkForBatch(rc Recipient) {
 	if !r.inBatch || rc == nil {
 		return
 	}
@@ -434,37 +474,37 @@ func (r *router) corkForBatch(rc recipient) {
 		return
 	}
 	if r.corked == nil {
-		r.corked = make(map[recipient]struct{})
+		r.corked = make(map[Recipient]struct{})
 	}
-	rc.cork()
+	rc.Cork()
 	r.corked[rc] = struct{}{}
 }
 
 // notify runs the chain of client rc, whose registry is reg, for an event
 // that is for it, and reports whether the client wants it.
-func (r *router) notify(rc recipient, proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
+func (r *Router) notify(rc Recipient, proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
 	return r.newDelivery(m, ev).run(rc, proc, reg)
 }
 
 // delivery is one event on its way to clients' chains: prepared once, so
 // that each client's chain costs its own state and a closure of its proc.
 type delivery struct {
-	r   *router
+	r   *Router
 	m   *event.Message
 	ev  *bus.Prepared
 	src pmix.Proc
 }
 
-func (r *router) newDelivery(m *event.Message, ev bus.Event) *delivery {
+func (r *Router) newDelivery(m *event.Message, ev bus.Event) *delivery {
 	return &delivery{r: r, m: m, ev: bus.Prepare(ev), src: ev.Source.Proc}
 }
 
 // run runs the chain of client proc, whose registry is reg, if a handler
 // of it wants the event, and reports whether one did. rc is the client,
 // corked for the dispatch goroutine's batch before its chain writes to
-// it; the chain waits in its backlog if its window is full (chainWindow).
-func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
-	w := rc.window()
+// it; the chain waits in its backlog if its window is full (Window).
+func (d *delivery) run(rc Recipient, proc pmix.Proc, reg *bus.Registry) bool {
+	w := rc.Window()
 	open := w.open()
 	var c *bus.Chain
 	var snap bus.Snapshot
@@ -490,9 +530,9 @@ func (d *delivery) run(rc recipient, proc pmix.Proc, reg *bus.Registry) bool {
 }
 
 // done returns what a chain of client proc calls with its outcome.
-func (d *delivery) done(proc pmix.Proc, w *chainWindow) func(bus.Outcome) {
+func (d *delivery) done(proc pmix.Proc, w *Window) func(bus.Outcome) {
 	return func(o bus.Outcome) {
-		d.r.host.outcome(d.m, d.src, proc, o)
+		d.r.host.Outcome(d.m, d.src, proc, o)
 		w.end()
 	}
 }
@@ -500,7 +540,7 @@ func (d *delivery) done(proc pmix.Proc, w *chainWindow) func(bus.Outcome) {
 // drop reports the chain of client proc ended before it started: the
 // client went while the event waited in its backlog.
 func (d *delivery) drop(proc pmix.Proc) {
-	d.r.host.outcome(d.m, d.src, proc, bus.Outcome{Code: d.m.Code, Status: pmix.ErrInit})
+	d.r.host.Outcome(d.m, d.src, proc, bus.Outcome{Code: d.m.Code, Status: pmix.ErrInit})
 }
 
 // weight estimates the bytes of an invocation of the event, for the
@@ -513,7 +553,7 @@ func (d *delivery) weight() int {
 }
 
 // MaxRegistrationCodes bounds the codes one registration may name: each
-// is a subscription per scope, so an unbounded list is an unbounded cost
+// is a Subscription per scope, so an unbounded list is an unbounded cost
 // on the agent and the NATS server.
 const MaxRegistrationCodes = 4096
 
@@ -534,7 +574,7 @@ type scopeNeed struct {
 // needsOf returns what registration g of client proc (of session) needs
 // subscribed: its client's scopes, for job events if it wants them and
 // their environment twins for the codes it wants of those.
-func (r *router) needsOf(proc pmix.Proc, session string, g bus.Registration) []scopeNeed {
+func (r *Router) needsOf(proc pmix.Proc, session string, g bus.Registration) []scopeNeed {
 	scopes := event.ClientScopes(r.place, proc.Nspace, session)
 	var out []scopeNeed
 	add := func(codes []pmix.Status, env bool) {
@@ -590,7 +630,7 @@ type scopeInterest struct {
 // after the registration call returned is not missed. The cost is the
 // registration's own scopes and codes, whatever the number of clients.
 // No lock is held across the flush: dispatch goes on meanwhile.
-func (r *router) subscribe(ctx context.Context, rc recipient, id bus.ID, needs []scopeNeed) error {
+func (r *Router) subscribe(ctx context.Context, rc Recipient, id bus.ID, needs []scopeNeed) error {
 	r.updMu.Lock()
 	if r.contrib[rc] == nil {
 		r.contrib[rc] = map[bus.ID][]scopeNeed{}
@@ -611,7 +651,7 @@ func (r *router) subscribe(ctx context.Context, rc recipient, id bus.ID, needs [
 
 // unsubscribe drops what registration id of client rc needed and no other
 // registration needs.
-func (r *router) unsubscribe(rc recipient, id bus.ID) {
+func (r *Router) unsubscribe(rc Recipient, id bus.ID) {
 	r.updMu.Lock()
 	defer r.updMu.Unlock()
 	needs, ok := r.contrib[rc][id]
@@ -630,7 +670,7 @@ func (r *router) unsubscribe(rc recipient, id bus.ID) {
 // wildcard subscribes to it before dropping its code subjects, so no event
 // is missed meanwhile; the id filter drops the duplicates the overlap may
 // bring. Called with updMu held.
-func (r *router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
+func (r *Router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
 	sub := func(sc subjects.Scope, subjs []string) {
 		for _, subj := range subjs {
 			if e := r.subscribeSubject(sc, subj); e != nil && err == nil {
@@ -667,7 +707,7 @@ func (r *router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
 
 // releaseNeeds counts needs out, unsubscribing where a count reaches zero.
 // Called with updMu held.
-func (r *router) releaseNeeds(needs []scopeNeed) {
+func (r *Router) releaseNeeds(needs []scopeNeed) {
 	for _, n := range needs {
 		in := r.interest[n.scope.Prefix()]
 		if in == nil {
@@ -698,7 +738,7 @@ func (r *router) releaseNeeds(needs []scopeNeed) {
 	}
 }
 
-func (r *router) subscribeSubjects(sc subjects.Scope, subjs []string) error {
+func (r *Router) subscribeSubjects(sc subjects.Scope, subjs []string) error {
 	var first error
 	for _, subj := range subjs {
 		if err := r.subscribeSubject(sc, subj); err != nil && first == nil {
@@ -709,7 +749,7 @@ func (r *router) subscribeSubjects(sc subjects.Scope, subjs []string) error {
 }
 
 // subscribeSubject subscribes to one subject of scope sc, if not yet.
-func (r *router) subscribeSubject(sc subjects.Scope, subj string) error {
+func (r *Router) subscribeSubject(sc subjects.Scope, subj string) error {
 	r.mu.Lock()
 	_, have := r.subs[subj]
 	if !have {
@@ -730,7 +770,7 @@ func (r *router) subscribeSubject(sc subjects.Scope, subj string) error {
 	return nil
 }
 
-func (r *router) unsubscribeSubjects(subjs []string) {
+func (r *Router) unsubscribeSubjects(subjs []string) {
 	for _, subj := range subjs {
 		r.mu.Lock()
 		sub, ok := r.subs[subj]
@@ -753,28 +793,28 @@ func (r *router) unsubscribeSubjects(subjs []string) {
 }
 
 // dropped is how many arriving events NATS dropped because the inbox was
-// full (slow consumer), over every subscription the router has had.
-func (r *router) dropped() uint64 {
+// full (slow consumer), over every Subscription the router has had.
+func (r *Router) dropped() uint64 {
 	job, env := r.droppedByKind()
 	return job + env
 }
 
 // subscriptions counts the subjects subscribed to.
-func (r *router) subscriptions() int {
+func (r *Router) subscriptions() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.subs)
 }
 
 // subjects returns the subjects subscribed to, sorted.
-func (r *router) subjects() []string {
+func (r *Router) Subjects() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Sorted(maps.Keys(r.subs))
 }
 
-// close drops every subscription.
-func (r *router) close() {
+// close drops every Subscription.
+func (r *Router) Close() {
 	r.updMu.Lock()
 	defer r.updMu.Unlock()
 	r.mu.Lock()

@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// fakeClient is a recipient with a real registry whose handlers record
+// fakeClient is a Recipient with a real registry whose handlers record
 // what they get.
 type fakeClient struct {
 	proc    pmix.Proc
@@ -24,16 +24,16 @@ type fakeClient struct {
 	reg     *bus.Registry
 	mu      sync.Mutex
 	got     []pmix.Status
-	win     chainWindow // the default window unless a test sets another
+	win     Window // the default window unless a test sets another
 }
 
-func (c *fakeClient) target() (pmix.Proc, string, *bus.Registry, bool) {
+func (c *fakeClient) Target() (pmix.Proc, string, *bus.Registry, bool) {
 	return c.proc, c.session, c.reg, true
 }
-func (c *fakeClient) cork()   {}
-func (c *fakeClient) uncork() {}
+func (c *fakeClient) Cork()   {}
+func (c *fakeClient) Uncork() {}
 
-func (c *fakeClient) window() *chainWindow { return &c.win }
+func (c *fakeClient) Window() *Window { return &c.win }
 
 func (c *fakeClient) handler(_ *bus.Call, done bus.Done) { done(pmix.EventNoActionTaken, nil) }
 
@@ -43,15 +43,15 @@ func (c *fakeClient) received() []pmix.Status {
 	return slices.Clone(c.got)
 }
 
-// fakeHost is a routerHost: a fixed set of clients, no cache.
+// fakeHost is a Host: a fixed set of clients, no cache.
 type fakeHost struct {
-	clients []recipient
+	clients []Recipient
 	jobs    map[string]map[pmix.Rank]string
 	mu      sync.Mutex
 	reports []event.OutcomeReport
 }
 
-func (h *fakeHost) recipients() []recipient { return h.clients }
+func (h *fakeHost) Recipients() []Recipient { return h.clients }
 func (h *fakeHost) Nodes(ns string, r pmix.Rank) ([]string, bool) {
 	j, ok := h.jobs[ns]
 	if !ok {
@@ -62,7 +62,7 @@ func (h *fakeHost) Nodes(ns string, r pmix.Rank) ([]string, bool) {
 	}
 	return nil, true
 }
-func (h *fakeHost) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+func (h *fakeHost) Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reports = append(h.reports, event.OutcomeReport{EventID: m.ID, Client: client, Outcome: o})
@@ -81,7 +81,7 @@ func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
 func (h *fakeHost) readJobEvents(context.Context, []string, []string, readPoint, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
 	return 0, 0, nil
 }
-func (h *fakeHost) goFunc(f func()) bool { go f(); return true }
+func (h *fakeHost) GoFunc(f func()) bool { go f(); return true }
 
 func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session string) *fakeClient {
 	t.Helper()
@@ -91,38 +91,38 @@ func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session stri
 	}
 	t.Cleanup(reg.Close)
 	c := &fakeClient{proc: proc, session: session, reg: reg}
-	c.win.size = defaultChainWindow
+	c.win.size = DefaultWindow
 	return c
 }
 
 // startRouter makes a router on tr for host, lets prepare adjust it (nil:
 // nothing), and runs its dispatch goroutine until the test ends.
-func startRouter(t *testing.T, tr transport, place event.Place, host routerHost, inbox int, prepare func(*router)) *router {
+func startRouter(t *testing.T, tr Transport, place event.Place, host Host, inbox int, prepare func(*Router)) *Router {
 	t.Helper()
 	done := make(chan struct{})
-	r := newRouter(tr, place, host, clustertest.Logger(t), done, inbox)
+	r := newRouter(tr, place, host, host.(cacheReader), clustertest.Logger(t), done, inbox)
 	if prepare != nil {
 		prepare(r)
 	}
 	stopped := make(chan struct{})
-	go func() { r.dispatch(); close(stopped) }()
+	go func() { r.Dispatch(); close(stopped) }()
 	t.Cleanup(func() { close(done); <-stopped })
 	return r
 }
 
 // The router subscribes to exactly what its clients' registrations need,
 // and delivers each event to the clients in its range, over an in-memory
-// transport: no NATS server.
+// Transport: no NATS server.
 func TestRouterInMemory(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	a0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
 	b0 := newFakeClient(t, place, pmix.Proc{Nspace: "jobB", Rank: 0}, "s2")
-	host := &fakeHost{clients: []recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}
-	r := startRouter(t, &memTransport{}, place, host, 0, nil)
+	host := &fakeHost{clients: []Recipient{a0, b0}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}, "jobB": {0: "n1"}}}
+	r := startRouter(t, &MemTransport{}, place, host, 0, nil)
 
 	register := func(c *fakeClient, codes []pmix.Status, info []pmix.Info) bus.ID {
 		t.Helper()
-		id, replied, err := r.register(t.Context(), c, codes, info, c.handler)
+		id, replied, err := r.Register(t.Context(), c, codes, info, c.handler)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,18 +132,18 @@ func TestRouterInMemory(t *testing.T) {
 	idA := register(a0, []pmix.Status{-3001}, []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))})
 	register(b0, nil, []pmix.Info{pmix.NewInfo(pmix.KeyEventEnviroLevel, pmix.Bool(true))})
 
-	got := r.subjects()
+	got := r.Subjects()
 	for _, want := range []string{
 		"pmix.evt.A.ns.jobA.-3001", "pmix.evt.A.ns.jobA.-3001.nc", "pmix.evt.A.node.n1.-3001", "pmix.evt.global.-3001",
 		"pmix.env.A.ns.jobB.>", "pmix.env.A.node.n1.>", "pmix.env.A.sess.s2.>", "pmix.env.global.>",
 	} {
 		if !slices.Contains(got, want) {
-			t.Errorf("no subscription %s in %v", want, got)
+			t.Errorf("no Subscription %s in %v", want, got)
 		}
 	}
 	for _, s := range got {
 		if strings.HasPrefix(s, "pmix.evt.A.ns.jobB") || strings.HasPrefix(s, "pmix.env.A.ns.jobA") {
-			t.Errorf("subscription %s that no registration needs", s)
+			t.Errorf("Subscription %s that no registration needs", s)
 		}
 	}
 
@@ -153,7 +153,7 @@ func TestRouterInMemory(t *testing.T) {
 		n++
 		m := &event.Message{ID: fmt.Sprint("e", n), Code: code, Range: rng, Environment: env, Info: info,
 			Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
-		if err := r.publish(m, nil); err != nil {
+		if err := r.Publish(m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,12 +186,12 @@ func TestRouterInMemory(t *testing.T) {
 		t.Errorf("b0 got %v", got)
 	}
 
-	if err := r.deregister(a0, a0.reg, idA); err != nil {
+	if err := r.Deregister(a0, a0.reg, idA); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range r.subjects() {
+	for _, s := range r.Subjects() {
 		if strings.HasPrefix(s, "pmix.evt.") {
-			t.Errorf("subscription %s left after the only job-event registration went", s)
+			t.Errorf("Subscription %s left after the only job-event registration went", s)
 		}
 	}
 }
@@ -204,15 +204,15 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	c1 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 0}, "")
 	c2 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 1}, "")
-	host := &fakeHost{clients: []recipient{c1, c2}}
+	host := &fakeHost{clients: []Recipient{c1, c2}}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(&memTransport{}, place, host, clustertest.Logger(t), done, 0)
-	go r.dispatch()
+	r := newRouter(&MemTransport{}, place, host, host, clustertest.Logger(t), done, 0)
+	go r.Dispatch()
 	jobOnly := []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))}
 	register := func(c *fakeClient, codes []pmix.Status) bus.ID {
 		t.Helper()
-		id, replied, err := r.register(t.Context(), c, codes, jobOnly, c.handler)
+		id, replied, err := r.Register(t.Context(), c, codes, jobOnly, c.handler)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	}
 	node := func() []string {
 		var out []string
-		for _, s := range r.subjects() {
+		for _, s := range r.Subjects() {
 			if strings.HasPrefix(s, "pmix.evt.A.node.n1.") {
 				out = append(out, strings.TrimPrefix(s, "pmix.evt.A.node.n1."))
 			}
@@ -237,17 +237,17 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	a := register(c1, []pmix.Status{-3001})
 	register(c2, []pmix.Status{-3001, -3002})
 	want("two registrations", "-3001", "-3001.nc", "-3002", "-3002.nc")
-	if err := r.deregister(c1, c1.reg, a); err != nil {
+	if err := r.Deregister(c1, c1.reg, a); err != nil {
 		t.Fatal(err)
 	}
 	want("-3001 still needed by c2", "-3001", "-3001.nc", "-3002", "-3002.nc")
 	d := register(c1, nil)
 	want("a default registration takes the wildcard", ">")
-	if err := r.deregister(c1, c1.reg, d); err != nil {
+	if err := r.Deregister(c1, c1.reg, d); err != nil {
 		t.Fatal(err)
 	}
 	want("the codes come back", "-3001", "-3001.nc", "-3002", "-3002.nc")
-	r.forget(c2)
+	r.Forget(c2)
 	want("the client left")
 
 	many := make([]pmix.Status, wildcardAbove+1)
@@ -260,14 +260,14 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	for i := range tooMany {
 		tooMany[i] = pmix.Status(-5000 - i)
 	}
-	if _, _, err := r.register(t.Context(), c2, tooMany, nil, c2.handler); !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "at most") {
+	if _, _, err := r.Register(t.Context(), c2, tooMany, nil, c2.handler); !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "at most") {
 		t.Fatalf("a registration of %d codes: %v", len(tooMany), err)
 	}
 }
 
-// blockingFlush is a transport whose Flush waits until released.
+// blockingFlush is a Transport whose Flush waits until released.
 type blockingFlush struct {
-	*memTransport
+	*MemTransport
 	entered chan struct{}
 	release chan struct{}
 }
@@ -292,15 +292,15 @@ func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	c1 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 0}, "")
 	c2 := newFakeClient(t, place, pmix.Proc{Nspace: "j", Rank: 1}, "")
-	host := &fakeHost{clients: []recipient{c1, c2}, jobs: map[string]map[pmix.Rank]string{"j": {0: "n1", 1: "n1"}}}
-	tr := &blockingFlush{memTransport: &memTransport{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	host := &fakeHost{clients: []Recipient{c1, c2}, jobs: map[string]map[pmix.Rank]string{"j": {0: "n1", 1: "n1"}}}
+	tr := &blockingFlush{MemTransport: &MemTransport{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(tr, place, host, clustertest.Logger(t), done, 0)
-	go r.dispatch()
+	r := newRouter(tr, place, host, host, clustertest.Logger(t), done, 0)
+	go r.Dispatch()
 
 	close(tr.release) // c1's registration goes through
-	id, replied, err := r.register(t.Context(), c1, []pmix.Status{-3001}, nil, c1.handler)
+	id, replied, err := r.Register(t.Context(), c1, []pmix.Status{-3001}, nil, c1.handler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
 	tr.release = make(chan struct{}) // the next flush blocks
 	registered := make(chan error, 1)
 	go func() {
-		_, replied, err := r.register(t.Context(), c2, []pmix.Status{-3002}, nil, c2.handler)
+		_, replied, err := r.Register(t.Context(), c2, []pmix.Status{-3002}, nil, c2.handler)
 		if err == nil {
 			replied()
 		}
@@ -318,7 +318,7 @@ func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
 	}()
 	<-tr.entered
 	m := &event.Message{ID: "x1", Code: -3001, Range: pmix.RangeLocal, Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
-	if err := r.publish(m, nil); err != nil {
+	if err := r.Publish(m, nil); err != nil {
 		t.Fatal(err)
 	}
 	clustertest.WaitFor(t, 10*time.Second, func() error {

@@ -1,10 +1,13 @@
-package agent
+package router
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/jetstream"
@@ -31,13 +34,11 @@ import (
 //     the link is down; those that come once it is back run after what is
 //     caught up), so each source's events run in the order it sent them.
 
+// CatchupHeader marks a GLOBAL event sent again after an outage
+// (agent/globallink.go); its value is the sending cluster.
+const CatchupHeader = "Pmixbus-Catchup"
+
 const (
-	// catchupMargin: the read starts this long before the last probe that
-	// found the link up, for an event stored a moment before, or stamped
-	// by a clock a little behind this agent's; what came is dropped.
-	catchupMargin = 2 * linkProbeInterval
-	// catchupDiscovery bounds the wait for the clusters' answers.
-	catchupDiscovery = time.Second
 	// maxCatchupWaiting bounds the live GLOBAL events that wait for a
 	// catch-up; past it they run, and those still to be caught up come
 	// after them.
@@ -71,7 +72,7 @@ type waitingGlobal struct {
 
 // holdForCatchup remembers another cluster's GLOBAL event and, while a
 // catch-up is due, keeps it until the catch-up is done.
-func (r *router) holdForCatchup(sc subjects.Scope, m *event.Message) bool {
+func (r *Router) holdForCatchup(sc subjects.Scope, m *event.Message) bool {
 	c := &r.catchup
 	if sc.Kind() != subjects.KindGlobal || m.Source.Cluster == string(r.place.Cluster) {
 		return false
@@ -96,7 +97,7 @@ func (r *router) holdForCatchup(sc subjects.Scope, m *event.Message) bool {
 // releaseStale runs the GLOBAL events that have waited too long while
 // the link is seen down (maxWaitWhileDown), and has no more wait until
 // the catch-ups end.
-func (r *router) releaseStale() {
+func (r *Router) releaseStale() {
 	c := &r.catchup
 	if len(c.waiting) == 0 || c.overflow || time.Since(c.since) < maxWaitWhileDown {
 		return
@@ -114,7 +115,7 @@ func (c *globalCatchup) remember(id string) bool {
 	return c.recent.add(id)
 }
 
-func (r *router) runWaiting() {
+func (r *Router) runWaiting() {
 	w := r.catchup.waiting
 	r.catchup.waiting = nil
 	for _, g := range w {
@@ -124,10 +125,10 @@ func (r *router) runWaiting() {
 
 // beginCatchup has the other clusters' GLOBAL events wait from now until
 // a matching endCatchup.
-func (r *router) beginCatchup() { r.post(func() { r.catchup.holds++ }) }
+func (r *Router) BeginCatchup() { r.post(func() { r.catchup.holds++ }) }
 
 // endCatchup runs the GLOBAL events that waited, once no catch-up is due.
-func (r *router) endCatchup() {
+func (r *Router) EndCatchup() {
 	r.post(func() {
 		c := &r.catchup
 		if c.holds--; c.holds > 0 {
@@ -140,7 +141,7 @@ func (r *router) endCatchup() {
 
 // catchUp runs the chains with caught-up events that did not come
 // before, and returns once it has, or the agent stops.
-func (r *router) catchUp(evs []cachedEvent) error {
+func (r *Router) CatchUp(evs []cachedEvent) error {
 	done := make(chan struct{})
 	r.post(func() {
 		defer close(done)
@@ -163,7 +164,7 @@ var errStopped = errors.New("the agent stopped")
 
 // globalFilters returns the cache subjects of the GLOBAL events the
 // agent's clients take: none when no registration takes any.
-func (r *router) globalFilters() []string {
+func (r *Router) GlobalFilters() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var job, env bool
@@ -183,37 +184,36 @@ func (r *router) globalFilters() []string {
 	return out
 }
 
-// catchupState is the agent's side: one catch-up at a time.
+// catchupState: one catch-up at a time.
 type catchupState struct {
 	mu   sync.Mutex
 	done atomic.Uint64 // catch-ups completed
 }
 
-// catchUpGlobal reads the caches of the other clusters (others) for the
-// GLOBAL events they stored since the link was last seen up (since) and
-// runs the local chains with them, then ends the catch-up beginCatchup
-// began.
-func (a *Agent) catchUpGlobal(others []liveness.ClusterInfo, since time.Time) {
-	defer a.router.endCatchup()
-	a.link.catchup.mu.Lock()
-	defer a.link.catchup.mu.Unlock()
-	filters := a.router.globalFilters()
+// CatchUpGlobal reads, over nc, the caches of the other clusters (others)
+// for the GLOBAL events they stored from time from on, and runs the local
+// chains with them, then ends the catch-up BeginCatchup began. It returns
+// when done, or when ctx ends or the router stops.
+func (r *Router) CatchUpGlobal(ctx context.Context, nc *nats.Conn, others []liveness.ClusterInfo, from time.Time) {
+	defer r.EndCatchup()
+	r.catchupRun.mu.Lock()
+	defer r.catchupRun.mu.Unlock()
+	filters := r.GlobalFilters()
 	if len(filters) == 0 {
-		a.link.catchup.done.Add(1)
+		r.catchupRun.done.Add(1)
 		return // no client takes GLOBAL events
 	}
 	listed := make(map[string]bool, len(others))
 	for _, ci := range others {
 		listed[string(ci.Cluster)] = true
 	}
-	own := string(a.cfg.Cluster)
-	from := since.Add(-catchupMargin)
+	own := string(r.place.Cluster)
 	for _, ci := range others {
 		cl := string(ci.Cluster)
 		var read uint64
-		before := a.router.catchup.caughtUp.Load()
-		evicted, err := jetstream.ReadClusterEvents(a.ctx, a.nc, cl, ci.Domain, filters, from, func(msgs []jetstream.CachedMsg) error {
-			evs := a.decodeCached(msgs)
+		before := r.catchup.caughtUp.Load()
+		evicted, err := jetstream.ReadClusterEvents(ctx, nc, cl, ci.Domain, filters, from, func(msgs []jetstream.CachedMsg) error {
+			evs := decodeCached(r.log, msgs)
 			keep := evs[:0]
 			for _, e := range evs {
 				if src := e.m.Source.Cluster; src != own && (src == cl || !listed[src]) {
@@ -224,19 +224,19 @@ func (a *Agent) catchUpGlobal(others []liveness.ClusterInfo, since time.Time) {
 			if len(keep) == 0 {
 				return nil
 			}
-			return a.router.catchUp(keep)
+			return r.CatchUp(keep)
 		})
-		ran := a.router.catchup.caughtUp.Load() - before
+		ran := r.catchup.caughtUp.Load() - before
 		switch {
-		case errors.Is(err, errStopped) || a.isClosed():
+		case errors.Is(err, errStopped) || r.isDone():
 			return
 		case err != nil:
-			a.log.Warn("reading another cluster's cache for the GLOBAL events of the link's outage: those not read yet are not caught up", "cluster", cl, "caught_up", ran, "err", err)
+			r.log.Warn("reading another cluster's cache for the GLOBAL events of the link's outage: those not read yet are not caught up", "cluster", cl, "caught_up", ran, "err", err)
 		case evicted:
-			a.log.Warn("another cluster's cache has discarded events of the link's outage for its limits: GLOBAL events among them are not caught up", "cluster", cl, "caught_up", ran)
+			r.log.Warn("another cluster's cache has discarded events of the link's outage for its limits: GLOBAL events among them are not caught up", "cluster", cl, "caught_up", ran)
 		case ran > 0:
-			a.log.Info("caught up on GLOBAL events of the link's outage", "cluster", cl, "read", read, "caught_up", ran)
+			r.log.Info("caught up on GLOBAL events of the link's outage", "cluster", cl, "read", read, "caught_up", ran)
 		}
 	}
-	a.link.catchup.done.Add(1)
+	r.catchupRun.done.Add(1)
 }

@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ import (
 func TestCatchupKeepsEachSourceInOrder(t *testing.T) {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	c := newFakeClient(t, place, pmix.Proc{Nspace: "job", Rank: 0}, "s1")
-	host := &fakeHost{clients: []recipient{c}, jobs: map[string]map[pmix.Rank]string{"job": {0: "n1"}}}
-	r := startRouter(t, &memTransport{}, place, host, 0, nil)
-	_, replied, err := r.register(t.Context(), c, nil, nil, c.handler)
+	host := &fakeHost{clients: []Recipient{c}, jobs: map[string]map[pmix.Rank]string{"job": {0: "n1"}}}
+	r := startRouter(t, &MemTransport{}, place, host, 0, nil)
+	_, replied, err := r.Register(t.Context(), c, nil, nil, c.handler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestCatchupKeepsEachSourceInOrder(t *testing.T) {
 	}
 	live := func(m *event.Message) {
 		t.Helper()
-		if err := r.publish(m, nil); err != nil {
+		if err := r.Publish(m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,19 +50,19 @@ func TestCatchupKeepsEachSourceInOrder(t *testing.T) {
 	live(before)
 	waitFor(-3100)
 
-	r.beginCatchup()
+	r.BeginCatchup()
 	live(e3)  // B's, once the link is back: waits
 	live(own) // A's own: runs
 	waitFor(-3100, -3104)
-	if filters := r.globalFilters(); !slices.Equal(filters, []string{subjects.Global().CachedWildcard()}) {
+	if filters := r.GlobalFilters(); !slices.Equal(filters, []string{subjects.Global().CachedWildcard()}) {
 		t.Errorf("catch-up filters %v", filters)
 	}
 	sc := subjects.Global()
 	caught := []cachedEvent{{sc: sc, m: before}, {sc: sc, m: e1}, {sc: sc, m: e2}, {sc: sc, m: e3}}
-	if err := r.catchUp(caught); err != nil {
+	if err := r.CatchUp(caught); err != nil {
 		t.Fatal(err)
 	}
-	r.endCatchup()
+	r.EndCatchup()
 	waitFor(-3100, -3104, -3101, -3102, -3103)
 	if n := r.catchup.caughtUp.Load(); n != 2 {
 		t.Errorf("%d events caught up, want the 2 that had not come", n)

@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"fmt"
@@ -51,23 +51,23 @@ func (h *heldInvocations) complete(i int) {
 // in-memory transport.
 type windowRig struct {
 	t    *testing.T
-	r    *router
+	r    *Router
 	host *fakeHost
 	c    *fakeClient
 	n    int64
 }
 
-func newWindowRig(t *testing.T, set func(*chainWindow)) *windowRig {
+func newWindowRig(t *testing.T, set func(*Window)) *windowRig {
 	place := event.Place{Cluster: "A", Node: "n1"}
 	c := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 0}, "s1")
 	set(&c.win)
-	host := &fakeHost{clients: []recipient{c}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}}
-	return &windowRig{t: t, r: startRouter(t, &memTransport{}, place, host, 0, nil), host: host, c: c}
+	host := &fakeHost{clients: []Recipient{c}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1"}}}
+	return &windowRig{t: t, r: startRouter(t, &MemTransport{}, place, host, 0, nil), host: host, c: c}
 }
 
 func (w *windowRig) register(h bus.Handler, info ...pmix.Info) bus.ID {
 	w.t.Helper()
-	id, replied, err := w.r.register(w.t.Context(), w.c, []pmix.Status{-3001}, info, h)
+	id, replied, err := w.r.Register(w.t.Context(), w.c, []pmix.Status{-3001}, info, h)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func (w *windowRig) notify() int64 {
 	m := &event.Message{ID: fmt.Sprint("e", w.n), Code: -3001, Range: pmix.RangeLocal,
 		Info:   []pmix.Info{pmix.NewInfo("n", pmix.Int64(w.n))},
 		Source: bus.Origin{Cluster: "A", Node: "n1"}, Time: time.Now()}
-	if err := w.r.publish(m, nil); err != nil {
+	if err := w.r.Publish(m, nil); err != nil {
 		w.t.Fatal(err)
 	}
 	return w.n
@@ -99,7 +99,7 @@ func (w *windowRig) waitFor(what string, cond func() bool) {
 	w.t.Helper()
 	clustertest.WaitFor(w.t, 10*time.Second, func() error {
 		if !cond() {
-			return fmt.Errorf("%s: invoked %v, %d waiting, %d reports", what, w.c.received(), w.c.win.waiting(), len(w.reports()))
+			return fmt.Errorf("%s: invoked %v, %d waiting, %d reports", what, w.c.received(), w.c.win.Waiting(), len(w.reports()))
 		}
 		return nil
 	})
@@ -111,19 +111,19 @@ func (w *windowRig) waitFor(what string, cond func() bool) {
 // while they wait is not in their chains, but is in the chains of events
 // that arrive after it.
 func TestWindowStartsInOrder(t *testing.T) {
-	w := newWindowRig(t, func(w *chainWindow) { w.size = 2 })
+	w := newWindowRig(t, func(w *Window) { w.size = 2 })
 	var h heldInvocations
 	w.register(h.handler)
 	for range 6 {
 		w.notify()
 	}
-	w.waitFor("two started, four waiting", func() bool { return len(h.invoked()) == 2 && w.c.win.waiting() == 4 })
+	w.waitFor("two started, four waiting", func() bool { return len(h.invoked()) == 2 && w.c.win.Waiting() == 4 })
 
 	var later heldInvocations
 	w.register(func(c *bus.Call, done bus.Done) { later.handler(c, done); done(pmix.EventNoActionTaken, nil) },
 		pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String("later")), pmix.NewInfo(pmix.KeyEventHdlrLast, pmix.Bool(true)))
 	w.notify() // 7: after the registration
-	w.waitFor("the seventh waits too", func() bool { return w.c.win.waiting() == 5 })
+	w.waitFor("the seventh waits too", func() bool { return w.c.win.Waiting() == 5 })
 	if got := h.invoked(); len(got) != 2 {
 		t.Fatalf("invoked %v with a window of 2", got)
 	}
@@ -139,8 +139,8 @@ func TestWindowStartsInOrder(t *testing.T) {
 	if got := later.invoked(); !slices.Equal(got, []int64{7}) {
 		t.Errorf("the handler registered while events waited got %v, want only the event after it", got)
 	}
-	if n := w.c.win.n.Load(); n != 0 || w.c.win.waiting() != 0 {
-		t.Errorf("%d chains in flight, %d waiting after all ended", n, w.c.win.waiting())
+	if n := w.c.win.n.Load(); n != 0 || w.c.win.Waiting() != 0 {
+		t.Errorf("%d chains in flight, %d waiting after all ended", n, w.c.win.Waiting())
 	}
 	for _, rep := range w.reports() {
 		if rep.Outcome.Status != pmix.Success {
@@ -153,14 +153,14 @@ func TestWindowStartsInOrder(t *testing.T) {
 // reported ended with PMIX_ERR_INIT; its chains in flight end as usual,
 // and start nothing.
 func TestWindowClose(t *testing.T) {
-	w := newWindowRig(t, func(w *chainWindow) { w.size = 1 })
+	w := newWindowRig(t, func(w *Window) { w.size = 1 })
 	var h heldInvocations
 	w.register(h.handler)
 	for range 3 {
 		w.notify()
 	}
-	w.waitFor("one started, two waiting", func() bool { return len(h.invoked()) == 1 && w.c.win.waiting() == 2 })
-	w.c.win.close()
+	w.waitFor("one started, two waiting", func() bool { return len(h.invoked()) == 1 && w.c.win.Waiting() == 2 })
+	w.c.win.Close()
 	w.waitFor("two dropped", func() bool { return len(w.reports()) == 2 })
 	for _, rep := range w.reports() {
 		if rep.Outcome.Status != pmix.ErrInit || rep.Outcome.Code != -3001 {
@@ -188,7 +188,7 @@ func TestWindowCutOff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cut := make(chan error, 1)
-			w := newWindowRig(t, func(w *chainWindow) {
+			w := newWindowRig(t, func(w *Window) {
 				w.size, w.limit, w.stall = 1, 1000, tc.stall
 				w.cut = func(err error) {
 					select {
@@ -209,7 +209,7 @@ func TestWindowCutOff(t *testing.T) {
 				}
 				t.Log(err)
 			case <-time.After(10 * time.Second):
-				t.Fatalf("not cut off; %d waiting", w.c.win.waiting())
+				t.Fatalf("not cut off; %d waiting", w.c.win.Waiting())
 			}
 		})
 	}
@@ -222,7 +222,7 @@ func TestWindowCutOff(t *testing.T) {
 // the race detector.)
 func TestWindowStress(t *testing.T) {
 	const events = 2000
-	w := newWindowRig(t, func(w *chainWindow) { w.size = 4 })
+	w := newWindowRig(t, func(w *Window) { w.size = 4 })
 	type seen struct {
 		mu   sync.Mutex
 		last int64
@@ -261,14 +261,14 @@ func TestWindowStress(t *testing.T) {
 			default:
 			}
 			var s seen
-			id, replied, err := w.r.register(t.Context(), w.c, []pmix.Status{-3001}, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(fmt.Sprint("churn", i)))},
+			id, replied, err := w.r.Register(t.Context(), w.c, []pmix.Status{-3001}, []pmix.Info{pmix.NewInfo(pmix.KeyEventHdlrName, pmix.String(fmt.Sprint("churn", i)))},
 				func(c *bus.Call, done bus.Done) { record(&s, "churn", c); go done(pmix.EventNoActionTaken, nil) })
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			replied()
-			if err := w.r.deregister(w.c, w.c.reg, id); err != nil {
+			if err := w.r.Deregister(w.c, w.c.reg, id); err != nil {
 				t.Error(err)
 				return
 			}
@@ -294,5 +294,5 @@ func TestWindowStress(t *testing.T) {
 	if main.last != events {
 		t.Errorf("main handler's last event %d, want %d", main.last, events)
 	}
-	w.waitFor("nothing in flight", func() bool { return w.c.win.n.Load() == 0 && w.c.win.waiting() == 0 })
+	w.waitFor("nothing in flight", func() bool { return w.c.win.n.Load() == 0 && w.c.win.Waiting() == 0 })
 }

@@ -1,4 +1,4 @@
-package agent
+package router
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// chainWindow bounds the chains a client has in flight. Started at once,
+// Window bounds the chains a client has in flight. Started at once,
 // every (event, client) chain of a burst is live together — a chain, its
 // step and its queued frame each, tens of thousands under fan-out — and the
 // collector spends a third of the run marking them. So a client's events
@@ -29,7 +29,7 @@ import (
 // past four times the limit, as for frames (sender). A client that goes
 // drops its backlog; each event dropped ends with an outcome whose status
 // is PMIX_ERR_INIT, as a chain of a closed registry does.
-type chainWindow struct {
+type Window struct {
 	size int32 // chains in flight at most
 	// limit and stall: the cut-off (see above); cut cuts the client off
 	// (must not block). Set before use; limit 0: never.
@@ -53,6 +53,17 @@ type chainWindow struct {
 	// The client, as its events found it: the same for every event.
 	proc pmix.Proc
 	reg  *bus.Registry
+}
+
+// DefaultWindow is a window's usual size: chains in flight per client.
+const DefaultWindow = 256
+
+// NewWindow returns a client's window of size chains in flight (at least
+// 1), whose backlog beyond limit bytes (0: none) cuts the client off when
+// none of its chains ended for stall, or at once past four times limit;
+// cut is how (it must not block).
+func NewWindow(size, limit int, stall time.Duration, cut func(error)) *Window {
+	return &Window{size: int32(max(size, 1)), limit: limit, stall: stall, cut: cut}
 }
 
 // waitingChain is an event waiting in a client's backlog: 48 bytes.
@@ -123,16 +134,16 @@ const (
 // open reports whether a chain may start now: nothing waits and the
 // window has room. Only the dispatch goroutine asks: events wait only
 // when it adds them, so nothing can start waiting meanwhile.
-func (w *chainWindow) open() bool {
+func (w *Window) open() bool {
 	return w.queued.Load() == 0 && w.n.Load() < w.size
 }
 
 // started counts a chain started directly.
-func (w *chainWindow) started() { w.n.Add(1) }
+func (w *Window) started() { w.n.Add(1) }
 
 // end counts a chain that ended, and starts waiting ones the window now
 // has room for.
-func (w *chainWindow) end() {
+func (w *Window) end() {
 	w.n.Add(-1)
 	if w.queued.Load() > 0 {
 		w.ended.Add(1)
@@ -142,7 +153,7 @@ func (w *chainWindow) end() {
 
 // wait adds an event to the backlog, or drops it if the client is gone,
 // and starts what the window has room for.
-func (w *chainWindow) wait(c waitingChain, proc pmix.Proc, reg *bus.Registry) {
+func (w *Window) wait(c waitingChain, proc pmix.Proc, reg *bus.Registry) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -168,7 +179,7 @@ func (w *chainWindow) wait(c waitingChain, proc pmix.Proc, reg *bus.Registry) {
 // overLimitLocked is called with the backlog over the limit: the client
 // is cut off at once past four times it, else looked at again after the
 // stall time. It returns why the client must go, if it must.
-func (w *chainWindow) overLimitLocked() error {
+func (w *Window) overLimitLocked() error {
 	if w.weight > 4*w.limit {
 		return pmix.Errorf(pmix.ErrOutOfResource, "client not reading: %d events (about %d bytes of invocations) wait for it, past four times the limit of %d bytes",
 			w.backlog.n, w.weight, w.limit)
@@ -182,7 +193,7 @@ func (w *chainWindow) overLimitLocked() error {
 
 // checkStall looks again at a backlog that was over the limit: the client
 // goes if none of its chains ended since.
-func (w *chainWindow) checkStall() {
+func (w *Window) checkStall() {
 	w.mu.Lock()
 	w.check = nil
 	if w.closed || w.weight <= w.limit {
@@ -205,7 +216,7 @@ func (w *chainWindow) checkStall() {
 // drains at a time (others return: the one draining looks again before it
 // stops), and it starts each chain outside the lock, so a chain that ends
 // at once (a client gone) can end, and call drain, from within.
-func (w *chainWindow) drain() {
+func (w *Window) drain() {
 	w.mu.Lock()
 	if w.draining {
 		w.mu.Unlock()
@@ -227,7 +238,7 @@ func (w *chainWindow) drain() {
 }
 
 // start starts a waiting event's chain, counted in the window already.
-func (c *waitingChain) start(w *chainWindow, proc pmix.Proc, reg *bus.Registry) {
+func (c *waitingChain) start(w *Window, proc pmix.Proc, reg *bus.Registry) {
 	ch := reg.StartFrom(c.d.ev, c.snap)
 	if ch == nil { // closed: the client is going
 		w.n.Add(-1)
@@ -237,9 +248,9 @@ func (c *waitingChain) start(w *chainWindow, proc pmix.Proc, reg *bus.Registry) 
 	ch.Run(c.d.done(proc, w))
 }
 
-// close drops the backlog of a client that goes; each event dropped is
+// Close drops the backlog of a client that goes; each event dropped is
 // reported ended (PMIX_ERR_INIT).
-func (w *chainWindow) close() {
+func (w *Window) Close() {
 	w.mu.Lock()
 	w.closed = true
 	var dropped []waitingChain
@@ -259,5 +270,5 @@ func (w *chainWindow) close() {
 	}
 }
 
-// waiting returns the events waiting in the backlog.
-func (w *chainWindow) waiting() int { return int(w.queued.Load()) }
+// Waiting returns the events waiting in the backlog.
+func (w *Window) Waiting() int { return int(w.queued.Load()) }

@@ -1,0 +1,386 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+//go:embed peer/pmixops.c peer/mpiinit.c peer/nodelay.c
+var peerSources embed.FS
+
+// PeerConfig sizes the side-by-side benchmark against OpenPMIx under
+// mpirun.
+type PeerConfig struct {
+	// LibDir holds pmixbus's libpmix.so.2, which the ranks of the pmixbus
+	// side load (the agents put it first on their LD_LIBRARY_PATH).
+	// Required.
+	LibDir string
+	// Include is a directory of PMIx headers to compile the programs
+	// against where OpenPMIx's (pkg-config pmix) are not installed:
+	// pmixbus's cabi/include.
+	Include string
+	// Sizes are the rank counts of the fence measurement (default 4, 16,
+	// 64).
+	Sizes []int
+	// Fences, Notifies and Lines are the operations timed in each run
+	// (defaults 200, 500, 200); the medians are compared.
+	Fences, Notifies, Lines int
+	// Launch is the number of ranks of the MPI launch (default 16).
+	Launch int
+	// Rounds runs of every measurement on each side, alternating; the
+	// medians of the rounds are compared (default 3).
+	Rounds int
+	// Mpirun is the peer's launcher (default: mpirun on PATH). The peer
+	// side is skipped, and said so, without it or without OpenPMIx's
+	// headers.
+	Mpirun string
+}
+
+func (c *PeerConfig) defaults() {
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{4, 16, 64}
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Fences, 200)
+	def(&c.Notifies, 500)
+	def(&c.Lines, 200)
+	def(&c.Launch, 16)
+	def(&c.Rounds, 3)
+	if c.Mpirun == "" {
+		c.Mpirun, _ = exec.LookPath("mpirun")
+	}
+}
+
+// Peer runs the same C programs under mpirun with Debian's OpenPMIx and
+// under pmixbus (pmixbus bench peer), one agent on one embedded NATS
+// server and its libpmix.so.2, alternating rounds, and compares medians:
+//
+//   - fence: the median of Fences PMIx_Fence calls without data, rank 0's
+//     view, at each of Sizes ranks (goal: at most 0.5x mpirun's);
+//   - fence with data: the first PMIx_Fence with PMIX_COLLECT_DATA after a
+//     put of 64 bytes by every rank, at the smallest size (goal: 1.0x);
+//   - MPI_Init: the slowest rank's MPI_Init of an Open MPI program, 2
+//     ranks (goal: 0.8x), and the launch of Launch ranks of it to their
+//     exit (goal: 0.8x), where mpicc is installed;
+//   - one output line: a rank's line to the launcher's stdout, the median
+//     of Lines lines 5 ms apart (goal: 1.0x);
+//   - notify: the median round trip of a LOCAL-range event and its answer
+//     sent from the handler, two ranks; the peer with TCP_NODELAY forced
+//     on its loopback sockets (stock OpenPMIx waits for Nagle's delayed
+//     acknowledgement; its time is printed too) (goal: 1.0x).
+//
+// The programs are compiled once, against OpenPMIx's headers where
+// installed, with OpenPMIx's library as their run path; the pmixbus side
+// runs the same binaries, which load pmixbus's library from the
+// LD_LIBRARY_PATH the agent gives them.
+//
+// Errors: pmix.ErrBadParam without LibDir or with no libpmix.so.2 in it;
+// a compiler's or a run's error.
+func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
+	if cfg.LibDir == "" {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "bench peer: no directory of pmixbus's libpmix.so.2")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.LibDir, "libpmix.so.2")); err != nil {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "bench peer: %s holds no libpmix.so.2 (build it first: make): %v", cfg.LibDir, err)
+	}
+	cfg.defaults()
+	dir, err := os.MkdirTemp("", "pmixbus-bench-peer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p, err := buildPeer(ctx, cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir}
+	lc.defaults()
+	s, err := newLaunchSetup(ctx, lc)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r := &Report{}
+	if p.mpirun == "" {
+		r.addf("peer: skipped, %s (apt-get install openmpi-bin libopenmpi-dev libpmix-dev)", p.why)
+	}
+	m := peerMeasure{cfg: cfg, p: p, s: s, r: r}
+	return r, m.all(ctx)
+}
+
+// peerPrograms are the compiled programs and the peer's launcher ("" when
+// the peer side is skipped, and why).
+type peerPrograms struct {
+	pmixops, mpiinit, nodelay string
+	mpirun, why               string
+}
+
+func buildPeer(ctx context.Context, cfg PeerConfig, dir string) (peerPrograms, error) {
+	p := peerPrograms{mpirun: cfg.Mpirun}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		return p, pmix.Errorf(pmix.ErrNotSupported, "bench peer: gcc is needed to build its programs: %v", err)
+	}
+	for _, name := range []string{"pmixops.c", "mpiinit.c", "nodelay.c"} {
+		src, err := peerSources.ReadFile("peer/" + name)
+		if err != nil {
+			return p, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
+			return p, err
+		}
+	}
+	run := func(name string, args ...string) error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("bench peer: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	p.pmixops = filepath.Join(dir, "pmixops")
+	flags, err := exec.CommandContext(ctx, "pkg-config", "--cflags", "--libs", "pmix").Output()
+	switch {
+	case err == nil:
+		args := append([]string{"-O2", "-o", p.pmixops, "pmixops.c"}, strings.Fields(string(flags))...)
+		if err := run("gcc", append(args, "-lpthread")...); err != nil {
+			return p, err
+		}
+	case cfg.Include != "":
+		p.mpirun, p.why = "", "OpenPMIx's headers are not installed (pkg-config pmix)"
+		if err := run("gcc", "-O2", "-I", cfg.Include, "-o", p.pmixops, "pmixops.c", "-L", cfg.LibDir, "-l:libpmix.so.2", "-lpthread"); err != nil {
+			return p, err
+		}
+	default:
+		return p, pmix.Errorf(pmix.ErrNotSupported, "bench peer: no PMIx headers: install libpmix-dev or name pmixbus's (--pmix-include cabi/include)")
+	}
+	if p.mpirun == "" && p.why == "" {
+		p.why = "mpirun is not installed"
+	}
+	if _, err := exec.LookPath("mpicc"); err == nil {
+		p.mpiinit = filepath.Join(dir, "mpiinit")
+		if err := run("mpicc", "-O2", "-o", p.mpiinit, "mpiinit.c"); err != nil {
+			return p, err
+		}
+	}
+	p.nodelay = filepath.Join(dir, "nodelay.so")
+	if err := run("gcc", "-O2", "-shared", "-fPIC", "-o", p.nodelay, "nodelay.c", "-ldl"); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// peerMeasure runs the measurements of one Peer call.
+type peerMeasure struct {
+	cfg PeerConfig
+	p   peerPrograms
+	s   *launchSetup
+	r   *Report
+}
+
+// peerRun is what one run printed (rank 0's "<name> <ns>" lines), its
+// output lines' delays and how long it took from launch to exit.
+type peerRun struct {
+	values map[string]time.Duration
+	delays []time.Duration
+	took   time.Duration
+}
+
+func (m *peerMeasure) all(ctx context.Context) error {
+	small := slices.Min(m.cfg.Sizes)
+	for _, n := range m.cfg.Sizes {
+		args := []string{"fence", strconv.Itoa(m.cfg.Fences)}
+		peer, ours, err := m.compare(ctx, n, m.p.pmixops, args, nil, func(r peerRun) time.Duration { return r.values["fence"] })
+		if err != nil {
+			return err
+		}
+		m.line(fmt.Sprintf("fence, %d ranks, p50", n), fmt.Sprintf("peer_fence_%d_vs_mpirun", n), peer, ours, 0.5)
+		if n == small {
+			peer, ours, err = m.compare(ctx, n, m.p.pmixops, args, nil, func(r peerRun) time.Duration { return r.values["fence_data"] })
+			if err != nil {
+				return err
+			}
+			m.line(fmt.Sprintf("first fence with PMIX_COLLECT_DATA, %d ranks", n), fmt.Sprintf("peer_fence_data_%d_vs_mpirun", n), peer, ours, 1.0)
+		}
+	}
+	if m.p.mpiinit != "" {
+		peer, ours, err := m.compare(ctx, 2, m.p.mpiinit, nil, nil, func(r peerRun) time.Duration { return r.values["mpi_init"] })
+		if err != nil {
+			return err
+		}
+		m.line("MPI_Init, 2 ranks, the slowest", "peer_mpi_init_2_vs_mpirun", peer, ours, 0.8)
+		peer, ours, err = m.compare(ctx, m.cfg.Launch, m.p.mpiinit, nil, nil, func(r peerRun) time.Duration { return r.took })
+		if err != nil {
+			return err
+		}
+		m.line(fmt.Sprintf("MPI program of %d ranks, launch to exit", m.cfg.Launch), fmt.Sprintf("peer_mpi_launch_%d_vs_mpirun", m.cfg.Launch), peer, ours, 0.8)
+	} else {
+		m.r.addf("MPI_Init: skipped, mpicc is not installed")
+	}
+	lines := []string{"lines", strconv.Itoa(m.cfg.Lines)}
+	peer, ours, err := m.compare(ctx, 1, m.p.pmixops, lines, nil, func(r peerRun) time.Duration { return percentile(r.delays, 50) })
+	if err != nil {
+		return err
+	}
+	m.line("one output line, rank to launcher's stdout, p50", "peer_output_line_vs_mpirun", peer, ours, 1.0)
+	notify := []string{"notify", strconv.Itoa(m.cfg.Notifies)}
+	rtt := func(r peerRun) time.Duration { return r.values["notify_rtt"] }
+	if m.p.mpirun != "" {
+		// Stock OpenPMIx, for the record: Nagle's delay makes every round
+		// trip tens of milliseconds, so a few do.
+		stock, err := m.runPeer(ctx, 2, m.p.pmixops, []string{"notify", "5"}, nil)
+		if err != nil {
+			return err
+		}
+		m.r.addf("%-52s mpirun %9s (stock OpenPMIx, without TCP_NODELAY)", "notify round trip, LOCAL range, p50", us(rtt(stock)))
+	}
+	peer, ours, err = m.compare(ctx, 2, m.p.pmixops, notify, []string{"LD_PRELOAD=" + m.p.nodelay}, rtt)
+	if err != nil {
+		return err
+	}
+	m.line("notify round trip, LOCAL range, p50 (TCP_NODELAY)", "peer_notify_vs_openpmix", peer, ours, 1.0)
+	return nil
+}
+
+// compare runs args on n ranks Rounds times on each side, alternating,
+// and returns the medians of what pick takes from each run (peer 0 when
+// the peer side is skipped). peerEnv is added to the peer's environment.
+func (m *peerMeasure) compare(ctx context.Context, n int, prog string, args, peerEnv []string, pick func(peerRun) time.Duration) (peer, ours time.Duration, err error) {
+	var peers, ourss []time.Duration
+	for range m.cfg.Rounds {
+		if m.p.mpirun != "" {
+			r, err := m.runPeer(ctx, n, prog, args, peerEnv)
+			if err != nil {
+				return 0, 0, err
+			}
+			peers = append(peers, pick(r))
+		}
+		r, err := m.runOurs(ctx, n, prog, args)
+		if err != nil {
+			return 0, 0, err
+		}
+		ourss = append(ourss, pick(r))
+	}
+	return percentile(peers, 50), percentile(ourss, 50), nil
+}
+
+// line reports one comparison, and its target when the peer ran.
+func (m *peerMeasure) line(what, target string, peer, ours time.Duration, goal float64) {
+	if peer == 0 {
+		m.r.addf("%-52s pmixbus %9s", what, us(ours))
+		return
+	}
+	ratio := float64(ours) / float64(peer)
+	m.r.addf("%-52s mpirun %9s  pmixbus %9s  ratio %.2f", what, us(peer), us(ours), ratio)
+	m.r.Targets = append(m.r.Targets, Target{Name: target, Measured: ratio, Op: "<=", Goal: goal})
+}
+
+// us prints a time in the unit that suits it.
+func us(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.1f µs", float64(d)/1e3)
+}
+
+// peerTimeout bounds one run on either side: a hung run is an error, not
+// a hung benchmark.
+const peerTimeout = 2 * time.Minute
+
+func (m *peerMeasure) runPeer(ctx context.Context, n int, prog string, args, env []string) (peerRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	out := &peerOutput{}
+	var errs bytes.Buffer
+	cmd := exec.CommandContext(ctx, m.p.mpirun, append([]string{"--oversubscribe", "-n", strconv.Itoa(n), prog}, args...)...)
+	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = out, &errs, 5*time.Second
+	// mpirun refuses root unless told; CI runs as root.
+	cmd.Env = append(os.Environ(), append([]string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}, env...)...)
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
+		return peerRun{}, fmt.Errorf("bench peer: mpirun -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, errs.String())
+	}
+	return out.run(took)
+}
+
+func (m *peerMeasure) runOurs(ctx context.Context, n int, prog string, args []string) (peerRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	out := &peerOutput{}
+	var errs bytes.Buffer
+	start := time.Now()
+	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
+		Jobs: []launch.JobSpec{{N: n, App: launch.App{Path: prog, Args: args},
+			Hosts: []launch.Node{{Name: launchNodes[0], Slots: n}}}}})
+	if err != nil {
+		return peerRun{}, err
+	}
+	res, err := run.Wait(ctx)
+	took := time.Since(start)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d", res.ExitCode)
+	}
+	if err != nil {
+		return peerRun{}, fmt.Errorf("bench peer: pmixbus run -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, errs.String())
+	}
+	return out.run(took)
+}
+
+// peerOutput collects a run's stdout: timed lines ("t <unix ns>") as
+// delays at arrival, the rest as "<name> <ns>" values.
+type peerOutput struct {
+	latencies
+	rest bytes.Buffer
+}
+
+func (o *peerOutput) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("t ")) {
+		return o.latencies.Write(p)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rest.Write(p)
+}
+
+func (o *peerOutput) run(took time.Duration) (peerRun, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := peerRun{values: map[string]time.Duration{}, delays: o.d, took: took}
+	for _, l := range strings.Split(strings.TrimSpace(o.rest.String()), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			r.values[f[0]] = time.Duration(v)
+		}
+	}
+	if len(r.values) == 0 && len(r.delays) == 0 {
+		return r, errors.New("bench peer: the run printed nothing measured:\n" + o.rest.String())
+	}
+	return r, nil
+}
+
+var _ io.Writer = (*peerOutput)(nil)

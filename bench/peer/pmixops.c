@@ -1,0 +1,198 @@
+/* pmixops.c: the PMIx side of "pmixbus bench peer". The same binary runs
+ * under mpirun (OpenPMIx) and under pmixbus run (pmixbus's libpmix.so.2,
+ * first on LD_LIBRARY_PATH); rank 0 prints what it measured as
+ * "<name> <nanoseconds>" lines.
+ *
+ *   fence K    a put of 64 bytes, commit, the first fence with
+ *              PMIX_COLLECT_DATA (timed: fence_data), a get of the next
+ *              rank's value, one warm-up fence, then K fences without data
+ *              (the median: fence)
+ *   notify K   two ranks on one node (range LOCAL: mpirun delivers no
+ *              client event of a wider range): rank 1 answers every -3100 with a -3101 from its
+ *              handler; rank 0 sends -3100 K times, each after the last
+ *              answer (the median round trip: notify_rtt)
+ *   lines K    rank 0 writes K lines "t <realtime ns>", 5 ms apart
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pmix.h>
+
+static long long now(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long long median(long long *v, long n)
+{
+    qsort(v, n, sizeof *v, cmp);
+    return v[(n - 1) / 2];
+}
+
+static void die(const char *what, pmix_status_t rc)
+{
+    fprintf(stderr, "pmixops: %s: %s\n", what, PMIx_Error_string(rc));
+    exit(1);
+}
+
+static pmix_proc_t me;
+
+static void fence(long k)
+{
+    pmix_proc_t wild, peer;
+    pmix_info_t info;
+    pmix_value_t val, *got = NULL;
+    pmix_status_t rc;
+    char buf[64];
+    uint32_t size;
+    long long t, *took = calloc(k, sizeof *took);
+    bool collect = true;
+
+    PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
+    if (PMIX_SUCCESS != (rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &got)))
+        die("get PMIX_JOB_SIZE", rc);
+    size = got->data.uint32;
+    PMIX_VALUE_RELEASE(got);
+    memset(buf, 'x', sizeof buf - 1);
+    buf[sizeof buf - 1] = '\0';
+    val.type = PMIX_STRING;
+    val.data.string = buf;
+    if (PMIX_SUCCESS != (rc = PMIx_Put(PMIX_GLOBAL, "peer.bench", &val)))
+        die("put", rc);
+    if (PMIX_SUCCESS != (rc = PMIx_Commit()))
+        die("commit", rc);
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    t = now(CLOCK_MONOTONIC);
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(&wild, 1, &info, 1)))
+        die("fence with data", rc);
+    t = now(CLOCK_MONOTONIC) - t;
+    PMIX_LOAD_PROCID(&peer, me.nspace, (me.rank + 1) % size);
+    if (PMIX_SUCCESS != (rc = PMIx_Get(&peer, "peer.bench", NULL, 0, &got)))
+        die("get of the next rank's value", rc);
+    PMIX_VALUE_RELEASE(got);
+    if (0 == me.rank)
+        printf("fence_data %lld\n", t);
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("warm-up fence", rc);
+    for (long i = 0; i < k; i++) {
+        t = now(CLOCK_MONOTONIC);
+        if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+            die("fence", rc);
+        took[i] = now(CLOCK_MONOTONIC) - t;
+    }
+    if (0 == me.rank)
+        printf("fence %lld\n", median(took, k));
+    free(took);
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static long answers;
+
+static void ignore(pmix_status_t status, void *cbdata)
+{
+    (void)status;
+    (void)cbdata;
+}
+
+static void pong(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                 pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    PMIx_Notify_event(-3101, NULL, PMIX_RANGE_LOCAL, NULL, 0, ignore, NULL);
+    cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void answer(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    pthread_mutex_lock(&mu);
+    answers++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void notify(long k)
+{
+    pmix_status_t code = 0 == me.rank ? -3101 : -3100, rc;
+    long long t, *took = calloc(k, sizeof *took);
+
+    if (PMIX_SUCCESS != (rc = PMIx_Register_event_handler(&code, 1, NULL, 0, 0 == me.rank ? answer : pong, NULL, NULL)))
+        die("register", rc);
+    /* Both handlers are in place before the first event. */
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("fence", rc);
+    if (0 == me.rank) {
+        for (long i = 0; i < k; i++) {
+            t = now(CLOCK_MONOTONIC);
+            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(-3100, NULL, PMIX_RANGE_LOCAL, NULL, 0, NULL, NULL)))
+                die("notify", rc);
+            pthread_mutex_lock(&mu);
+            while (answers <= i)
+                pthread_cond_wait(&cond, &mu);
+            pthread_mutex_unlock(&mu);
+            took[i] = now(CLOCK_MONOTONIC) - t;
+        }
+        printf("notify_rtt %lld\n", median(took, k));
+    }
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("closing fence", rc);
+    free(took);
+}
+
+static void lines(long k)
+{
+    if (0 != me.rank)
+        return;
+    for (long i = 0; i < k; i++) {
+        printf("t %lld\n", now(CLOCK_REALTIME));
+        fflush(stdout);
+        usleep(5000);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    pmix_status_t rc;
+    long k;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: pmixops fence|notify|lines K\n");
+        return 2;
+    }
+    k = atol(argv[2]);
+    if (k < 1) {
+        fprintf(stderr, "pmixops: K must be at least 1\n");
+        return 2;
+    }
+    if (PMIX_SUCCESS != (rc = PMIx_Init(&me, NULL, 0)))
+        die("init", rc);
+    if (0 == strcmp(argv[1], "fence"))
+        fence(k);
+    else if (0 == strcmp(argv[1], "notify"))
+        notify(k);
+    else if (0 == strcmp(argv[1], "lines"))
+        lines(k);
+    else {
+        fprintf(stderr, "pmixops: unknown mode %s\n", argv[1]);
+        return 2;
+    }
+    fflush(stdout);
+    if (PMIX_SUCCESS != (rc = PMIx_Finalize(NULL, 0)))
+        die("finalize", rc);
+    return 0;
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/pmixbus/pmixbus/bench"
+)
+
+func init() {
+	registerBench(&command{
+		name:    "peer",
+		summary: "the same C programs under mpirun with OpenPMIx and under pmixbus: fence, MPI_Init, output, notify",
+		run:     runBenchPeer,
+	})
+}
+
+func runBenchPeer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench peer", "[flags]", `
+Compile small C programs against the installed OpenPMIx headers and run
+each under mpirun (Open MPI with Debian's OpenPMIx) and under pmixbus (one
+agent on an embedded NATS server, the ranks loading --pmix-lib's
+libpmix.so.2), alternating --rounds times, and compare the medians:
+
+  - fence: PMIx_Fence without data at --sizes ranks (goal: 0.5x mpirun's);
+  - the first fence with PMIX_COLLECT_DATA at the smallest size (1.0x);
+  - MPI_Init of 2 ranks, and a launch of --launch ranks to their exit, of
+    an Open MPI program built with mpicc (0.8x each);
+  - one output line, rank to the launcher's stdout (1.0x);
+  - notify: a LOCAL-range event and its answer from the handler, 2 ranks,
+    OpenPMIx with TCP_NODELAY forced on its loopback sockets (1.0x; stock
+    OpenPMIx's round trip is printed too).
+
+Where mpirun or OpenPMIx's headers are not installed the peer side is
+skipped, saying so (apt-get install openmpi-bin libopenmpi-dev libpmix-dev),
+and pmixbus's times are printed alone.`+"\n"+benchDescription)
+	cfg := bench.PeerConfig{Sizes: []int{4, 16, 64}}
+	fs.StringVar(&cfg.LibDir, "pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2 (default: lib/ beside the pmixbus binary)")
+	fs.StringVar(&cfg.Include, "pmix-include", "", "`dir` of PMIx headers where OpenPMIx's are not installed (pmixbus's cabi/include)")
+	fs.StringVar(&cfg.Mpirun, "mpirun", "", "the peer's `launcher` (default: mpirun on PATH)")
+	fs.Func("sizes", "comma-separated rank `counts` of the fence, increasing (default 4,16,64)", countsFlag(&cfg.Sizes))
+	fs.IntVar(&cfg.Fences, "fences", 200, "fences `n` timed in each run")
+	fs.IntVar(&cfg.Notifies, "notifies", 500, "notify round trips `n` timed in each run")
+	fs.IntVar(&cfg.Lines, "lines", 200, "output lines `n` timed in each run")
+	fs.IntVar(&cfg.Launch, "launch", 16, "ranks `n` of the MPI launch")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "runs `n` of each measurement on each side")
+	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"fences", &cfg.Fences, 1}, {"notifies", &cfg.Notifies, 1}, {"lines", &cfg.Lines, 1}, {"launch", &cfg.Launch, 1}, {"rounds", &cfg.Rounds, 1}}, func() (*bench.Report, error) {
+		return bench.Peer(ctx, cfg)
+	})
+}

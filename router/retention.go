@@ -1,0 +1,544 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// Retention (docs/cache.md, "Job events"): a job's events are kept, past
+// the cache's count limit, until every local client of the job has
+// received them. An event counts as received by a client that was attached
+// when it arrived (it went to the client's chain), or that has since had it
+// replayed, in a replay that ran to the end, to a registration that accepts
+// it. A client the host deregistered is owed nothing; one that never
+// registers for an event keeps it until the job ends.
+//
+// The agent keeps nothing per event: the job's durable consumer holds what
+// it has not acknowledged, and gives all of it again whenever something
+// that can settle an event changes (a replay done, a client gone), each
+// judged afresh. So the agent's memory does not grow with the backlog,
+// whatever the stream's limits let it reach.
+
+const (
+	// retainAckWait is how long the stream waits for an acknowledgement
+	// before it gives an event again, unasked: a safety net, for changes
+	// are followed by Redeliver.
+	retainAckWait = 5 * time.Minute
+	// maxReplayRecords bounds the replays remembered per client: forgetting
+	// the oldest keeps events longer, never shorter.
+	maxReplayRecords = 64
+)
+
+// Retention keeps, for each job with ranks on this node, the job's events
+// in the cluster's job-events stream until every local client of the job
+// has received them. The agent tells it of jobs and of its clients'
+// lives; the router tells it of finished replays. Its methods are safe for
+// concurrent use and never call the agent, so the agent may call them with
+// its own lock held.
+type Retention struct {
+	cache  *jetstream.EventCache
+	place  event.Place
+	log    *slog.Logger
+	ctx    context.Context // the agent's: ends its JetStream calls
+	goFunc func(func()) bool
+
+	mu     sync.Mutex
+	jobs   map[string]*retention // by nspace
+	closed bool
+}
+
+// RetentionConfig is what NewRetention needs.
+type RetentionConfig struct {
+	Cache  *jetstream.EventCache
+	Place  event.Place
+	Log    *slog.Logger    // nil discards
+	Ctx    context.Context // ends its JetStream calls (the agent stopping)
+	GoFunc func(func()) bool
+}
+
+// SetCache gives the Retention the cache once it is open (the agent's
+// Start); until then Ensure does nothing.
+func (t *Retention) SetCache(c *jetstream.EventCache) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cache = c
+}
+
+// NewRetention returns a Retention with no job yet.
+func NewRetention(cfg RetentionConfig) *Retention {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Retention{cache: cfg.Cache, place: cfg.Place, log: cfg.Log, ctx: cfg.Ctx, goFunc: cfg.GoFunc, jobs: map[string]*retention{}}
+}
+
+// retention is one job's retention on this agent: its durable consumer on
+// the job-events stream, while one is needed, and what decides whether an
+// event is still owed.
+//
+// The consumer exists only while some local client of the job is not
+// attached, or is still owed an event: with every client attached, each job
+// event would be acknowledged on arrival, so the agent spares the stream the
+// deliveries and acknowledgements. Events published while a consumer is
+// being created again (a client went away) are not retained; the events
+// stream still caches them.
+type retention struct {
+	r       *jetstream.Retainer
+	busy    bool // creating or deleting the consumer, or stamping
+	session string
+	local   []pmix.Rank // the job's ranks on this node (shared, read only; a change of the job makes a new retention)
+	// attached holds the local clients attached now, each with the token
+	// of its attachment (its connection): a stamp taken for one
+	// attachment is not given to the next.
+	attached map[pmix.Rank]any
+	// fresh holds the local clients that attached and may have no stamp
+	// yet (a superset: each is checked when used), so that stamping costs
+	// what attached since, not a pass over the job's clients: with 10k
+	// clients attaching, those passes made attaching O(N) per client.
+	fresh map[pmix.Rank]struct{}
+	// round is closed when a call of ensureRetention that did the work
+	// ends (and replaced): a hello waits on it for its client's stamp.
+	round chan struct{}
+	// attachedAt holds, for each attached local client, the job-events
+	// stream's last sequence just after it attached: it has received every
+	// later event. A client not in it (not attached, or not stamped yet) is
+	// owed every event.
+	attachedAt map[pmix.Rank]uint64
+	gone       map[pmix.Rank]bool // deregistered by the host: owed nothing
+	// replays are, per local client, its registrations the cache was
+	// replayed to in full: it has received every event up to upTo that
+	// one of them accepts.
+	replays map[pmix.Rank][]replayRecord
+	// A redelivery is under way; again: another was asked for meanwhile.
+	redelivering, again bool
+}
+
+type replayRecord struct {
+	proc    pmix.Proc
+	session string
+	g       bus.Registration
+	upTo    uint64 // in the job-events stream
+}
+
+func retainerName(cluster, node, nspace string) string {
+	sum := sha256.Sum256([]byte(cluster + "\x00" + node + "\x00" + nspace))
+	return "pmixbus_job_" + hex.EncodeToString(sum[:12])
+}
+
+// RetainJob starts tracking retention for job nspace (of session), whose
+// ranks on this node are local (ascending, not modified after) and of
+// which attached are attached now, each with the token of its attachment;
+// the caller then calls Ensure. A job tracked already is left as it is:
+// StopJob it first when its session or ranks changed.
+func (t *Retention) RetainJob(nspace, session string, local []pmix.Rank, attached map[pmix.Rank]any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.jobs[nspace]; ok || len(local) == 0 {
+		return
+	}
+	ret := &retention{
+		session:    session,
+		local:      local,
+		attached:   map[pmix.Rank]any{},
+		attachedAt: map[pmix.Rank]uint64{},
+		gone:       map[pmix.Rank]bool{},
+		replays:    map[pmix.Rank][]replayRecord{},
+		fresh:      map[pmix.Rank]struct{}{},
+		round:      make(chan struct{}),
+	}
+	for r, tok := range attached {
+		ret.attached[r] = tok
+		ret.fresh[r] = struct{}{} // attached before the job changed
+	}
+	t.jobs[nspace] = ret
+}
+
+// ClientAttached: client p attached, its attachment named by token; it
+// is to be stamped (Ensure, AwaitStamp).
+func (t *Retention) ClientAttached(p pmix.Proc, token any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ret := t.jobs[p.Nspace]; ret != nil {
+		ret.attached[p.Rank] = token
+		ret.fresh[p.Rank] = struct{}{}
+	}
+}
+
+// owedToSomeLocked reports whether some local client of the job is owed
+// events yet to come: it is not attached (or not stamped), and not gone.
+func (t *Retention) owedToSomeLocked(ret *retention) bool {
+	for _, r := range ret.local {
+		if _, stamped := ret.attachedAt[r]; !stamped && !ret.gone[r] {
+			return true
+		}
+	}
+	return false
+}
+
+// unstampedLocked returns the attached local clients of a job that have
+// no stamp yet, with their attachments' tokens, and forgets the fresh ones
+// that need none.
+func (t *Retention) unstampedLocked(ret *retention) map[pmix.Rank]any {
+	out := map[pmix.Rank]any{}
+	for r := range ret.fresh {
+		tok, attached := ret.attached[r]
+		if _, stamped := ret.attachedAt[r]; !attached || stamped {
+			delete(ret.fresh, r) // attaching again makes it fresh again
+			continue
+		}
+		out[r] = tok
+	}
+	return out
+}
+
+// Ensure stamps newly attached clients of job nspace, and creates or
+// deletes the job's consumer as its clients' state requires. It talks to
+// JetStream; concurrent calls leave the work to the one already at it,
+// which checks again when done. It gives up when ctx ends, the agent
+// shuts down, or after 30 s.
+func (t *Retention) Ensure(ctx context.Context, nspace string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	defer context.AfterFunc(t.ctx, cancel)()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var worked *retention
+	defer func() { // with t.mu held
+		if worked != nil {
+			close(worked.round)
+			worked.round = make(chan struct{})
+		}
+	}()
+	for range 4 {
+		ret := t.jobs[nspace]
+		if ret == nil || ret.busy || t.closed || t.cache == nil {
+			return
+		}
+		worked = ret
+		if stamp := t.unstampedLocked(ret); len(stamp) > 0 {
+			ret.busy = true
+			t.mu.Unlock()
+			seq, err := t.cache.LastJobSeq(ctx)
+			t.mu.Lock()
+			ret.busy = false
+			if err != nil {
+				if t.ctx.Err() == nil {
+					t.log.Warn("cannot stamp attached clients; their job's events stay retained for them", "nspace", nspace, "err", err)
+				}
+				return
+			}
+			for r, tok := range stamp {
+				if cur, ok := ret.attached[r]; ok && cur == tok && t.jobs[nspace] == ret {
+					ret.attachedAt[r] = seq
+					delete(ret.fresh, r)
+				}
+			}
+			continue
+		}
+		want := t.owedToSomeLocked(ret)
+		switch {
+		case want && ret.r == nil:
+			var filters []string
+			for _, sc := range event.ClientScopes(t.place, nspace, ret.session) {
+				filters = append(filters, subjects.JobCacheSubject(string(t.place.Cluster), sc.CachedWildcard()))
+			}
+			ret.busy = true
+			t.mu.Unlock()
+			r, err := t.cache.Retain(ctx, retainerName(string(t.place.Cluster), t.place.Node, nspace), filters, retainAckWait,
+				func(m *jetstream.RetainedMsg) { t.retainedArrived(nspace, m) })
+			t.mu.Lock()
+			ret.busy = false
+			if err != nil {
+				if t.ctx.Err() == nil { // not merely the agent stopping
+					t.log.Error("cannot retain job events; clients not attached yet may miss events past the cache limit", "nspace", nspace, "err", err)
+				}
+				return
+			}
+			if t.jobs[nspace] != ret || t.closed {
+				r.Stop() // the job went away, or the agent stops: keep its state for a successor
+				return
+			}
+			ret.r = r
+		case !want && ret.r != nil:
+			// Nobody is owed what is yet to come: the consumer can go
+			// once it holds nothing either.
+			r := ret.r
+			ret.busy = true
+			t.mu.Unlock()
+			backlog, err := r.Backlog(ctx)
+			if err == nil && backlog == 0 {
+				err = r.Delete(ctx)
+			}
+			t.mu.Lock()
+			ret.busy = false
+			if err != nil {
+				if t.ctx.Err() == nil {
+					t.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
+				}
+				return
+			}
+			if backlog > 0 {
+				return // still owed to attached clients that have not registered for it
+			}
+			ret.r = nil
+			clear(ret.replays) // about events the stream no longer keeps for this agent
+		default:
+			return
+		}
+	}
+}
+
+// stampWait bounds how long a hello waits for its client's stamp.
+const stampWait = 5 * time.Second
+
+// AwaitStamp waits until client p, attached just now with token, has its
+// stamp (or stampWait passes, or it is no longer attached so): the hello
+// reply waits for it. Stamped later, the events the client itself
+// published meanwhile, which it was attached to receive, would count as
+// owed to it and be retained for it until the job ends (seen under load:
+// 38 events kept for a client that published them).
+func (t *Retention) AwaitStamp(p pmix.Proc, token any) {
+	ctx, cancel := context.WithTimeout(t.ctx, stampWait)
+	defer cancel()
+	for range 3 { // rounds that end without its stamp: JetStream failing
+		t.mu.Lock()
+		ret := t.jobs[p.Nspace]
+		if ret == nil || t.closed {
+			t.mu.Unlock()
+			return
+		}
+		_, stamped := ret.attachedAt[p.Rank]
+		if tok, ok := ret.attached[p.Rank]; stamped || !ok || tok != token {
+			t.mu.Unlock()
+			return
+		}
+		round := ret.round
+		t.mu.Unlock()
+		t.Ensure(ctx, p.Nspace) // stamps it, or the call at work will
+		select {
+		case <-round:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// retainedArrived judges a job event the consumer gives (again): it is
+// acknowledged unless a local client is still owed it. One still owed is
+// not kept: the consumer gives it again when something changes.
+func (t *Retention) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
+	ev, sc, decoded := decodeRetained(m)
+	t.mu.Lock()
+	ret := t.jobs[nspace]
+	if ret == nil {
+		t.mu.Unlock()
+		return
+	}
+	owed := false
+	for _, r := range ret.local {
+		if t.owedLocked(ret, r, m.Seq, decoded, sc, ev) {
+			owed = true
+			break
+		}
+	}
+	last := !owed && m.Pending == 0 && !t.owedToSomeLocked(ret)
+	t.mu.Unlock()
+	switch {
+	case owed:
+	case last:
+		// Nothing more to give, and nobody is owed what is to come: once
+		// the stream has this acknowledgement (and so the ones before),
+		// the consumer may be needed no more.
+		ctx, cancel := context.WithTimeout(t.ctx, 5*time.Second)
+		_ = m.AckSync(ctx)
+		cancel()
+		t.goFunc(func() { t.Ensure(t.ctx, nspace) })
+	default:
+		_ = m.Ack()
+	}
+}
+
+// decodeRetained reads a retained job event; false if it is malformed
+// (then no replay can have delivered it).
+func decodeRetained(m *jetstream.RetainedMsg) (*event.Message, subjects.Scope, bool) {
+	p, err := subjects.Parse(subjects.EventSubject(m.Subject))
+	if err != nil {
+		return nil, subjects.Scope{}, false
+	}
+	ev, err := event.UnmarshalMessage(m.Data)
+	if err != nil {
+		return nil, subjects.Scope{}, false
+	}
+	return ev, p.Scope, true
+}
+
+// owedLocked reports whether local client rank r is still owed the event
+// at sequence seq of the job-events stream.
+func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) bool {
+	if ret.gone[r] {
+		return false
+	}
+	if at, attached := ret.attachedAt[r]; attached && seq > at {
+		return false // it arrived while the client was attached
+	}
+	if !decoded {
+		return true
+	}
+	ev := m.BusEvent(t.place.Cluster)
+	for _, rec := range ret.replays[r] {
+		origin := bus.Origin{Cluster: string(t.place.Cluster), Node: t.place.Node, Session: rec.session, Proc: rec.proc}
+		if seq <= rec.upTo && event.For(t.place, sc, m, rec.proc, rec.session) && rec.g.Accepts(ev, origin) {
+			return false
+		}
+	}
+	return true
+}
+
+// Replayed records that the cache was replayed, in full up to sequence
+// upTo of the job-events stream, to registration g of client p: p has
+// received the retained events g accepts. The consumer gives its events
+// again to settle them.
+func (t *Retention) Replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ret := t.jobs[p.Nspace]
+	if ret == nil {
+		return
+	}
+	recs := append(ret.replays[p.Rank], replayRecord{proc: p, session: session, g: g, upTo: upTo})
+	if len(recs) > maxReplayRecords {
+		recs = recs[len(recs)-maxReplayRecords:]
+	}
+	ret.replays[p.Rank] = recs
+	t.redeliverLocked(p.Nspace, ret)
+}
+
+// ClientRegistered: client p is expected (again); it is owed events from
+// now on until it has them.
+func (t *Retention) ClientRegistered(p pmix.Proc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ret := t.jobs[p.Nspace]; ret != nil {
+		delete(ret.gone, p.Rank)
+	}
+}
+
+// ClientDetached: client p is no longer attached; it is owed every event
+// again (those it received while attached included: which those were is
+// not kept) until it has them.
+func (t *Retention) ClientDetached(p pmix.Proc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ret := t.jobs[p.Nspace]; ret != nil {
+		delete(ret.attached, p.Rank)
+		delete(ret.attachedAt, p.Rank)
+	}
+}
+
+// ClientGone: the host deregistered client p, which is owed nothing any
+// more.
+func (t *Retention) ClientGone(p pmix.Proc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ret := t.jobs[p.Nspace]
+	if ret == nil {
+		return
+	}
+	ret.gone[p.Rank] = true
+	delete(ret.attachedAt, p.Rank)
+	delete(ret.replays, p.Rank)
+	t.redeliverLocked(p.Nspace, ret)
+}
+
+// redeliverLocked has the job's consumer give everything it holds again,
+// to be judged afresh; requests made while one is under way make one more.
+func (t *Retention) redeliverLocked(nspace string, ret *retention) {
+	if ret.r == nil {
+		return
+	}
+	if ret.redelivering {
+		ret.again = true
+		return
+	}
+	ret.redelivering = true
+	r := ret.r
+	started := t.goFunc(func() {
+		for {
+			ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+			err := r.Redeliver(ctx)
+			cancel()
+			if err != nil && t.ctx.Err() == nil {
+				t.log.Debug("redelivering retained job events; they come again after the ack wait", "nspace", nspace, "wait", retainAckWait, "err", err)
+			}
+			t.mu.Lock()
+			if !ret.again || ret.r != r || t.jobs[nspace] != ret {
+				ret.redelivering, ret.again = false, false
+				t.mu.Unlock()
+				return
+			}
+			ret.again = false
+			t.mu.Unlock()
+		}
+	})
+	if !started {
+		ret.redelivering = false
+	}
+}
+
+// StopJob ends a job's retention (the job was deregistered, or changed).
+func (t *Retention) StopJob(nspace string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ret, ok := t.jobs[nspace]
+	if !ok {
+		return
+	}
+	delete(t.jobs, nspace)
+	if ret.r != nil {
+		r := ret.r
+		ret.r = nil
+		t.goFunc(func() {
+			ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+			defer cancel()
+			if err := r.Delete(ctx); err != nil && t.ctx.Err() == nil {
+				t.log.Warn("deleting job event consumer", "nspace", nspace, "err", err)
+			}
+		})
+	}
+}
+
+// Stop stops every job's consumer, keeping its state on the stream for the
+// next agent of this node; nothing is retained by this one after.
+func (t *Retention) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for _, ret := range t.jobs {
+		if ret.r != nil {
+			ret.r.Stop()
+		}
+	}
+}
+
+// Stamped reports whether attached client p has its stamp: the point from
+// which it counts as receiving its job's events live.
+func (t *Retention) Stamped(p pmix.Proc) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ret := t.jobs[p.Nspace]
+	if ret == nil {
+		return false
+	}
+	_, ok := ret.attachedAt[p.Rank]
+	return ok
+}

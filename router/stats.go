@@ -1,0 +1,32 @@
+package router
+
+// Stats is a snapshot of the router's counters (agent.Stats reports them).
+type Stats struct {
+	Published, Received, Malformed uint64
+	Delivered                      uint64 // live deliveries to a client's chain
+	Replayed                       uint64 // cached events replayed to new registrations
+	Held                           int    // registrations being replayed to now
+	JobDropped, EnvDropped         uint64 // dropped by NATS: the inbox was full
+	JobRecovered                   uint64 // dropped job events recovered from the cache
+	Recoveries                     uint64 // recovery rounds done
+	CaughtUp                       uint64 // GLOBAL events run from other clusters' caches
+	Catchups                       uint64 // catch-ups completed
+	Subscriptions                  int
+}
+
+// Stats returns the router's counters; safe at any time.
+func (r *Router) Stats() Stats {
+	s := Stats{
+		Published: r.stats.published.Load(), Received: r.stats.received.Load(), Malformed: r.stats.malformed.Load(),
+		Delivered: r.stats.delivered.Load(), Replayed: r.stats.replayed.Load(), Held: int(r.nholds.Load()),
+		JobRecovered: r.rec.recovered.Load(), Recoveries: r.rec.rounds.Load(),
+		CaughtUp: r.catchup.caughtUp.Load(), Catchups: r.catchupRun.done.Load(),
+		Subscriptions: r.subscriptions(),
+	}
+	s.JobDropped, s.EnvDropped = r.droppedByKind()
+	return s
+}
+
+// ReleaseStale runs the other clusters' GLOBAL events that waited too long
+// while the link is seen down (see releaseStale).
+func (r *Router) ReleaseStale() { r.post(r.releaseStale) }

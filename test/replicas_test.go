@@ -1,0 +1,127 @@
+package test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/publishlookup"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+// TestReplicatedCluster: on a cluster of three routed NATS servers every
+// stream and bucket the agents create keeps three replicas by default
+// (cluster.DefaultReplicas). With the server the agents were connected to
+// killed, the job goes on: the events cached before are replayed to a new
+// registration, a live event reaches a handler on the other node, a
+// value published on one node is looked up on the other, and a new job
+// launches and its output arrives. The publish/lookup bucket, made by the
+// first publish after the loss, has three replicas too.
+func TestReplicatedCluster(t *testing.T) {
+	ctx := t.Context()
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Servers: 3, Nodes: []string{"a1", "a2"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "job", Nodes: []string{"a1", "a2"}}},
+	})
+	a1, a2 := w.Agent("a1"), w.Agent("a2")
+	const code = pmix.EventProcTerminated
+	for i := range 5 {
+		if _, err := a1.Notify(ctx, code, pmix.RangeNamespace, false, append(seqInfo(i), pmix.NewInfo(pmix.KeyNspace, pmix.String("job")))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCached(t, a2, 5)
+
+	// Kill the server a1 uses; a2 may use it too.
+	var victim int = -1
+	for i, s := range w.Cluster("A").Servers() {
+		if s.ClientURL() == a1.NATS().ConnectedUrl() {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("a1 is connected to %s, none of the cluster's servers", a1.NATS().ConnectedUrl())
+	}
+	if err := w.Cluster("A").Server(victim).Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		for _, a := range []string{"a1", "a2"} {
+			if nc := w.Agent(a).NATS(); !nc.IsConnected() || nc.ConnectedUrl() == w.Cluster("A").Server(victim).ClientURL() {
+				return fmt.Errorf("agent %s not reconnected to another server", a)
+			}
+		}
+		_, err := a1.CacheStats(ctx)
+		return err
+	})
+
+	// Cached events survive, and live ones flow.
+	rec := newRecorder()
+	c1 := w.Client("A:job.1")
+	if _, err := c1.RegisterEventHandler(ctx, []pmix.Status{code}, []pmix.Info{jobLevel}, rec.handler(pmix.EventNoActionTaken)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitCount(t, code, 5)
+	if _, err := a1.Notify(ctx, code, pmix.RangeNamespace, false, append(seqInfo(5), pmix.NewInfo(pmix.KeyNspace, pmix.String("job")))); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitCount(t, code, 6)
+	checkRun(t, seqs(rec.all()), 0, 5)
+
+	// Publish on a1, look up on a2.
+	if err := w.Client("A:job.0").Publish(ctx, []pmix.Info{pmix.NewInfo("replicated.key", pmix.String("survives"))}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c1.Lookup(ctx, []string{"replicated.key"}, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("lookup after the server's loss: %v, %v", got, err)
+	}
+
+	// A new run starts, and its output arrives.
+	out := &syncBuffer{}
+	run, err := launch.Launch(ctx, launch.Config{Conn: launcherConn(t, w, "A"), Stdout: out, Stderr: out,
+		Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo replicated output"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Wait(ctx)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run after the server's loss: %+v, %v\n%s", res, err, out.String())
+	}
+	if n := strings.Count(out.String(), "replicated output"); n != 2 {
+		t.Fatalf("%d of 2 lines of output:\n%s", n, out.String())
+	}
+
+	// Every stream and bucket, the publish/lookup bucket made by the
+	// first publish among them, has three replicas.
+	nc := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	streams := js.ListStreams(ctx)
+	for info := range streams.Info() {
+		names = append(names, info.Config.Name)
+		if r := info.Config.Replicas; r != 3 {
+			t.Errorf("stream %s: %d replicas, want 3", info.Config.Name, r)
+		}
+	}
+	if err := streams.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	for _, want := range []string{"KV_PMIXBUS_AGENTS", "KV_PMIXBUS_JOBS", "PMIXBUS_IOF", "KV_PMIXBUS_GROUPS", "PMIXBUS_EVENTS_", "PMIXBUS_JOBEVENTS_", "KV_PMIXBUS_IOF_LIMITS", "KV_" + publishlookup.DefaultBucket} {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no stream %s* among %v", want, names)
+		}
+	}
+
+}
