@@ -117,3 +117,15 @@ func TestAbortFromHandler(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+// TestLocalHandlerTimeout: in a PROC_LOCAL chain, a handler that never
+// completes is passed over once its PMIX_EVENT_ACTION_TIMEOUT (1 s)
+// passed, and the next handler runs, as in bus/ and the agent's chains.
+func TestLocalHandlerTimeout(t *testing.T) {
+	bin, w := processWorld(t)
+	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "stall")
+	want := "stalling -3301\nsecond -3301 (abort in results 0)\nnotified 0 after the timeout 1\nfinalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}

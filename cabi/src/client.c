@@ -368,6 +368,7 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
     conn_close();
     pthread_mutex_lock(&lib.mu);
     free_state();
+    free_timed_locked();
     lib.singleton = 0;
     lib.closing = 0;
     pthread_mutex_unlock(&lib.mu);
@@ -545,6 +546,23 @@ static struct reg *reg_new(const pmix_status_t *codes, size_t ncodes, const pmix
             take_procs(&in->value, &r->custom, &r->ncustom);
         } else if (0 == strcmp(k, PMIX_EVENT_AFFECTED_PROC) || 0 == strcmp(k, PMIX_EVENT_AFFECTED_PROCS)) {
             take_procs(&in->value, &r->affected, &r->naffected);
+        } else if (0 == strcmp(k, PMIX_EVENT_ACTION_TIMEOUT)) {
+            const pmix_value_t *v = &in->value;
+            switch (v->type) {
+            case PMIX_INT: case PMIX_INT32: r->timeout = v->data.int32; break;
+            case PMIX_INT8: r->timeout = v->data.int8; break;
+            case PMIX_INT16: r->timeout = v->data.int16; break;
+            case PMIX_INT64: r->timeout = (double)v->data.int64; break;
+            case PMIX_UINT8: r->timeout = v->data.uint8; break;
+            case PMIX_UINT16: r->timeout = v->data.uint16; break;
+            case PMIX_UINT: case PMIX_UINT32: r->timeout = v->data.uint32; break;
+            case PMIX_SIZE: case PMIX_UINT64: r->timeout = (double)v->data.uint64; break;
+            case PMIX_FLOAT: r->timeout = v->data.fval; break;
+            case PMIX_DOUBLE: r->timeout = v->data.dval; break;
+            }
+            if (!(r->timeout > 0)) {
+                r->timeout = 0;
+            }
         }
     }
     if (r->ncustom > 0 && PMIX_RANGE_UNDEF == r->range) {

@@ -393,7 +393,7 @@ static void *progress(void *arg)
     for (;;) {
         struct pollfd pfd[2];
         nfds_t n = 1;
-        int sock;
+        int sock, timeout;
         if (NULL != lib.qhead) {
             struct work *w = lib.qhead;
             lib.qhead = w->next;
@@ -419,6 +419,10 @@ static void *progress(void *arg)
             continue;
         }
         sock = lib.lost ? -1 : lib.fd;
+        timeout = NULL == lib.timed ? -1 : expire_locked(); /* idle: no deadline, no wake-up */
+        if (NULL != lib.qhead) {
+            continue; /* a handler passed over: its chain moves on */
+        }
         pthread_mutex_unlock(&lib.mu);
         pfd[0].fd = lib.wakefd;
         pfd[0].events = POLLIN;
@@ -427,7 +431,7 @@ static void *progress(void *arg)
             pfd[1].events = POLLIN;
             n = 2;
         }
-        if (poll(pfd, n, -1) > 0) {
+        if (poll(pfd, n, timeout) > 0) {
             if (pfd[0].revents) {
                 drain_wake();
             }

@@ -78,6 +78,7 @@ struct reg {
     size_t ncustom;
     pmix_proc_t *affected;
     size_t naffected;
+    double timeout; /* PMIX_EVENT_ACTION_TIMEOUT in seconds, 0: the default */
 };
 
 enum { REG_PENDING, REG_OK };
@@ -139,6 +140,7 @@ struct lib {
     struct kept *puts, *stored;
     struct connect_rec *connects;
     int chains; /* local chains running */
+    struct invocation *timed; /* local invocations with a deadline (events.c) */
 };
 
 extern struct lib lib HIDDEN;
@@ -175,6 +177,10 @@ HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninf
 HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
 /* The abort a running handler asks for (see events.c): 1 when taken. */
 HIDDEN int defer_abort(void);
+/* Passes over the local handlers whose timeout passed; returns the
+ * milliseconds until the next deadline, -1 for none. Called with lib.mu. */
+HIDDEN int expire_locked(void);
+HIDDEN void free_timed_locked(void);
 
 /* client.c */
 HIDDEN void run_cleanups(void);

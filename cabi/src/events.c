@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 
@@ -311,7 +312,27 @@ struct invocation {
     struct wbuf prior; /* the results as given, encoded: edits show */
     int completed;
     int abort; /* the handler asked for an abort (defer_abort) */
+    /* local invocations: when the chain passes the handler over, and
+     * their place in lib.timed (kept there, expired, until Finalize: the
+     * handler may still complete late, which is then ignored) */
+    struct timespec deadline;
+    int expired;
+    struct invocation *next_timed;
 };
+
+#define DEFAULT_TIMEOUT 30.0 /* bus.DefaultHandlerTimeout */
+
+static void unlink_timed_locked(struct invocation *inv)
+{
+    struct invocation **pp;
+    for (pp = &lib.timed; NULL != *pp; pp = &(*pp)->next_timed) {
+        if (*pp == inv) {
+            *pp = inv->next_timed;
+            inv->next_timed = NULL;
+            return;
+        }
+    }
+}
 
 /* The invocation whose handler this thread is calling, until it returns
  * or completes. */
@@ -433,7 +454,12 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
     char *matched = NULL;
     struct wbuf now = {0};
     if (NULL == inv || __atomic_exchange_n(&inv->completed, 1, __ATOMIC_ACQ_REL)) {
-        return;
+        return; /* a second completion, or one after its timeout */
+    }
+    if (inv->local) {
+        pthread_mutex_lock(&lib.mu);
+        unlink_timed_locked(inv);
+        pthread_mutex_unlock(&lib.mu);
     }
     if (current == inv) {
         current = NULL; /* completed inside its call: inv goes below */
@@ -579,6 +605,46 @@ static void chain_free(struct chain *ch)
 
 static void chain_run(struct work *w);
 
+int expire_locked(void)
+{
+    struct timespec now;
+    struct invocation **pp, *inv;
+    long next = -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    for (pp = &lib.timed; NULL != (inv = *pp);) {
+        long ms = (long)(inv->deadline.tv_sec - now.tv_sec) * 1000 + (inv->deadline.tv_nsec - now.tv_nsec) / 1000000;
+        if (inv->expired) {
+            pp = &inv->next_timed;
+            continue;
+        }
+        if (ms <= 0 && !__atomic_exchange_n(&inv->completed, 1, __ATOMIC_ACQ_REL)) {
+            /* passed over: the chain moves on with PMIX_ERR_TIMEOUT */
+            struct work *w = work_new(chain_run);
+            inv->expired = 1;
+            if (NULL != w) {
+                w->p = inv->chain;
+                enqueue_locked(w);
+            }
+            pp = &inv->next_timed;
+            continue;
+        }
+        if (ms > 0 && (next < 0 || ms < next)) {
+            next = ms;
+        }
+        pp = &inv->next_timed;
+    }
+    return next > INT32_MAX ? INT32_MAX : (int)next;
+}
+
+void free_timed_locked(void)
+{
+    while (NULL != lib.timed) {
+        struct invocation *inv = lib.timed;
+        lib.timed = inv->next_timed;
+        inv_free(inv);
+    }
+}
+
 /* chain_step takes a handler's completion and queues the next. */
 static void chain_step(struct chain *ch, pmix_status_t st, pmix_info_t *added, size_t nadded)
 {
@@ -641,10 +707,12 @@ static void chain_run(struct work *w)
         struct reg *r;
         pmix_notification_fn_t fn = NULL;
         struct invocation *inv;
+        double timeout = 0;
         pthread_mutex_lock(&lib.mu);
         for (r = lib.regs; NULL != r; r = r->next) {
             if (r->ref == ref && r->placed && !r->dropped) {
                 fn = r->fn;
+                timeout = r->timeout;
                 break;
             }
         }
@@ -664,6 +732,20 @@ static void chain_run(struct work *w)
         inv->ninfo = NULL == inv->info ? 0 : ch->ninfo;
         inv->results = info_copy(ch->results, ch->nresults);
         inv->nresults = NULL == inv->results ? 0 : ch->nresults;
+        {
+            double secs = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
+            clock_gettime(CLOCK_MONOTONIC, &inv->deadline);
+            inv->deadline.tv_sec += (time_t)secs;
+            inv->deadline.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+            if (inv->deadline.tv_nsec >= 1000000000L) {
+                inv->deadline.tv_sec++;
+                inv->deadline.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&lib.mu);
+            inv->next_timed = lib.timed;
+            lib.timed = inv;
+            pthread_mutex_unlock(&lib.mu);
+        }
         call_handler(fn, ref, inv);
         return;
     }

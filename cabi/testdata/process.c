@@ -14,6 +14,8 @@
  *              docs/PERFORMANCE.md's comparison with OpenPMIx)
  *   abort      a handler notifies PMIX_ERR_PROC_REQUESTED_ABORT PROC_LOCAL
  *              before it completes: the abort runs after its chain
+ *   stall      a PROC_LOCAL chain whose first handler never completes,
+ *              with PMIX_EVENT_ACTION_TIMEOUT 1: the next runs after it
  *   mask       the signal mask of the caller and of the library's thread
  *              are the caller's, and no handler is installed
  */
@@ -364,6 +366,39 @@ static int abort_mode(void)
     return 0;
 }
 
+/* ---- a handler that never completes ---- */
+
+static void stalls(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                   pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults; (void)cbfunc; (void)cbdata;
+    printf("stalling %d\n", code);
+}
+
+static int stall(void)
+{
+    pmix_status_t code = -3301, rc;
+    pmix_info_t attrs[2];
+    bool yes = true;
+    int secs = 1;
+    struct timespec t0, t1;
+    rc = PMIx_Init(&me, NULL, 0);
+    if (PMIX_SUCCESS != rc) {
+        printf("FAIL init %d\n", rc);
+        return 1;
+    }
+    PMIX_INFO_LOAD(&attrs[0], PMIX_EVENT_HDLR_FIRST, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&attrs[1], PMIX_EVENT_ACTION_TIMEOUT, &secs, PMIX_INT);
+    PMIx_Register_event_handler(&code, 1, attrs, 2, stalls, NULL, NULL);
+    PMIx_Register_event_handler(&code, 1, NULL, 0, second, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = PMIx_Notify_event(code, NULL, PMIX_RANGE_PROC_LOCAL, NULL, 0, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("notified %d after the timeout %d\n", rc, (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 1000);
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    return 0;
+}
+
 /* ---- fork after Init ---- */
 
 static int forkafter(void)
@@ -479,6 +514,7 @@ int main(int argc, char **argv)
     if (0 == strcmp(mode, "mask")) return mask();
     if (0 == strcmp(mode, "rss")) return rss();
     if (0 == strcmp(mode, "abort")) return abort_mode();
+    if (0 == strcmp(mode, "stall")) return stall();
     fprintf(stderr, "usage: process forkinit|signals [ms]|idle [ms]|forkafter|mask\n");
     return 2;
 }
