@@ -25,16 +25,21 @@ func processWorld(t *testing.T) (string, *agenttest.World) {
 	return bin, w
 }
 
+// expectProcess runs process.c in mode and compares its whole output.
+func expectProcess(t *testing.T, mode, want string) {
+	t.Helper()
+	bin, w := processWorld(t)
+	if out := run(t, testContext(t), bin, w.Env("A:proc.0"), mode); out != want {
+		t.Errorf("%s: output:\n%s\nwant:\n%s", mode, out, want)
+	}
+}
+
 // TestForkBeforeInit: a process that forks before PMIx_Init (nothing ran
 // at load time, no thread exists yet) has a child that initialises,
 // fences and finalizes; the parent does the same afterwards.
 func TestForkBeforeInit(t *testing.T) {
-	bin, w := processWorld(t)
-	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "forkinit")
 	want := "child init 0 size 1 fence 0 finalize 0\nparent init 0 size 1 fence 0 finalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
+	expectProcess(t, "forkinit", want)
 }
 
 // TestSignalStorms runs twenty processes with a SIGPROF handler lacking
@@ -79,12 +84,8 @@ func TestIdleRank(t *testing.T) {
 // caller's mask as it was; the progress thread inherits it, as any thread
 // the application starts would.
 func TestSignalState(t *testing.T) {
-	bin, w := processWorld(t)
-	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "mask")
 	want := "init 0 handlers-added 0 mask-same 1\nnew-thread-mask-same 1\nfinalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
+	expectProcess(t, "mask", want)
 }
 
 // TestForkAfterInit: a child forked after PMIx_Init has no progress
@@ -94,14 +95,10 @@ func TestSignalState(t *testing.T) {
 // than written on the parent's connection; and its Finalize only counts.
 // The parent goes on untouched (docs/cabi.md, "fork").
 func TestForkAfterInit(t *testing.T) {
-	bin, w := processWorld(t)
-	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "forkafter")
 	unreach := strconv.Itoa(-25)
 	want := "child initialized 1 size 1 put 0 get 0 fence " + unreach + " commit " + unreach + " finalize 0\n" +
 		"parent fence 0 size 1 finalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
+	expectProcess(t, "forkafter", want)
 }
 
 // TestAbortFromHandler: a handler that notifies
@@ -110,22 +107,14 @@ func TestForkAfterInit(t *testing.T) {
 // runs first, seeing pmixbus.evabort among the results, then the abort
 // event's chain.
 func TestAbortFromHandler(t *testing.T) {
-	bin, w := processWorld(t)
-	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "abort")
 	want := "first -3300 asks: 0\nsecond -3300 (abort in results 1)\nabort event -8\nnotified 0\nfinalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
+	expectProcess(t, "abort", want)
 }
 
 // TestLocalHandlerTimeout: in a PROC_LOCAL chain, a handler that never
 // completes is passed over once its PMIX_EVENT_ACTION_TIMEOUT (1 s)
 // passed, and the next handler runs, as in bus/ and the agent's chains.
 func TestLocalHandlerTimeout(t *testing.T) {
-	bin, w := processWorld(t)
-	out := run(t, testContext(t), bin, w.Env("A:proc.0"), "stall")
 	want := "stalling -3301\nsecond -3301 (abort in results 0)\nnotified 0 after the timeout 1\nfinalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
+	expectProcess(t, "stall", want)
 }
