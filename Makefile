@@ -34,7 +34,10 @@ fuzz:
 	@mkdir -p $(FUZZDIR)/corpus
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -Icabi/include -Icabi/src \
 	    cabi/fuzz/fuzz_frame.c cabi/src/wire.c cabi/src/values.c cabi/src/helpers.c cabi/src/objects.c -o $(FUZZDIR)/fuzz_frame
-	$(FUZZDIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(FUZZDIR)/corpus cabi/fuzz/seeds
+	@$(FUZZDIR)/fuzz_frame -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -artifact_prefix=$(FUZZDIR)/ \
+	    $(FUZZDIR)/corpus cabi/fuzz/seeds 2>$(FUZZDIR)/fuzz.log \
+	    && grep -h '^Done' $(FUZZDIR)/fuzz.log \
+	    || { tail -60 $(FUZZDIR)/fuzz.log; exit 1; }
 
 clean:
 	rm -rf pmixbus $(LIBDIR) $(FUZZDIR)

@@ -325,17 +325,24 @@ func TestOrder(t *testing.T) {
 	bin := compile(t, "order.c", headers(t)[0], true)
 	w := agenttest.Start(t, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A"}},
-		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true}},
+		Jobs: []agenttest.Job{{Cluster: "A", Nspace: "ord", Nodes: []string{"n1"}, Detached: true},
+			{Cluster: "A", Nspace: "ordlocal", Nodes: []string{"n1"}, Detached: true}},
 	})
-	out := run(t, testContext(t), bin, w.Env("A:ord.0"))
-	got := lines(out)
-	// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
-	// FIRST and a LAST around them.
-	if got["chain"] == "" || strings.Contains(out, "FAIL") {
-		t.Fatalf("output:\n%s", out)
-	}
-	want := "chain 1: dcfebga\nchain 2: dcfeba\n"
-	if !strings.Contains(out, want) {
-		t.Errorf("chains:\n%s\nwant:\n%s", out, want)
+	// The agent runs the chain of a NAMESPACE event; the library runs a
+	// PROC_LOCAL one itself (src/events.c): both in bus/'s order. Each in
+	// a job of its own: the agent replays a job's cached events to later
+	// registrations.
+	for mode, proc := range map[string]string{"agent": "A:ord.0", "local": "A:ordlocal.0"} {
+		out := run(t, testContext(t), bin, w.Env(proc), mode)
+		got := lines(out)
+		// b; c prepended before it; e BEFORE b; f AFTER c; g appended; d
+		// FIRST and a LAST around them.
+		if got["chain"] == "" || strings.Contains(out, "FAIL") {
+			t.Fatalf("%s: output:\n%s", mode, out)
+		}
+		want := "chain 1: dcfebga\nchain 2: dcfeba\n"
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: chains:\n%s\nwant:\n%s", mode, out, want)
+		}
 	}
 }

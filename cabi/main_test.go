@@ -29,6 +29,15 @@ var lib struct {
 
 var scratch string // removed after the tests
 
+// sanitize (PMIXBUS_CABI_SANITIZE set, as .ci/run does) builds the library
+// and every C program with AddressSanitizer and UBSan: a program that
+// reads or writes out of bounds, uses freed memory or leaks fails its
+// test (LeakSanitizer reports what is definitely lost at exit).
+var sanitize = os.Getenv("PMIXBUS_CABI_SANITIZE") != ""
+
+// sanitizeFlags are the compiler flags of sanitize.
+var sanitizeFlags = []string{"-g", "-O1", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cabi")
 	if err != nil {
@@ -51,7 +60,11 @@ func libDir(t testing.TB) string {
 		defer cancel()
 		// The C library, built by the repository's Makefile as `make`
 		// builds lib/libpmix.so.2, into the test's own directory.
-		cmd := exec.CommandContext(ctx, "make", "-s", "-C", "..", "LIBDIR="+lib.dir, "lib")
+		args := []string{"-s", "-C", "..", "LIBDIR=" + lib.dir, "lib"}
+		if sanitize {
+			args = append(args, "CFLAGS="+strings.Join(sanitizeFlags, " "))
+		}
+		cmd := exec.CommandContext(ctx, "make", args...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			lib.err = fmt.Errorf("building libpmix.so.2: %v\n%s", err, b)
 			return
@@ -120,6 +133,9 @@ func compileWith(t testing.TB, src string, h header, link bool, flags ...string)
 	}
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-"+h.name)
 	args := append([]string{"-std=gnu11", "-Wall", "-Werror", "-I", abs, filepath.Join("testdata", src), "-o", bin, "-lpthread"}, flags...)
+	if sanitize {
+		args = append(args, sanitizeFlags...)
+	}
 	if link {
 		args = append(args, "-L", libDir(t), "-lpmix")
 	}
@@ -142,6 +158,9 @@ func compileAsOpenPMIxUser(t testing.TB, src string) string {
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c")+"-openpmix-linked")
 	args := []string{"-I", debianInclude, filepath.Join("testdata", src), "-o", bin,
 		"-L", debLib, "-Wl,-rpath", "-Wl," + debLib, "-Wl,--enable-new-dtags", "-lpmix"}
+	if sanitize {
+		args = append(args, sanitizeFlags...)
+	}
 	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
 	}

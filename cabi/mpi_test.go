@@ -112,6 +112,10 @@ func buildMPIHello(t *testing.T) string {
 	if err != nil {
 		t.Skip("mpicc not on PATH: no MPI to run (Debian: apt-get install libopenmpi-dev)")
 	}
+	if sanitize {
+		// Open MPI's own leaks at exit are not this library's
+		t.Skip("PMIXBUS_CABI_SANITIZE: Open MPI is not built with the sanitizers")
+	}
 	bin := filepath.Join(t.TempDir(), "mpihello")
 	if b, err := exec.Command(mpicc, "testdata/mpihello.c", "-o", bin).CombinedOutput(); err != nil {
 		t.Fatalf("mpicc: %v\n%s", err, b)

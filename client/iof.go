@@ -3,10 +3,10 @@ package client
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 
-	"github.com/pmixbus/pmixbus/cluster"
-	"github.com/pmixbus/pmixbus/iof"
+	iof "github.com/pmixbus/pmixbus/iof/record"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -111,8 +111,8 @@ func (c *Client) iofData(f *proto.Frame) {
 	}
 	rec := iof.Record{Cluster: c.self.Cluster, Nspace: f.Source.Nspace, Rank: f.Source.Rank, Channel: iof.Channel(f.Channels),
 		Seq: f.Seq, Data: f.Payload, Complete: pmix.Flag(f.Info, pmix.KeyIOFComplete)}
-	if id, ns, ok := cluster.Split(rec.Nspace); ok {
-		rec.Cluster, rec.Nspace = string(id), ns
+	if id, ns, ok := strings.Cut(rec.Nspace, ":"); ok { // cluster.Split, which brings NATS in
+		rec.Cluster, rec.Nspace = id, ns
 	}
 	if v, ok := pmix.LookupValue(f.Info, pmix.KeyIOFTime); ok {
 		if t, ok := v.Time(); ok {

@@ -323,12 +323,12 @@ func (c *channel) message(data []byte, help *Help, complete bool) (m *nats.Msg, 
 	p := c.src.proc
 	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
 	if live {
-		m = r.Message("")
+		m = Message(r, "")
 		m.Subject += "." + tokenLive
 		return m, true
 	}
 	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
-	return r.Message(id), false
+	return Message(r, id), false
 }
 
 // sendLive sends a record over the limit. Nothing acknowledges it and

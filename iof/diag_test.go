@@ -43,7 +43,7 @@ func TestDiagStored(t *testing.T) {
 		diag = append(diag, r)
 	}
 	if len(diag) != 3 || string(diag[0].Data) != "plain\n" || diag[0].Help != nil ||
-		string(diag[1].Data) != "help text\n" || diag[1].Help == nil || *diag[1].Help != (Help{"help-x.txt", "oops"}) ||
+		string(diag[1].Data) != "help text\n" || diag[1].Help == nil || *diag[1].Help != (Help{File: "help-x.txt", Topic: "oops"}) ||
 		!diag[2].Complete || diag[1].Seq != 2 {
 		t.Fatalf("diag records %+v", diag)
 	}

@@ -294,8 +294,8 @@ func TestParseMessageRejects(t *testing.T) {
 	if _, err := ParseMessage("pmix.iof.A.job.1.out", nats.Header{HeaderSeq: []string{"-1"}}, nil); !errors.Is(err, pmix.ErrBadParam) {
 		t.Errorf("bad seq: %v", err)
 	}
-	r := Record{Cluster: "c.x", Nspace: "n s", Rank: 7, Channel: STDERR, Seq: 9, Time: time.Unix(5, 6), Data: []byte{0, 1}, Complete: true, Help: &Help{"f", "t"}}
-	m := r.Message("id")
+	r := Record{Cluster: "c.x", Nspace: "n s", Rank: 7, Channel: STDERR, Seq: 9, Time: time.Unix(5, 6), Data: []byte{0, 1}, Complete: true, Help: &Help{File: "f", Topic: "t"}}
+	m := Message(r, "id")
 	p, err := ParseMessage(m.Subject, m.Header, m.Data)
 	if err != nil {
 		t.Fatal(err)

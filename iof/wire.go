@@ -71,11 +71,6 @@ const (
 // PMIX_IOF_BASE_MSG_MAX. A longer line is cut into records of this size.
 const MaxRecord = 8192
 
-// Help names the help message a diag record carries.
-type Help struct {
-	File, Topic string
-}
-
 // Subject is where a process's channel is recorded. ch must be STDOUT,
 // STDERR or STDDIAG.
 func Subject(cluster, nspace string, rank pmix.Rank, ch Channel) string {
@@ -117,7 +112,7 @@ func channelToken(ch Channel) string {
 // channel, its headers the sequence, time, end and help, its body the
 // bytes. id, when set, is the record's Nats-Msg-Id, so a publish retried
 // after a lost acknowledgement is stored once.
-func (r Record) Message(id string) *nats.Msg {
+func Message(r Record, id string) *nats.Msg {
 	m := nats.NewMsg(Subject(r.Cluster, r.Nspace, r.Rank, r.Channel))
 	m.Data = r.Data
 	m.Header.Set(HeaderSeq, strconv.FormatUint(r.Seq, 10))

@@ -50,7 +50,7 @@ static pmix_status_t attached(void)
     pthread_mutex_lock(&lib.mu);
     if (0 == lib.inits) {
         rc = PMIX_ERR_INIT;
-    } else if (lib.singleton) {
+    } else if (lib.singleton || lib.forked) {
         rc = PMIX_ERR_UNREACH;
     }
     pthread_mutex_unlock(&lib.mu);
@@ -223,6 +223,24 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
     pmix_rank_t rank = 0;
     (void)info;
     (void)ninfo;
+    /* A nested Init only counts; the first one attaches under initmu,
+     * which the last Finalize holds while it detaches. A callback on the
+     * progress thread cannot wait for that (Finalize joins the thread). */
+    pthread_mutex_lock(&lib.mu);
+    if (lib.inits > 0) {
+        lib.inits++;
+        rc = lib.singleton ? PMIX_ERR_UNREACH : PMIX_SUCCESS;
+        if (NULL != proc) {
+            *proc = lib.proc;
+        }
+        pthread_mutex_unlock(&lib.mu);
+        return rc;
+    }
+    if (lib.closing && on_progress_thread()) {
+        pthread_mutex_unlock(&lib.mu);
+        return PMIX_ERR_INIT;
+    }
+    pthread_mutex_unlock(&lib.mu);
     pthread_mutex_lock(&lib.initmu);
     pthread_mutex_lock(&lib.mu);
     if (lib.inits > 0) {
@@ -265,6 +283,7 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
         pthread_mutex_unlock(&lib.initmu);
         return rc;
     }
+    watch_fork();
     if (progress_start() < 0) {
         if (!lib.singleton) {
             conn_close();
@@ -307,13 +326,30 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
         pthread_mutex_unlock(&lib.mu);
         return PMIX_ERR_WOULD_BLOCK;
     }
-    if (--lib.inits > 0) {
+    if (lib.inits > 1) {
+        lib.inits--;
         pthread_mutex_unlock(&lib.mu);
         return PMIX_SUCCESS;
     }
-    singleton = lib.singleton;
     pthread_mutex_unlock(&lib.mu);
+    /* The last one: detach under initmu, so that no Init attaches while
+     * this one detaches. */
     pthread_mutex_lock(&lib.initmu);
+    pthread_mutex_lock(&lib.mu);
+    if (lib.inits != 1) {
+        /* another thread's Init or Finalize came between */
+        rc = 0 == lib.inits ? PMIX_ERR_INIT : PMIX_SUCCESS;
+        if (lib.inits > 1) {
+            lib.inits--;
+        }
+        pthread_mutex_unlock(&lib.mu);
+        pthread_mutex_unlock(&lib.initmu);
+        return rc;
+    }
+    lib.inits = 0;
+    lib.closing = 1;
+    singleton = lib.singleton || lib.forked;
+    pthread_mutex_unlock(&lib.mu);
     if (!singleton) {
         struct req r;
         struct frame f;
@@ -332,7 +368,9 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
     conn_close();
     pthread_mutex_lock(&lib.mu);
     free_state();
+    free_timed_locked();
     lib.singleton = 0;
+    lib.closing = 0;
     pthread_mutex_unlock(&lib.mu);
     pthread_mutex_unlock(&lib.initmu);
     run_cleanups();
@@ -508,6 +546,23 @@ static struct reg *reg_new(const pmix_status_t *codes, size_t ncodes, const pmix
             take_procs(&in->value, &r->custom, &r->ncustom);
         } else if (0 == strcmp(k, PMIX_EVENT_AFFECTED_PROC) || 0 == strcmp(k, PMIX_EVENT_AFFECTED_PROCS)) {
             take_procs(&in->value, &r->affected, &r->naffected);
+        } else if (0 == strcmp(k, PMIX_EVENT_ACTION_TIMEOUT)) {
+            const pmix_value_t *v = &in->value;
+            switch (v->type) {
+            case PMIX_INT: case PMIX_INT32: r->timeout = v->data.int32; break;
+            case PMIX_INT8: r->timeout = v->data.int8; break;
+            case PMIX_INT16: r->timeout = v->data.int16; break;
+            case PMIX_INT64: r->timeout = (double)v->data.int64; break;
+            case PMIX_UINT8: r->timeout = v->data.uint8; break;
+            case PMIX_UINT16: r->timeout = v->data.uint16; break;
+            case PMIX_UINT: case PMIX_UINT32: r->timeout = v->data.uint32; break;
+            case PMIX_SIZE: case PMIX_UINT64: r->timeout = (double)v->data.uint64; break;
+            case PMIX_FLOAT: r->timeout = v->data.fval; break;
+            case PMIX_DOUBLE: r->timeout = v->data.dval; break;
+            }
+            if (!(r->timeout > 0)) {
+                r->timeout = 0;
+            }
         }
     }
     if (r->ncustom > 0 && PMIX_RANGE_UNDEF == r->range) {
@@ -776,6 +831,11 @@ PMIX_EXPORT pmix_status_t PMIx_Notify_event(pmix_status_t status, const pmix_pro
     struct notify_args a = {status, range, info, ninfo};
     pmix_status_t rc;
     (void)source; /* the agent stamps the source: it is never taken from a client's word */
+    if (PMIX_RANGE_PROC_LOCAL == range && PMIX_ERR_PROC_REQUESTED_ABORT == status && defer_abort()) {
+        /* an abort asked for by the running handler, raised after its
+         * chain (events.c): nothing to wait for, so allowed blocking too */
+        return answer(PMIX_SUCCESS, cbfunc, cbdata);
+    }
     if (NULL == cbfunc) {
         WOULD_BLOCK_IN_HANDLER();
     }
@@ -1085,7 +1145,7 @@ static void kept_set(struct kept **list, const pmix_proc_t *p, const char *key, 
         }
         snprintf(k->key, sizeof(k->key), "%s", key);
         k->next = *list;
-        *list = k;
+        __atomic_store_n(list, k, __ATOMIC_RELEASE); /* local_get peeks at lib.stored */
     }
     free(k->enc);
     k->enc = enc->p;
@@ -1182,7 +1242,7 @@ PMIX_EXPORT pmix_status_t PMIx_Commit(void)
     struct frame f;
     pmix_status_t rc = attached();
     size_t i, n = 0;
-    if (PMIX_ERR_UNREACH == rc) {
+    if (PMIX_ERR_UNREACH == rc && !lib.forked) {
         return PMIX_SUCCESS; /* a singleton has no one to commit to */
     }
     if (PMIX_SUCCESS != rc) {
@@ -1336,30 +1396,42 @@ static int local_get(const pmix_proc_t *p, const char *key, const pmix_info_t *i
                      pmix_value_t **out)
 {
     struct kept *k;
-    char qualified[2 * PMIX_MAX_NSLEN + 2];
-    int own;
+    int own, self;
     *out = NULL;
-    pthread_mutex_lock(&lib.mu);
-    k = kept_find(lib.stored, p, key);
-    if (NULL != k) {
-        *out = kept_value(k);
+    /* What Store_internal and a singleton keep: looked at under the lock
+     * only when there is any (the common Get, of job info, takes none). */
+    if (NULL != __atomic_load_n(&lib.stored, __ATOMIC_ACQUIRE) || lib.singleton) {
+        pthread_mutex_lock(&lib.mu);
+        k = kept_find(lib.stored, p, key);
+        if (NULL != k) {
+            *out = kept_value(k);
+            pthread_mutex_unlock(&lib.mu);
+            return NULL != *out ? 1 : -1;
+        }
         pthread_mutex_unlock(&lib.mu);
-        return NULL != *out ? 1 : -1;
+        if (lib.singleton) {
+            *out = singleton_value(p, key);
+            return NULL != *out ? 1 : -1;
+        }
     }
-    if (lib.singleton) {
+    own = 0 == strncmp(p->nspace, lib.proc.nspace, PMIX_MAX_NSLEN);
+    if (!own && '\0' != lib.cluster[0]) {
+        size_t cl = strlen(lib.cluster);
+        own = 0 == strncmp(p->nspace, lib.cluster, cl) && ':' == p->nspace[cl] &&
+              0 == strncmp(p->nspace + cl + 1, lib.proc.nspace, PMIX_MAX_NSLEN);
+    }
+    self = own && p->rank == lib.proc.rank;
+    if (self) {
+        pthread_mutex_lock(&lib.mu);
+        k = kept_find(lib.puts, NULL, key);
+        if (NULL != k) {
+            *out = kept_value(k);
+            pthread_mutex_unlock(&lib.mu);
+            return NULL != *out ? 1 : -1;
+        }
         pthread_mutex_unlock(&lib.mu);
-        *out = singleton_value(p, key);
-        return NULL != *out ? 1 : -1;
     }
-    snprintf(qualified, sizeof(qualified), "%s:%s", lib.cluster, lib.proc.nspace);
-    own = 0 == strncmp(p->nspace, lib.proc.nspace, PMIX_MAX_NSLEN) ||
-          ('\0' != lib.cluster[0] && 0 == strncmp(p->nspace, qualified, PMIX_MAX_NSLEN));
-    if (own && p->rank == lib.proc.rank && NULL != (k = kept_find(lib.puts, NULL, key))) {
-        *out = kept_value(k);
-        pthread_mutex_unlock(&lib.mu);
-        return NULL != *out ? 1 : -1;
-    }
-    if (own && (p->rank == lib.proc.rank || (PMIX_RANK_WILDCARD == p->rank && !proc_level(key)))) {
+    if (self || (own && PMIX_RANK_WILDCARD == p->rank && !proc_level(key))) {
         pmix_value_t v;
         if (hello_lookup(key, &v)) {
             *out = malloc(sizeof(v));
@@ -1368,11 +1440,9 @@ static int local_get(const pmix_proc_t *p, const char *key, const pmix_info_t *i
             } else {
                 PMIx_Value_destruct(&v);
             }
-            pthread_mutex_unlock(&lib.mu);
             return NULL != *out ? 1 : -1;
         }
     }
-    pthread_mutex_unlock(&lib.mu);
     return has_flag(info, ninfo, PMIX_OPTIONAL) ? -1 : 0;
 }
 
@@ -1467,9 +1537,8 @@ static pmix_status_t do_get(const pmix_proc_t *proc, const char key[], const pmi
     pmix_value_t *v = NULL;
     pmix_status_t rc;
     int found;
-    pthread_mutex_lock(&lib.mu);
-    if (0 == lib.inits) {
-        pthread_mutex_unlock(&lib.mu);
+    /* lib.proc and the job info do not change while initialised */
+    if (0 == __atomic_load_n(&lib.inits, __ATOMIC_ACQUIRE)) {
         return PMIX_ERR_INIT;
     }
     if (NULL == proc) {
@@ -1479,7 +1548,6 @@ static pmix_status_t do_get(const pmix_proc_t *proc, const char key[], const pmi
     } else {
         fix_proc(&a.proc, proc);
     }
-    pthread_mutex_unlock(&lib.mu);
     a.key = key;
     a.info = info;
     a.ninfo = ninfo;
@@ -1578,7 +1646,7 @@ static pmix_status_t fence(const pmix_proc_t procs[], size_t nprocs, const pmix_
 {
     struct procs_args a = {procs, nprocs, info, ninfo, NULL};
     pmix_status_t rc = attached();
-    if (PMIX_ERR_UNREACH == rc) {
+    if (PMIX_ERR_UNREACH == rc && !lib.forked) {
         /* a singleton fences with itself */
         size_t i;
         pmix_proc_t self;

@@ -143,6 +143,11 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
         pthread_mutex_unlock(&lib.wmu);
         return PMIX_ERR_INIT;
     }
+    if (lib.forked) {
+        pthread_mutex_unlock(&lib.mu);
+        pthread_mutex_unlock(&lib.wmu);
+        return PMIX_ERR_UNREACH;
+    }
     if (lib.fd < 0 || lib.lost) {
         pthread_mutex_unlock(&lib.mu);
         pthread_mutex_unlock(&lib.wmu);
@@ -388,7 +393,7 @@ static void *progress(void *arg)
     for (;;) {
         struct pollfd pfd[2];
         nfds_t n = 1;
-        int sock;
+        int sock, timeout;
         if (NULL != lib.qhead) {
             struct work *w = lib.qhead;
             lib.qhead = w->next;
@@ -414,6 +419,10 @@ static void *progress(void *arg)
             continue;
         }
         sock = lib.lost ? -1 : lib.fd;
+        timeout = NULL == lib.timed ? -1 : expire_locked(); /* idle: no deadline, no wake-up */
+        if (NULL != lib.qhead) {
+            continue; /* a handler passed over: its chain moves on */
+        }
         pthread_mutex_unlock(&lib.mu);
         pfd[0].fd = lib.wakefd;
         pfd[0].events = POLLIN;
@@ -422,7 +431,7 @@ static void *progress(void *arg)
             pfd[1].events = POLLIN;
             n = 2;
         }
-        if (poll(pfd, n, -1) > 0) {
+        if (poll(pfd, n, timeout) > 0) {
             if (pfd[0].revents) {
                 drain_wake();
             }
@@ -586,39 +595,21 @@ static void build_hello(struct fw *f, void *arg)
     wb_cstr(f->w, a[2]);
 }
 
-/* hello_lookup finds key in the hello reply's info: 1 and *v set (from
- * malloc) when found. */
+/* hello_lookup finds key in the hello reply's info (decoded once, at
+ * attach, and never changed until Finalize: read without a lock): 1 and
+ * *v set (from malloc) when found. */
 int hello_lookup(const char *key, pmix_value_t *v)
 {
-    struct cur c = cur_of(lib.hello_in);
-    uint32_t n, i;
-    if (NULL == lib.hello_in.p) {
-        return 0;
-    }
-    n = cur_array(&c);
-    for (i = 0; i < n && !c.bad; i++) {
-        uint32_t kl;
-        const char *k;
-        uint64_t flags;
-        char kb[PMIX_MAX_KEYLEN + 1];
-        if (3 != cur_array(&c)) {
-            return 0;
-        }
-        k = cur_str(&c, &kl);
-        cur_uint(&c, UINT32_MAX, &flags);
-        if (c.bad) {
-            return 0;
-        }
-        if (kl == strlen(key) && 0 == memcmp(k, key, kl)) {
-            memcpy(kb, k, kl);
-            kb[kl] = '\0';
-            if (cur_value(&c, v, kb, 0) < 0) {
+    size_t i;
+    for (i = 0; i < lib.njob; i++) {
+        if (0 == strcmp(lib.job[i].key, key)) {
+            memset(v, 0, sizeof(*v));
+            if (PMIX_SUCCESS != PMIx_Value_xfer(v, &lib.job[i].value)) {
                 PMIx_Value_destruct(v);
                 return 0;
             }
             return 1;
         }
-        cur_skip(&c);
     }
     return 0;
 }
@@ -726,6 +717,18 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     lib.hello = body;
     lib.hello_len = len;
     lib.hello_in = f.in;
+    lib.job = NULL;
+    lib.njob = 0;
+    if (NULL != f.in.p) {
+        struct cur c = cur_of(f.in);
+        if (cur_infos(&c, &lib.job, &lib.njob, 0) < 0) {
+            free(body);
+            close(fd);
+            lib.fd = -1;
+            lib.hello = NULL;
+            return PMIX_ERR_COMM_FAILURE;
+        }
+    }
     lib.seq = 1;
     lib.lost = lib.final = lib.stop = 0;
     lib.cluster[0] = '\0';
@@ -738,6 +741,58 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     return PMIX_SUCCESS;
 }
 
+/* fork(2) after Init: the child has the parent's memory but none of its
+ * threads, and shares its socket. Like OpenPMIx's child it has no
+ * progress thread; unlike it, it never writes on the parent's connection
+ * nor waits for a thread that is not there: what needs the agent returns
+ * PMIX_ERR_UNREACH, what the process answers itself works, its Finalize
+ * only releases memory (and runs none of the parent's cleanups). The
+ * locks are held across the fork, so the child finds them consistent. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lib.wmu);
+    pthread_mutex_lock(&lib.mu);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&lib.mu);
+    pthread_mutex_unlock(&lib.wmu);
+}
+
+static void fork_child(void)
+{
+    if (lib.inits > 0 && lib.running) {
+        lib.forked = 1;
+        lib.running = 0;
+        lib.lost = 1;
+        lib.final = 1;
+        lib.reqs = NULL;
+        lib.qhead = lib.qtail = NULL;
+        if (lib.fd >= 0) {
+            close(lib.fd); /* the child's descriptor only */
+            lib.fd = -1;
+        }
+        if (lib.wakefd >= 0) {
+            close(lib.wakefd);
+            lib.wakefd = -1;
+        }
+        forget_cleanups();
+    }
+    pthread_mutex_unlock(&lib.mu);
+    pthread_mutex_unlock(&lib.wmu);
+}
+
+static void watch_fork_once(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* watch_fork installs the fork handlers, at the first Init (never at
+ * load time). */
+void watch_fork(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_fork_once);
+}
+
 /* progress_start starts the progress thread (attached or a singleton). */
 HIDDEN int progress_start(void)
 {
@@ -746,6 +801,7 @@ HIDDEN int progress_start(void)
         return -1;
     }
     lib.stop = 0;
+    lib.forked = 0;
     lib.running = 1;
     if (0 != pthread_create(&lib.thread, NULL, progress, NULL)) {
         lib.running = 0;
@@ -765,6 +821,7 @@ void conn_close(void)
         lib.stop = 1;
         lib.final = 1;
         wake();
+        pthread_cond_broadcast(&lib.cv); /* a replay waiting for its registration */
         pthread_mutex_unlock(&lib.mu);
         if (!on_progress_thread()) {
             pthread_join(lib.thread, NULL);
@@ -784,6 +841,9 @@ void conn_close(void)
     free(lib.hello);
     lib.hello = NULL;
     lib.hello_in.p = lib.hello_in.end = NULL;
+    PMIx_Info_free(lib.job, lib.njob);
+    lib.job = NULL;
+    lib.njob = 0;
     free(lib.rbuf);
     lib.rbuf = NULL;
     lib.rlen = lib.rcap = 0;

@@ -78,6 +78,7 @@ struct reg {
     size_t ncustom;
     pmix_proc_t *affected;
     size_t naffected;
+    double timeout; /* PMIX_EVENT_ACTION_TIMEOUT in seconds, 0: the default */
 };
 
 enum { REG_PENDING, REG_OK };
@@ -114,11 +115,15 @@ struct lib {
     int fd, wakefd;
     int version;
     int lost, final, stop;
+    int forked; /* a child forked after Init: no thread, no connection */
+    int closing; /* the last Finalize is detaching */
     uint64_t seq;
     struct req *reqs;
     char *hello; /* the hello reply's body (its info is read from it) */
     size_t hello_len;
     struct raw hello_in;
+    pmix_info_t *job; /* hello_in decoded: read without locks while initialised */
+    size_t njob;
 
     /* the progress thread */
     pthread_t thread;
@@ -135,6 +140,7 @@ struct lib {
     struct kept *puts, *stored;
     struct connect_rec *connects;
     int chains; /* local chains running */
+    struct invocation *timed; /* local invocations with a deadline (events.c) */
 };
 
 extern struct lib lib HIDDEN;
@@ -169,8 +175,16 @@ HIDDEN struct work *invoke_work(struct cur *c, int entry, struct frame *f);
 HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninfo,
                         void (*done)(void *arg), void *arg);
 HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
+/* The abort a running handler asks for (see events.c): 1 when taken. */
+HIDDEN int defer_abort(void);
+/* Passes over the local handlers whose timeout passed; returns the
+ * milliseconds until the next deadline, -1 for none. Called with lib.mu. */
+HIDDEN int expire_locked(void);
+HIDDEN void free_timed_locked(void);
 
 /* client.c */
 HIDDEN void run_cleanups(void);
+HIDDEN void forget_cleanups(void);
+HIDDEN void watch_fork(void);
 
 #endif

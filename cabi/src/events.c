@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 
@@ -310,7 +311,50 @@ struct invocation {
     size_t ninfo, nresults;
     struct wbuf prior; /* the results as given, encoded: edits show */
     int completed;
+    int abort; /* the handler asked for an abort (defer_abort) */
+    /* local invocations: when the chain passes the handler over, and
+     * their place in lib.timed (kept there, expired, until Finalize: the
+     * handler may still complete late, which is then ignored) */
+    struct timespec deadline;
+    int expired;
+    struct invocation *next_timed;
 };
+
+#define DEFAULT_TIMEOUT 30.0 /* bus.DefaultHandlerTimeout */
+
+static void unlink_timed_locked(struct invocation *inv)
+{
+    struct invocation **pp;
+    for (pp = &lib.timed; NULL != *pp; pp = &(*pp)->next_timed) {
+        if (*pp == inv) {
+            *pp = inv->next_timed;
+            inv->next_timed = NULL;
+            return;
+        }
+    }
+}
+
+/* The invocation whose handler this thread is calling, until it returns
+ * or completes. */
+static __thread struct invocation *current;
+
+/* The 2016-04-07 minutes let a handler ask for an abort by notifying
+ * PMIX_ERR_PROC_REQUESTED_ABORT: "Once the current event callback stack
+ * has completed, the new PMIX_ABORT event will be triggered". Notified
+ * PROC_LOCAL from inside a handler that has not completed, it is not run
+ * at once: the handler's completion carries pmixbus.evabort, and the chain
+ * running it — the agent's, or the library's own — raises the abort once
+ * it ended, as client/abort.go does. Unlike the Go client, which marks
+ * every handler of the process still running, only the calling handler's
+ * invocation is marked: the library knows which one asked. */
+int defer_abort(void)
+{
+    if (NULL == current || __atomic_load_n(&current->completed, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    current->abort = 1;
+    return 1;
+}
 
 static void inv_free(struct invocation *inv)
 {
@@ -410,7 +454,15 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
     char *matched = NULL;
     struct wbuf now = {0};
     if (NULL == inv || __atomic_exchange_n(&inv->completed, 1, __ATOMIC_ACQ_REL)) {
-        return;
+        return; /* a second completion, or one after its timeout */
+    }
+    if (inv->local) {
+        pthread_mutex_lock(&lib.mu);
+        unlink_timed_locked(inv);
+        pthread_mutex_unlock(&lib.mu);
+    }
+    if (current == inv) {
+        current = NULL; /* completed inside its call: inv goes below */
     }
     /* RFC0018: the prior results as the handler left them — edited in
      * place, a key emptied to remove an entry — and, of the results it
@@ -438,6 +490,15 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
             }
         }
     }
+    if (inv->abort) {
+        pmix_info_t *grown = realloc(added, (nadded + 1) * sizeof(*added));
+        if (NULL != grown) {
+            bool yes = true;
+            added = grown;
+            memset(&added[nadded], 0, sizeof(added[nadded]));
+            PMIx_Info_load(&added[nadded++], "pmixbus.evabort", &yes, PMIX_BOOL);
+        }
+    }
     if (inv->nresults > 0) {
         /* the prior list now, encoded as it was at the call */
         size_t at = wb_array32(&now);
@@ -458,9 +519,7 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
         wb_patch32(&now, at, (uint32_t)inv->nresults);
     }
     if (inv->local) {
-        chain_step(inv->chain, status, added, nadded);
-        added = NULL;
-        nadded = 0;
+        chain_step(inv->chain, status, added, nadded); /* copies them */
     } else {
         int same = now.len == inv->prior.len && (0 == now.len || 0 == memcmp(now.p, inv->prior.p, now.len));
         send_done(inv->seq, status, added, nadded, inv->nresults > 0 && !same ? &now : NULL);
@@ -478,8 +537,11 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
 
 static void call_handler(pmix_notification_fn_t fn, size_t ref, struct invocation *inv)
 {
+    struct invocation *outer = current;
     cabi_in_handler++;
+    current = inv;
     fn(ref, inv->code, &inv->source, inv->info, inv->ninfo, inv->results, inv->nresults, evhdlr_done, inv);
+    current = outer;
     cabi_in_handler--;
 }
 
@@ -530,6 +592,7 @@ struct chain {
     size_t n, next;
     void (*done)(void *arg);
     void *arg;
+    int abort; /* a handler asked for an abort: raised once the chain ended */
 };
 
 static void chain_free(struct chain *ch)
@@ -542,10 +605,56 @@ static void chain_free(struct chain *ch)
 
 static void chain_run(struct work *w);
 
+int expire_locked(void)
+{
+    struct timespec now;
+    struct invocation **pp, *inv;
+    long next = -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    for (pp = &lib.timed; NULL != (inv = *pp);) {
+        long ms = (long)(inv->deadline.tv_sec - now.tv_sec) * 1000 + (inv->deadline.tv_nsec - now.tv_nsec) / 1000000;
+        if (inv->expired) {
+            pp = &inv->next_timed;
+            continue;
+        }
+        if (ms <= 0 && !__atomic_exchange_n(&inv->completed, 1, __ATOMIC_ACQ_REL)) {
+            /* passed over: the chain moves on with PMIX_ERR_TIMEOUT */
+            struct work *w = work_new(chain_run);
+            inv->expired = 1;
+            if (NULL != w) {
+                w->p = inv->chain;
+                enqueue_locked(w);
+            }
+            pp = &inv->next_timed;
+            continue;
+        }
+        if (ms > 0 && (next < 0 || ms < next)) {
+            next = ms;
+        }
+        pp = &inv->next_timed;
+    }
+    return next > INT32_MAX ? INT32_MAX : (int)next;
+}
+
+void free_timed_locked(void)
+{
+    while (NULL != lib.timed) {
+        struct invocation *inv = lib.timed;
+        lib.timed = inv->next_timed;
+        inv_free(inv);
+    }
+}
+
 /* chain_step takes a handler's completion and queues the next. */
 static void chain_step(struct chain *ch, pmix_status_t st, pmix_info_t *added, size_t nadded)
 {
     struct work *w;
+    size_t i;
+    for (i = 0; i < nadded; i++) {
+        if (0 == strcmp(added[i].key, "pmixbus.evabort")) {
+            ch->abort = 1;
+        }
+    }
     if (nadded > 0) {
         pmix_info_t *all = calloc(ch->nresults + nadded, sizeof(*all));
         size_t i;
@@ -598,10 +707,12 @@ static void chain_run(struct work *w)
         struct reg *r;
         pmix_notification_fn_t fn = NULL;
         struct invocation *inv;
+        double timeout = 0;
         pthread_mutex_lock(&lib.mu);
         for (r = lib.regs; NULL != r; r = r->next) {
             if (r->ref == ref && r->placed && !r->dropped) {
                 fn = r->fn;
+                timeout = r->timeout;
                 break;
             }
         }
@@ -621,11 +732,32 @@ static void chain_run(struct work *w)
         inv->ninfo = NULL == inv->info ? 0 : ch->ninfo;
         inv->results = info_copy(ch->results, ch->nresults);
         inv->nresults = NULL == inv->results ? 0 : ch->nresults;
+        {
+            double secs = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
+            clock_gettime(CLOCK_MONOTONIC, &inv->deadline);
+            inv->deadline.tv_sec += (time_t)secs;
+            inv->deadline.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+            if (inv->deadline.tv_nsec >= 1000000000L) {
+                inv->deadline.tv_sec++;
+                inv->deadline.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&lib.mu);
+            inv->next_timed = lib.timed;
+            lib.timed = inv;
+            pthread_mutex_unlock(&lib.mu);
+        }
         call_handler(fn, ref, inv);
         return;
     }
     if (NULL != ch->done) {
         ch->done(ch->arg);
+    }
+    if (ch->abort) {
+        pmix_info_t text;
+        memset(&text, 0, sizeof(text));
+        PMIx_Info_load(&text, PMIX_EVENT_TEXT_MESSAGE, "abort requested by an event handler", PMIX_STRING);
+        local_event(PMIX_ERR_PROC_REQUESTED_ABORT, &text, 1, NULL, NULL);
+        PMIx_Info_destruct(&text);
     }
     pthread_mutex_lock(&lib.mu);
     lib.chains--;

@@ -113,6 +113,17 @@ static void clean(const struct cleanup *c, const char *dir, int top)
     }
 }
 
+/* forget_cleanups drops the registrations (a child forked after Init:
+ * they are its parent's). Called with no other thread running. */
+void forget_cleanups(void)
+{
+    while (NULL != cleanups) {
+        struct cleanup *c = cleanups;
+        cleanups = c->next;
+        cleanup_free(c);
+    }
+}
+
 void run_cleanups(void)
 {
     struct cleanup *c, *next;

@@ -567,6 +567,10 @@ PMIX_EXPORT pmix_status_t PMIx_Info_load(pmix_info_t *info, const char *key, con
         return PMIX_ERR_BAD_PARAM;
     }
     PMIx_Load_key(info->key, key);
+    /* as OpenPMIx's PMIX_INFO_LOAD: an info loaded on the stack without
+     * being constructed must not keep a PERSISTENT bit of garbage, which
+     * would make its destruct leave the value */
+    info->flags = 0;
     return PMIx_Value_load(&info->value, data, type);
 }
 

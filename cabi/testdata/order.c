@@ -1,7 +1,8 @@
 /* order.c registers seven handlers for -3200 with every placement
  * attribute, notifies the event to its own namespace (the agent runs the
  * chain), deregisters one and notifies again; it prints each chain's
- * order as "chain N: names". */
+ * order as "chain N: names". With the argument "local" the events are
+ * PROC_LOCAL: the library runs the chain itself, in the same order. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static char chain[256];
 static int ended;
+static pmix_data_range_t range = PMIX_RANGE_NAMESPACE;
 
 static void handler(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
                     pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
@@ -61,7 +63,7 @@ static void run_chain(int n)
     pthread_mutex_lock(&mu);
     chain[0] = '\0';
     pthread_mutex_unlock(&mu);
-    PMIx_Notify_event(-3200, NULL, PMIX_RANGE_NAMESPACE, NULL, 0, NULL, NULL);
+    PMIx_Notify_event(-3200, NULL, range, NULL, 0, NULL, NULL);
     pthread_mutex_lock(&mu);
     while (ended < n) {
         pthread_cond_wait(&cond, &mu);
@@ -70,10 +72,13 @@ static void run_chain(int n)
     pthread_mutex_unlock(&mu);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     pmix_proc_t me;
     size_t g;
+    if (argc > 1 && 0 == strcmp(argv[1], "local")) {
+        range = PMIX_RANGE_PROC_LOCAL;
+    }
     if (PMIX_SUCCESS != PMIx_Init(&me, NULL, 0)) {
         printf("FAIL init\n");
         return 1;
