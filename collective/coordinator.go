@@ -211,23 +211,27 @@ func (co *coordinated) complete() bool {
 
 // missing names the participants not covered yet, for messages (the ranks
 // of a WILDCARD nspace taken as 0 to its size - 1).
-func (co *coordinated) missing() string {
+func (co *coordinated) missing() string { return missingOf(co.procs, co.sizes, co.covered) }
+
+// missingOf names the participants of procs not covered, a WILDCARD
+// nspace's ranks taken as 0 to its size - 1.
+func missingOf(procs []pmix.Proc, sizes map[string]int, covered map[pmix.Proc]bool) string {
 	var out []string
-	for _, p := range co.procs {
+	for _, p := range procs {
 		if p.Rank != pmix.RankWildcard {
-			if !co.covered[p] {
+			if !covered[p] {
 				out = append(out, p.String())
 			}
 			continue
 		}
-		size, known := co.sizes[p.Nspace]
+		size, known := sizes[p.Nspace]
 		if !known {
 			out = append(out, p.String()+" (no agent of its cluster has contributed)")
 			continue
 		}
 		var ranks []string
 		for r := range pmix.Rank(size) {
-			if !co.covered[pmix.Proc{Nspace: p.Nspace, Rank: r}] {
+			if !covered[pmix.Proc{Nspace: p.Nspace, Rank: r}] {
 				ranks = append(ranks, strconv.FormatUint(uint64(r), 10))
 			}
 		}

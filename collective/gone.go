@@ -414,8 +414,12 @@ func (s *Service) localGoneLocked(l *local, p pmix.Proc, how string) {
 		delete(l.expect, p)
 		l.gone = append(l.gone, p)
 		if len(l.arrived) == len(l.expect) && !l.contributed {
-			s.contributeLocked(l, pmix.Success, "")
+			s.completeLocked(l)
 		}
+		return
+	}
+	if l.alone {
+		s.finishLocked(l, fmt.Errorf("%w: %s of %s: participant %v %s before it arrived", ErrParticipantTerminated, l.kind, describe(l.procs), p, how))
 		return
 	}
 	s.contributeLocked(l, ErrParticipantTerminated.Status, fmt.Sprintf("%s: participant %v %s before it arrived", l.kind, p, how))

@@ -599,16 +599,20 @@ type local struct {
 	requested bool
 	// contributed: this agent sent its contribution (or its giving up).
 	contributed bool
-	timeout     time.Duration
-	started     time.Time
-	timer       *time.Timer // the timeout, then the grace
-	warn        *time.Timer // while no participant gave a timeout
-	sub         *nats.Subscription
-	finished    bool
-	done        chan struct{}
-	err         error
-	nspace      string      // a connect's new nspace, from the release
-	members     []pmix.Proc // a connect's members, from the release
+	// alone: a fence whose participants this agent hosts all. It is
+	// decided here when the last arrives: no contribution, no
+	// coordinator, no release, no NATS message at all.
+	alone    bool
+	timeout  time.Duration
+	started  time.Time
+	timer    *time.Timer // the timeout, then the grace
+	warn     *time.Timer // while no participant gave a timeout
+	sub      *nats.Subscription
+	finished bool
+	done     chan struct{}
+	err      error
+	nspace   string      // a connect's new nspace, from the release
+	members  []pmix.Proc // a connect's members, from the release
 }
 
 // arrive adds self to the oldest instance of the operation it has not
@@ -664,9 +668,54 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 	}
 	if len(l.arrived) == len(l.expect) && !l.contributed {
-		s.contributeLocked(l, pmix.Success, "")
+		s.completeLocked(l)
 	}
 	return l, nil
+}
+
+// completeLocked is what happens once every participant of l this agent
+// hosts has arrived: the contribution to the coordinator, or, for a fence
+// this agent decides alone, its end.
+func (s *Service) completeLocked(l *local) {
+	if l.alone {
+		s.finishLocked(l, nil)
+		return
+	}
+	s.contributeLocked(l, pmix.Success, "")
+}
+
+// aloneLocked reports whether o is a fence whose every participant is a
+// process of this node, of a job of this cluster alone: one this agent
+// decides by itself.
+func (s *Service) aloneLocked(o op) bool {
+	if o.kind != KindFence {
+		return false
+	}
+	for _, p := range o.procs {
+		ns, ok := s.local(p.Nspace)
+		if !ok {
+			return false
+		}
+		if _, spans := s.home(ns); spans {
+			return false
+		}
+		ranks := s.cfg.Jobs(ns)
+		if p.Rank != pmix.RankWildcard {
+			if ranks[p.Rank] != s.cfg.Node {
+				return false
+			}
+			continue
+		}
+		if len(ranks) == 0 {
+			return false
+		}
+		for _, n := range ranks {
+			if n != s.cfg.Node {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // beginLocked starts this agent's part in a new instance: which
@@ -706,6 +755,11 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	}
 	s.gens[sig]++
 	l.key = opKey{sig: sig, gen: s.gens[sig]}
+	if l.alone = s.aloneLocked(o); l.alone {
+		s.open[sig] = append(s.open[sig], l)
+		s.warnLocalLater(l)
+		return l, nil
+	}
 	sub, err := s.cfg.Conn.Subscribe(ReleaseSubject(sig), func(m *nats.Msg) { s.released(l, m) })
 	if err != nil {
 		s.gens[sig]--
@@ -883,6 +937,14 @@ func (s *Service) timedOut(l *local) {
 		return
 	}
 	msg := fmt.Sprintf("%s timed out after %v", l.kind, l.timeout)
+	if l.alone {
+		sizes := map[string]int{}
+		for _, sz := range l.sizes {
+			sizes[sz.nspace] = int(sz.size)
+		}
+		s.finishLocked(l, pmix.NewCodedError(pmix.ErrTimeout, ErrTimeout.Code, msg+"; not arrived: "+missingOf(l.procs, sizes, l.arrived)))
+		return
+	}
 	grace := func() {
 		l.timer = time.AfterFunc(s.cfg.Grace, func() {
 			s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
@@ -934,7 +996,9 @@ func (s *Service) finishLocked(l *local, err error) {
 	if l.warn != nil {
 		l.warn.Stop()
 	}
-	_ = l.sub.Unsubscribe()
+	if l.sub != nil {
+		_ = l.sub.Unsubscribe()
+	}
 	open := slices.DeleteFunc(s.open[l.key.sig], func(c *local) bool { return c == l })
 	if len(open) == 0 {
 		delete(s.open, l.key.sig)

@@ -323,3 +323,50 @@ func TestCoordinatorRestartMidOperation(t *testing.T) {
 		t.Fatalf("rank 1: %v", err)
 	}
 }
+
+// TestFenceOnOneNodeDecidedThere: a fence whose participants are all
+// processes of one node completes, with its data, and sends nothing on
+// NATS; one that times out there names who did not arrive, at once.
+func TestFenceOnOneNodeDecidedThere(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n1", "n1"}, nil)
+	sub, err := w.nc.SubscribeSync(Prefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for r := range pmix.Rank(3) {
+		if err := w.svc(r).Commit(pmix.Proc{Nspace: "job", Rank: r}, []proto.Put{{Scope: pmix.ScopeGlobal, Key: "k", Value: pmix.Uint32(uint32(r))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, req := range []Request{{Kind: KindFence, Procs: all, Collect: true}, {Kind: KindFence, Procs: all}} {
+		for r, err := range w.fence([]pmix.Rank{0, 1, 2}, req) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+	}
+	v, err := w.svc(0).Get(t.Context(), pmix.Proc{Nspace: "job", Rank: 0}, pmix.Proc{Nspace: "job", Rank: 2}, "k", nil)
+	if err != nil || !v.Equal(pmix.Uint32(2)) {
+		t.Fatalf("get of rank 2's value after the fence: %v, %v", v, err)
+	}
+
+	start := time.Now()
+	errs := w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: all, Timeout: time.Second})
+	for r, err := range errs {
+		if !errors.Is(err, pmix.ErrTimeout) || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "job.{2} (1 of 3 ranks)") {
+			t.Fatalf("rank %d: %v, want the collective's PMIX_ERR_TIMEOUT naming job.{2}", r, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v; the timeout, not a grace, should end it", d)
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(0); err == nil {
+		t.Fatalf("a fence of one node's processes sent %s on NATS", m.Subject)
+	}
+}
