@@ -41,6 +41,10 @@ type PeerConfig struct {
 	Fences, Notifies, Lines int
 	// Launch is the number of ranks of the MPI launch (default 16).
 	Launch int
+	// Idle is how long an initialised rank sleeps while its library's
+	// threads' context switches are counted (default 2 s; reported per
+	// 10 s).
+	Idle time.Duration
 	// Rounds runs of every measurement on each side, alternating; the
 	// medians of the rounds are compared (default 3).
 	Rounds int
@@ -64,6 +68,9 @@ func (c *PeerConfig) defaults() {
 	def(&c.Lines, 200)
 	def(&c.Launch, 16)
 	def(&c.Rounds, 3)
+	if c.Idle <= 0 {
+		c.Idle = 2 * time.Second
+	}
 	if c.Mpirun == "" {
 		c.Mpirun, _ = exec.LookPath("mpirun")
 	}
@@ -82,6 +89,10 @@ func (c *PeerConfig) defaults() {
 //     exit (goal: 0.8x), where mpicc is installed;
 //   - one output line: a rank's line to the launcher's stdout, the median
 //     of Lines lines 5 ms apart (goal: 1.0x);
+//   - a rank's footprint: after Init and a fence, its peak RSS (goal: at
+//     most OpenPMIx's), its threads (at most 2) and the context switches
+//     of its threads but the main one while it sleeps Idle (at most 2 per
+//     10 s);
 //   - notify: the median round trip of a LOCAL-range event and its answer
 //     sent from the handler, two ranks; the peer with TCP_NODELAY forced
 //     on its loopback sockets (stock OpenPMIx waits for Nagle's delayed
@@ -221,19 +232,34 @@ func (m *peerMeasure) all(ctx context.Context) error {
 		}
 	}
 	if m.p.mpiinit != "" {
-		peer, ours, err := m.compare(ctx, 2, m.p.mpiinit, nil, nil, func(r peerRun) time.Duration { return r.values["mpi_init"] })
+		peer, ours, err := m.compare(ctx, 2, m.p.mpiinit, nil, nil, value("mpi_init"))
 		if err != nil {
 			return err
 		}
 		m.line("MPI_Init, 2 ranks, the slowest", "peer_mpi_init_2_vs_mpirun", peer, ours, 0.8)
-		peer, ours, err = m.compare(ctx, m.cfg.Launch, m.p.mpiinit, nil, nil, func(r peerRun) time.Duration { return r.took })
+		peers, ourss, err := m.compareAll(ctx, m.cfg.Launch, m.p.mpiinit, nil, nil, value("mpi_init"), func(r peerRun) time.Duration { return r.took })
 		if err != nil {
 			return err
 		}
-		m.line(fmt.Sprintf("MPI program of %d ranks, launch to exit", m.cfg.Launch), fmt.Sprintf("peer_mpi_launch_%d_vs_mpirun", m.cfg.Launch), peer, ours, 0.8)
+		m.line(fmt.Sprintf("MPI_Init, %d ranks, the slowest", m.cfg.Launch), fmt.Sprintf("peer_mpi_init_%d_vs_mpirun", m.cfg.Launch), peers[0], ourss[0], 0.8)
+		m.line(fmt.Sprintf("MPI program of %d ranks, launch to exit", m.cfg.Launch), fmt.Sprintf("peer_mpi_launch_%d_vs_mpirun", m.cfg.Launch), peers[1], ourss[1], 0.8)
 	} else {
 		m.r.addf("MPI_Init: skipped, mpicc is not installed")
 	}
+	idle := []string{"idle", strconv.Itoa(int(m.cfg.Idle / time.Millisecond))}
+	peers, ourss, err := m.compareAll(ctx, 2, m.p.pmixops, idle, nil, value("rss_kb"), value("threads"), value("idle_switches"))
+	if err != nil {
+		return err
+	}
+	m.count("peak RSS of a rank after Init and a fence, kB", peers[0], ourss[0])
+	if peers[0] > 0 {
+		m.r.Targets = append(m.r.Targets, Target{Name: "peer_rank_rss_vs_openpmix", Measured: float64(ourss[0]) / float64(peers[0]), Op: "<=", Goal: 1})
+	}
+	m.count("threads of a rank after Init", peers[1], ourss[1])
+	m.count(fmt.Sprintf("context switches of an idle rank per 10 s (%v idle)", m.cfg.Idle), peers[2], ourss[2])
+	m.r.Targets = append(m.r.Targets,
+		Target{Name: "rank_threads_after_init", Measured: float64(ourss[1]), Op: "<=", Goal: 2},
+		Target{Name: "rank_idle_switches_per_10s", Measured: float64(ourss[2]), Op: "<=", Goal: 2})
 	lines := []string{"lines", strconv.Itoa(m.cfg.Lines)}
 	peer, ours, err := m.compare(ctx, 1, m.p.pmixops, lines, nil, func(r peerRun) time.Duration { return percentile(r.delays, 50) })
 	if err != nil {
@@ -263,22 +289,45 @@ func (m *peerMeasure) all(ctx context.Context) error {
 // and returns the medians of what pick takes from each run (peer 0 when
 // the peer side is skipped). peerEnv is added to the peer's environment.
 func (m *peerMeasure) compare(ctx context.Context, n int, prog string, args, peerEnv []string, pick func(peerRun) time.Duration) (peer, ours time.Duration, err error) {
-	var peers, ourss []time.Duration
+	peers, ourss, err := m.compareAll(ctx, n, prog, args, peerEnv, pick)
+	if err != nil {
+		return 0, 0, err
+	}
+	return peers[0], ourss[0], nil
+}
+
+// compareAll is compare with several picks from the same runs: the
+// medians of each, in the order of picks.
+func (m *peerMeasure) compareAll(ctx context.Context, n int, prog string, args, peerEnv []string, picks ...func(peerRun) time.Duration) (peer, ours []time.Duration, err error) {
+	peers, ourss := make([][]time.Duration, len(picks)), make([][]time.Duration, len(picks))
 	for range m.cfg.Rounds {
 		if m.p.mpirun != "" {
 			r, err := m.runPeer(ctx, n, prog, args, peerEnv)
 			if err != nil {
-				return 0, 0, err
+				return nil, nil, err
 			}
-			peers = append(peers, pick(r))
+			for i, pick := range picks {
+				peers[i] = append(peers[i], pick(r))
+			}
 		}
 		r, err := m.runOurs(ctx, n, prog, args)
 		if err != nil {
-			return 0, 0, err
+			return nil, nil, err
 		}
-		ourss = append(ourss, pick(r))
+		for i, pick := range picks {
+			ourss[i] = append(ourss[i], pick(r))
+		}
 	}
-	return percentile(peers, 50), percentile(ourss, 50), nil
+	for i := range picks {
+		peer = append(peer, percentile(peers[i], 50))
+		ours = append(ours, percentile(ourss[i], 50))
+	}
+	return peer, ours, nil
+}
+
+// value picks a "<name> <n>" line's n from a run.
+func value(name string) func(peerRun) time.Duration {
+	return func(r peerRun) time.Duration { return r.values[name] }
 }
 
 // line reports one comparison, and its target when the peer ran.
@@ -293,6 +342,15 @@ func (m *peerMeasure) line(what, target string, peer, ours time.Duration, goal f
 }
 
 // us prints a time in the unit that suits it.
+// count reports a measurement that is a number, not a time.
+func (m *peerMeasure) count(what string, peer, ours time.Duration) {
+	if m.p.mpirun == "" {
+		m.r.addf("%-52s pmixbus %9d", what, int64(ours))
+		return
+	}
+	m.r.addf("%-52s mpirun %9d  pmixbus %9d", what, int64(peer), int64(ours))
+}
+
 func us(d time.Duration) string {
 	switch {
 	case d >= time.Second:

@@ -12,7 +12,12 @@
  *              handler; rank 0 sends -3100 K times, each after the last
  *              answer (the median round trip: notify_rtt)
  *   lines K    rank 0 writes K lines "t <realtime ns>", 5 ms apart
+ *   idle K     after Init and a fence, rank 0 prints its threads, its peak
+ *              RSS (VmHWM, kB) and the context switches of its threads
+ *              other than the main one while it sleeps K ms, scaled to 10 s:
+ *              "threads N", "rss_kb N", "idle_switches N" (not times)
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +159,61 @@ static void notify(long k)
     free(took);
 }
 
+/* status reads a "Name:  value" line of a /proc status file, or -1. */
+static long status(const char *path, const char *name)
+{
+    char line[256];
+    size_t n = strlen(name);
+    long v = -1;
+    FILE *f = fopen(path, "r");
+
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (0 == strncmp(line, name, n) && ':' == line[n]) {
+            v = atol(line + n + 1);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* switches sums the context switches of the process's threads but the
+ * main one. */
+static long switches(void)
+{
+    char path[300];
+    long sum = 0;
+    struct dirent *e;
+    DIR *d = opendir("/proc/self/task");
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
+        if ('.' == e->d_name[0] || atol(e->d_name) == (long)getpid())
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        sum += status(path, "voluntary_ctxt_switches") + status(path, "nonvoluntary_ctxt_switches");
+    }
+    closedir(d);
+    return sum;
+}
+
+static void idle(long ms)
+{
+    pmix_status_t rc;
+    long before;
+
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("fence", rc);
+    if (0 != me.rank)
+        return;
+    before = switches();
+    usleep(ms * 1000);
+    printf("idle_switches %ld\n", (switches() - before) * 10000 / ms);
+    printf("threads %ld\nrss_kb %ld\n", status("/proc/self/status", "Threads"), status("/proc/self/status", "VmHWM"));
+}
+
 static void lines(long k)
 {
     if (0 != me.rank)
@@ -171,7 +231,7 @@ int main(int argc, char **argv)
     long k;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: pmixops fence|notify|lines K\n");
+        fprintf(stderr, "usage: pmixops fence|notify|lines|idle K\n");
         return 2;
     }
     k = atol(argv[2]);
@@ -187,6 +247,8 @@ int main(int argc, char **argv)
         notify(k);
     else if (0 == strcmp(argv[1], "lines"))
         lines(k);
+    else if (0 == strcmp(argv[1], "idle"))
+        idle(k);
     else {
         fprintf(stderr, "pmixops: unknown mode %s\n", argv[1]);
         return 2;

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/pmixbus/pmixbus/bench"
 )
@@ -24,9 +25,12 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
 
   - fence: PMIx_Fence without data at --sizes ranks (goal: 0.5x mpirun's);
   - the first fence with PMIX_COLLECT_DATA at the smallest size (1.0x);
-  - MPI_Init of 2 ranks, and a launch of --launch ranks to their exit, of
-    an Open MPI program built with mpicc (0.8x each);
+  - MPI_Init of 2 and of --launch ranks, and the launch of --launch ranks to
+    their exit, of an Open MPI program built with mpicc (0.8x each);
   - one output line, rank to the launcher's stdout (1.0x);
+  - a rank's footprint after Init and a fence: peak RSS (1.0x OpenPMIx's),
+    threads (at most 2), context switches of its library's threads while
+    idle (at most 2 per 10 s);
   - notify: a LOCAL-range event and its answer from the handler, 2 ranks,
     OpenPMIx with TCP_NODELAY forced on its loopback sockets (1.0x; stock
     OpenPMIx's round trip is printed too).
@@ -43,6 +47,7 @@ and pmixbus's times are printed alone.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.Notifies, "notifies", 500, "notify round trips `n` timed in each run")
 	fs.IntVar(&cfg.Lines, "lines", 200, "output lines `n` timed in each run")
 	fs.IntVar(&cfg.Launch, "launch", 16, "ranks `n` of the MPI launch")
+	fs.DurationVar(&cfg.Idle, "idle", 2*time.Second, "how long an initialised rank sleeps while its context switches are counted")
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "runs `n` of each measurement on each side")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"fences", &cfg.Fences, 1}, {"notifies", &cfg.Notifies, 1}, {"lines", &cfg.Lines, 1}, {"launch", &cfg.Launch, 1}, {"rounds", &cfg.Rounds, 1}}, func() (*bench.Report, error) {
 		return bench.Peer(ctx, cfg)
