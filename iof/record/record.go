@@ -1,8 +1,3 @@
-// Package record holds the types of a process's output that travel
-// without NATS: the I/O channels and one record of a channel. The client
-// library (client/) takes them from here, so that it imports nothing that
-// brings NATS in; package iof, which stores and follows them in JetStream,
-// names them too.
 package record
 
 import (
