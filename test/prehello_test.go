@@ -137,12 +137,21 @@ func TestPendingHelloLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = silent[0].c.Close()
+	// Until the agent has seen silent[0] go, a new connection is still
+	// refused, and may be closed before its hello is written: try again.
 	clustertest.WaitFor(t, waitTime, func() error {
 		r := dialRaw(t, a)
 		defer r.c.Close()
 		rank, _ := strconv.Atoi(env[agent.EnvRank])
-		r.send(&proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]})
-		if f := r.recv(); f.Type != proto.TypeReply || f.Status != pmix.Success {
+		if err := proto.WriteFrame(r.c, &proto.Frame{Type: proto.TypeHello, Seq: 1, Version: proto.Version, Nspace: env[agent.EnvNspace], Rank: pmix.Rank(rank), Credential: env[agent.EnvCredential]}); err != nil {
+			return fmt.Errorf("sending hello: %w", err)
+		}
+		_ = r.c.SetReadDeadline(time.Now().Add(waitTime))
+		f, err := proto.ReadFrame(r.c, proto.DefaultMaxFrame)
+		if err != nil {
+			return fmt.Errorf("reading the hello's answer: %w", err)
+		}
+		if f.Type != proto.TypeReply || f.Status != pmix.Success {
 			return fmt.Errorf("hello answered %v %v %q", f.Type, f.Status, f.Message)
 		}
 		return nil
