@@ -120,6 +120,30 @@ static void op_reply(struct req *r, struct frame *f, pmix_status_t st)
     free(r);
 }
 
+/* send_op sends a non-blocking request whose reply goes to cb on the
+ * progress thread, with cbfunc, cbdata and ctx for it. On failure nothing
+ * is kept: ctx stays the caller's to free. */
+static pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                             void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc,
+                             void *cbdata, void *ctx)
+{
+    pmix_status_t rc;
+    struct req *r = calloc(1, sizeof(*r));
+
+    if (NULL == r) {
+        return PMIX_ERR_NOMEM;
+    }
+    r->cb = cb;
+    r->opcb = cbfunc;
+    r->cbdata = cbdata;
+    r->ctx = ctx;
+    rc = send_request(r, type, build, arg);
+    if (PMIX_SUCCESS != rc) {
+        free(r);
+    }
+    return rc;
+}
+
 /* request runs a request: blocking (cbfunc NULL) returns the reply's
  * status; otherwise it returns once the frame is sent and cbfunc gets the
  * reply's status from the progress thread. */
@@ -138,20 +162,8 @@ static pmix_status_t request(unsigned type, void (*build)(struct fw *, void *), 
         rc = await_reply(&r, -1, &f);
         req_release(&r);
         return rc;
-    } else {
-        struct req *r = calloc(1, sizeof(*r));
-        if (NULL == r) {
-            return PMIX_ERR_NOMEM;
-        }
-        r->cb = op_reply;
-        r->opcb = cbfunc;
-        r->cbdata = cbdata;
-        rc = send_request(r, type, build, arg);
-        if (PMIX_SUCCESS != rc) {
-            free(r);
-        }
-        return rc;
     }
+    return send_op(type, build, arg, op_reply, cbfunc, cbdata, NULL);
 }
 
 /* ---- Init, Finalize ---- */
@@ -1827,23 +1839,12 @@ static pmix_status_t do_connect(const pmix_proc_t procs[], size_t nprocs, const 
         }
         free(key);
         return rc;
-    } else {
-        struct req *r = calloc(1, sizeof(*r));
-        if (NULL == r) {
-            free(key);
-            return PMIX_ERR_NOMEM;
-        }
-        r->cb = connect_reply;
-        r->opcb = cbfunc;
-        r->cbdata = cbdata;
-        r->ctx = key;
-        rc = send_request(r, T_CONNECT, build_procs, &a);
-        if (PMIX_SUCCESS != rc) {
-            free(key);
-            free(r);
-        }
-        return rc;
     }
+    rc = send_op(T_CONNECT, build_procs, &a, connect_reply, cbfunc, cbdata, key);
+    if (PMIX_SUCCESS != rc) {
+        free(key);
+    }
+    return rc;
 }
 
 PMIX_EXPORT pmix_status_t PMIx_Connect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
@@ -1944,23 +1945,12 @@ static pmix_status_t do_disconnect(const pmix_proc_t procs[], size_t nprocs, con
         rc = disconnected(both, a.ns, rc);
         free(both);
         return rc;
-    } else {
-        struct req *r = calloc(1, sizeof(*r));
-        if (NULL == r) {
-            free(both);
-            return PMIX_ERR_NOMEM;
-        }
-        r->cb = disconnect_reply;
-        r->opcb = cbfunc;
-        r->cbdata = cbdata;
-        r->ctx = both;
-        rc = send_request(r, T_DISCONNECT, build_procs, &a);
-        if (PMIX_SUCCESS != rc) {
-            free(both);
-            free(r);
-        }
-        return rc;
     }
+    rc = send_op(T_DISCONNECT, build_procs, &a, disconnect_reply, cbfunc, cbdata, both);
+    if (PMIX_SUCCESS != rc) {
+        free(both);
+    }
+    return rc;
 }
 
 PMIX_EXPORT pmix_status_t PMIx_Disconnect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
