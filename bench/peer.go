@@ -398,9 +398,17 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 	for i := range hosts {
 		hosts[i] = launch.Node{Name: launchNodes[i], Slots: (n + agents - 1) / agents}
 	}
+	app := launch.App{Path: prog, Args: args}
+	if agents > 1 {
+		// The agents are one machine: Open MPI's shared memory (vader)
+		// names its segment files by the hostname, the job and the local
+		// rank, so the ranks of local rank 0 on a1 and on a2 would share
+		// one. Between agents, as between nodes, they use TCP.
+		app.Env = map[string]string{"OMPI_MCA_btl": "self,tcp"}
+	}
 	start := time.Now()
 	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
-		Jobs: []launch.JobSpec{{N: n, App: launch.App{Path: prog, Args: args}, Hosts: hosts}}})
+		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts}}})
 	if err != nil {
 		return peerRun{}, err
 	}
