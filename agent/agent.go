@@ -206,6 +206,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		opts := []nats.Option{nats.Name("pmixbus-agent " + string(a.cfg.Cluster) + "/" + a.cfg.Node),
 			nats.MaxReconnects(-1), nats.ReconnectBufSize(64 << 20)}
+		if ttl := a.cfg.livenessKnobs().TTL; ttl > 0 {
+			// A link cut off silently (no FIN, no RST) is found stale
+			// after three unanswered pings: within the liveness TTL, when
+			// the others declare this node down, not nats.go's default
+			// of 4 minutes.
+			opts = append(opts, nats.PingInterval(max(ttl/3, 100*time.Millisecond)), nats.MaxPingsOutstanding(2))
+		}
 		nc, err := nats.Connect(url, append(opts, a.cfg.Keys.Option(security.RoleAgent))...)
 		if a.cfg.Keys != nil && errors.Is(err, nats.ErrNkeysNotSupported) {
 			// nats.go signs in only where the server asks it to. Without
