@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -288,6 +289,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 // one that answers belongs to a running agent, and is left alone.
 func listen(spec string) (net.Listener, string, error) {
 	network, addr, _ := splitListen(spec)
+	if network == "unix" && filepath.Dir(addr) == SocketDir() {
+		if err := privateDir(SocketDir()); err != nil {
+			return nil, "", err
+		}
+	}
 	if network == "unix" {
 		if c, err := net.DialTimeout("unix", addr, time.Second); err == nil {
 			_ = c.Close()
