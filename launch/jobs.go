@@ -24,8 +24,14 @@ import (
 // own, so when the launcher dies the key expires and every agent of the
 // job sees the limit marker, waits the job's launcher grace and ends the
 // job's processes there, rather than leave orphans. A launcher that ends
-// cleanly deletes the key.
+// cleanly purges the key, with a marker that expires releasedMarkerTTL
+// later: the bucket keeps nothing of finished jobs.
 const JobsBucket = "PMIXBUS_JOBS"
+
+// releasedMarkerTTL is how long the purge marker a launcher leaves on
+// its job's key as it ends stays in the bucket: long enough for every
+// agent's watcher to see it, then nothing of the job is left.
+const releasedMarkerTTL = time.Minute
 
 // Defaults of the launcher's key.
 const (

@@ -558,12 +558,27 @@ func (r *Run) release() {
 		}
 	}
 	for _, j := range r.jobs {
-		if j.claimed {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = j.kv.Delete(ctx, jobKey(j.nspace))
-			cancel()
-			j.claimed = false
-		}
+		r.releaseKey(j)
+	}
+}
+
+// releaseKey gives up job j's key, if the run still holds it: a purge
+// whose marker expires, so the bucket keeps nothing of a finished job (a
+// delete's marker stayed for ever, one message per run). The agents see
+// the marker and end whatever they still run of the job a launcher grace
+// later.
+func (r *Run) releaseKey(j *runJob) {
+	r.mu.Lock()
+	claimed := j.claimed
+	j.claimed = false
+	r.mu.Unlock()
+	if !claimed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.kv.Purge(ctx, jobKey(j.nspace), natsjs.PurgeTTL(releasedMarkerTTL)); err != nil {
+		r.log.Warn("releasing the job's key", "nspace", j.nspace, "err", err)
 	}
 }
 
@@ -918,17 +933,7 @@ func (r *Run) jobEnded(j *runJob) {
 	if err != nil {
 		r.log.Warn("raising the job's end", "nspace", j.nspace, "err", err)
 	}
-	r.mu.Lock()
-	claimed := j.claimed
-	j.claimed = false
-	r.mu.Unlock()
-	if claimed {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := j.kv.Delete(ctx, jobKey(j.nspace)); err != nil {
-			r.log.Warn("deleting the job's key", "nspace", j.nspace, "err", err)
-		}
-		cancel()
-	}
+	r.releaseKey(j)
 }
 
 // jobStatus is how the job ended: its PMIX_JOB_TERM_STATUS, the proc the
