@@ -31,7 +31,7 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 	m, err := nc.RequestWithContext(ctx, ControlSubject(c, node, op), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: no agent of node %s in cluster %s answers %s requests", ErrNoAgent, node, c, op)
+		return fmt.Errorf("%w: no agent of node %s in cluster %s answers %s requests%w", ErrNoAgent, node, c, op, noResponders)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		if err := refused(nc, ControlPrefix); err != nil {
 			return err
@@ -53,6 +53,16 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 	}
 	return nil
 }
+
+// noResponders marks a request nobody received (nats.ErrNoResponders),
+// which a caller may send again without its being acted on twice; it
+// adds nothing to the message.
+var noResponders = quietError{nats.ErrNoResponders}
+
+type quietError struct{ error }
+
+func (quietError) Error() string   { return "" }
+func (e quietError) Unwrap() error { return e.error }
 
 // refused is pmix.ErrNoPermissions when the server refused the
 // connection a subject starting with prefix: a refused publish gets no

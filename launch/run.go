@@ -334,7 +334,7 @@ func (r *Run) plan(ctx context.Context) error {
 			return err
 		}
 		if live[c] == nil {
-			entries, err := liveness.ReadAgents(ctx, r.cfg.Conn, c)
+			entries, err := readAgentsThroughElection(ctx, r.cfg.Conn, c)
 			if err != nil {
 				return pmix.Errorf(pmix.ErrUnreach, "reading the agents of cluster %s: %v", c, err)
 			}
@@ -418,6 +418,32 @@ func (r *Run) plan(ctx context.Context) error {
 	return nil
 }
 
+// electionWait bounds how long a run waits for the agents bucket to
+// answer again: on a replicated cluster that lost a server, the streams
+// whose leader it was elect another within seconds.
+const electionWait = 10 * time.Second
+
+// readAgentsThroughElection reads cluster c's agents, retrying for
+// electionWait while the bucket does not answer (a leader election, the
+// connection moving to another server), so that a run started just
+// after a server's loss starts, late, rather than fails.
+func readAgentsThroughElection(ctx context.Context, nc *nats.Conn, c cluster.ID) ([]liveness.Entry, error) {
+	deadline := time.Now().Add(electionWait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		entries, err := liveness.ReadAgents(actx, nc, c)
+		cancel()
+		if err == nil || !errors.Is(err, liveness.ErrUnreachable) || time.Now().After(deadline) || ctx.Err() != nil {
+			return entries, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // LocalCluster is the cluster of the server nc is connected to: its
 // JetStream domain.
 func LocalCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
@@ -499,7 +525,15 @@ func (r *Run) spawn(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, r.cfg.SpawnTimeout)
 				defer cancel()
 				var reply SpawnReply
-				if err := Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply); err != nil {
+				err := Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
+				// An agent listed up but not subscribed (reconnecting after
+				// its server's loss) received nothing: asked again, within
+				// bounds.
+				for deadline := time.Now().Add(electionWait); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) && ctx.Err() == nil; {
+					time.Sleep(250 * time.Millisecond)
+					err = Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
+				}
+				if err != nil {
 					return fmt.Errorf("job %s, node %s of cluster %s: %w", j.nspace, node, j.cluster, err)
 				}
 				mu.Lock()

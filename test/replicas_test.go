@@ -1,10 +1,12 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -124,4 +126,40 @@ func TestReplicatedCluster(t *testing.T) {
 		}
 	}
 
+}
+
+// A run started while its cluster's JetStream does not answer (here the
+// server restarting; on a replicated cluster, a leader election after a
+// server's loss) waits for the agents bucket, within bounds, and starts
+// once it answers, rather than fail with "agents bucket unreachable".
+func TestRunStartsThroughAnOutage(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	srv := w.Cluster("A").Server(0)
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second) // the run is started meanwhile
+		restarted <- srv.Restart(t.Context())
+	}()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	run, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out,
+		Jobs: []launch.JobSpec{{Cluster: "A", N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("a run started during the outage: %v", err)
+	}
+	res, err := run.Wait(ctx)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v, %v\n%s", res, err, out)
+	}
+	if n := strings.Count(out.String(), "started"); n != 2 {
+		t.Fatalf("%d of 2 lines:\n%s", n, out)
+	}
 }
