@@ -13,8 +13,16 @@ LIB_LDFLAGS = -shared -pthread -Wl,-soname,libpmix.so.2 \
 LIB_SRCS    = $(wildcard cabi/src/*.c)
 LIB_HDRS    = $(wildcard cabi/src/*.h) cabi/include/pmix.h cabi/include/pmix_common.h
 
+# With hwloc's headers (Debian: libhwloc-dev), also lib/pmixbus-topology,
+# which the agent runs once to give its ranks the node's topology
+# (PMIX_LOCAL_TOPO); without them the ranks discover it themselves.
+HWLOC := $(shell pkg-config --exists hwloc 2>/dev/null && echo yes)
+
 .PHONY: all lib pmixbus fuzz clean
 all: pmixbus lib
+ifeq ($(HWLOC),yes)
+all: $(LIBDIR)/pmixbus-topology
+endif
 
 pmixbus:
 	$(GO) build -o pmixbus ./cmd/pmixbus
@@ -26,6 +34,10 @@ $(LIBDIR)/libpmix.so.2: $(LIB_SRCS) $(LIB_HDRS) cabi/libpmix.map Makefile
 	$(CC) $(CFLAGS) $(LIB_CFLAGS) $(LIB_SRCS) $(LIB_LDFLAGS) -o $@.tmp
 	mv $@.tmp $@
 	ln -sf libpmix.so.2 $(LIBDIR)/libpmix.so
+
+$(LIBDIR)/pmixbus-topology: cabi/topology/pmixbus-topology.c Makefile
+	@mkdir -p $(LIBDIR)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $< -o $@ $(shell pkg-config --cflags --libs hwloc)
 
 # The frame decoder's fuzz target (libFuzzer, clang), run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

@@ -41,6 +41,7 @@ type Agent struct {
 	// or the cluster's default once connected.
 	replicas int
 	ln       net.Listener
+	topology string // the node's hwloc XML for the clients (loadTopology); set before any attaches
 	addr     string // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
@@ -261,6 +262,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startCollective(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "collectives: %w", err)
 	}
+	a.loadTopology(ctx)
 	ln, addr, err := listen(a.cfg.Listen)
 	if err != nil {
 		return err

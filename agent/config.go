@@ -151,6 +151,12 @@ type Config struct {
 	// PMIxLibDir is put first on the LD_LIBRARY_PATH of the processes the
 	// agent launches: where pmixbus's libpmix.so.2 is (docs/cabi.md).
 	PMIxLibDir string
+	// Topology is the node's hwloc topology as XML, given to every client
+	// as PMIX_LOCAL_TOPO (pmix.ltopo), as mpirun's daemon gives it, so
+	// that Open MPI's ranks load it rather than each discover it. Empty:
+	// the agent runs PMIxLibDir's pmixbus-topology once at Start (make
+	// builds it where libhwloc-dev is installed), or gives none.
+	Topology string
 
 	// Output (package iof, docs/iof.md): what the launched processes write
 	// is kept in the cluster's PMIXBUS_IOF stream for OutputMaxAge

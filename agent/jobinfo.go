@@ -399,9 +399,9 @@ func (a *Agent) attachInfo(e *clientEntry) []pmix.Info {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if info := a.jobViewLocked().attachInfo(e.proc); info != nil {
-		return info
+		return a.withTopology(info)
 	}
-	return e.job.info
+	return a.withTopology(e.job.info)
 }
 
 // connectInfo is a job's job-level info as a connect carries it to the

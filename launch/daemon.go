@@ -160,6 +160,10 @@ func mpirunEnv(j *localJob, r pmix.Rank) map[string]string {
 		"OMPI_COMM_WORLD_LOCAL_SIZE": strconv.Itoa(len(j.local)),
 		"OMPI_COMM_WORLD_NODE_RANK":  local,
 		"OMPI_UNIVERSE_SIZE":         strconv.Itoa(len(j.req.Map)),
+		// As mpirun: Open MPI's MPI_Init then opens no component for a
+		// singleton or for Slurm's or Cray's PMI (~5 ms a rank).
+		"OMPI_MCA_ess":  "^singleton",
+		"OMPI_MCA_pmix": "^s1,s2,cray,isolated",
 	}
 }
 
