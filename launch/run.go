@@ -181,6 +181,13 @@ type Run struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	result   Result
+
+	// PMIx_Spawn (spawn.go): the job's session, the jobs its processes
+	// spawned, the requests being served, and whether it takes more.
+	session        string
+	children       []*Run
+	spawning       sync.WaitGroup
+	childrenClosed bool
 }
 
 // runJob is the job's part in one cluster: its agents there, its key in
@@ -386,6 +393,7 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		r.left += spec.N
 	}
+	r.session = session
 	given := r.nspace != ""
 	if !given {
 		r.nspace = newNspace()
@@ -455,6 +463,9 @@ func (r *Run) subscribe() error {
 		r.subs = append(r.subs, sub)
 	}
 	if err := r.subscribeOutput(); err != nil {
+		return err
+	}
+	if err := r.subscribeChildren(); err != nil {
 		return err
 	}
 	if err := r.cfg.Conn.Flush(); err != nil {
@@ -643,6 +654,9 @@ func (r *Run) handle(m *nats.Msg) {
 // Source is the node and pid of a rank of the run (--output
 // tag-detailed); false for a process the run did not start.
 func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bool) {
+	if c := r.childOf(nspace); c != nil {
+		return c.Source(nspace, rank)
+	}
 	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
 		return "", 0, false
 	}
@@ -655,6 +669,9 @@ func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bo
 // App is the app context a rank of the run runs (its PMIX_APPNUM), -1
 // for a process the run did not start.
 func (r *Run) App(nspace string, rank pmix.Rank) int {
+	if c := r.childOf(nspace); c != nil {
+		return c.App(nspace, rank)
+	}
 	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
 		return -1
 	}
@@ -664,6 +681,9 @@ func (r *Run) App(nspace string, rank pmix.Rank) int {
 // JobSize is the number of ranks of the run's job, of every app context,
 // 0 for another nspace.
 func (r *Run) JobSize(nspace string) int {
+	if c := r.childOf(nspace); c != nil {
+		return c.JobSize(nspace)
+	}
 	if nspace != r.nspace {
 		return 0
 	}
@@ -1013,7 +1033,9 @@ func (r *Run) Nspaces() []string {
 // Done is closed once every rank has ended.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
-// Wait waits until every rank has ended and returns how the run ended.
+// Wait waits until every rank has ended, and then the jobs its processes
+// spawned, and returns how the run ended: the run's job first in Jobs,
+// then each spawned job.
 //
 // Errors: ctx.Err() when ctx ends first (the run goes on).
 func (r *Run) Wait(ctx context.Context) (Result, error) {
@@ -1021,8 +1043,9 @@ func (r *Run) Wait(ctx context.Context) (Result, error) {
 	case <-r.done:
 		r.wg.Wait()
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.result, nil
+		res := r.result
+		r.mu.Unlock()
+		return r.waitChildren(ctx, res)
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
@@ -1035,6 +1058,10 @@ func (r *Run) Terminate(force bool) {
 	r.mu.Lock()
 	r.canceled = true
 	r.aborting = true
+	children := append([]*Run(nil), r.children...)
 	r.mu.Unlock()
 	r.killAll(force, "the launcher was asked to end the run")
+	for _, c := range children {
+		c.Terminate(force)
+	}
 }

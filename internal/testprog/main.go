@@ -31,6 +31,10 @@ func main() {
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
+		spawnN   = flag.Int("spawn", 0, "rank 0 spawns a job of this many ranks (PMIx_Spawn) and prints its nspace or the error")
+		spawnCmd = flag.String("spawn-cmd", "", "with -spawn: the program (default: this one)")
+		spawnArg = flag.String("spawn-args", "-get pmix.parent,pmix.spawned", "with -spawn: its arguments, split at spaces")
+		spawnIn  = flag.String("spawn-info", "", "with -spawn: job directives key=value,… (string values)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -62,6 +66,9 @@ func main() {
 		}
 		v, err := c.Get(ctx, pmix.Proc{Nspace: me.Nspace, Rank: me.Rank}, k, nil)
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
+	}
+	if *spawnN > 0 && me.Rank == 0 {
+		spawn(ctx, c, *spawnN, *spawnCmd, *spawnArg, *spawnIn)
 	}
 	heard := make(chan struct{}, 1)
 	if *watch {
@@ -182,4 +189,26 @@ func rendezvous(ctx context.Context, c *client.Client, spec string) string {
 	size, err := c.Get(ctx, pmix.Proc{Nspace: remote, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
 	fmt.Printf("%d: get %s of %s = %v err=%v\n", me.Rank, pmix.KeyJobSize, remote, size, err)
 	return ns
+}
+
+// spawn is PMIx_Spawn of n ranks of cmd (this program when empty) with
+// args; it prints "<rank>: spawned <nspace>" or "<rank>: spawn failed:
+// <status> <error>".
+func spawn(ctx context.Context, c *client.Client, n int, cmd, args, directives string) {
+	me := c.Proc()
+	if cmd == "" {
+		cmd, _ = os.Executable()
+	}
+	var info []pmix.Info
+	for _, kv := range strings.Split(directives, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			info = append(info, pmix.NewInfo(k, pmix.String(v)))
+		}
+	}
+	ns, err := c.Spawn(ctx, info, []client.App{{Cmd: cmd, Argv: append([]string{cmd}, strings.Fields(args)...), MaxProcs: n}})
+	if err != nil {
+		fmt.Printf("%d: spawn failed: %d %v\n", me.Rank, pmix.StatusOf(err), err)
+		return
+	}
+	fmt.Printf("%d: spawned %s\n", me.Rank, ns)
 }

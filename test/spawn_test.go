@@ -1,0 +1,98 @@
+package test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// spawnedNspace is the nspace rank 0 of testprog -spawn printed.
+var spawnedNspace = regexp.MustCompile(`0: spawned (\S+)`)
+
+// TestSpawn: a rank spawns a job through the agents; its children get
+// PMIX_PARENT_ID and PMIX_SPAWNED, their output is the launcher's as the
+// parent's is, and the run ends once both jobs have.
+func TestSpawn(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: p, Args: []string{"-spawn", "2"}}}}})
+	if res.ExitCode != 0 || len(res.Jobs) != 2 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	parent, child := res.Jobs[0], res.Jobs[1]
+	m := spawnedNspace.FindStringSubmatch(out.String())
+	if m == nil || m[1] != child.Nspace || child.Nspace == parent.Nspace || len(child.Ends) != 2 || child.Cluster != "A" {
+		t.Fatalf("parent %+v child %+v\n%s", parent, child, out)
+	}
+	for r := range 2 {
+		for _, want := range []string{
+			fmt.Sprintf("%d: get %s = %s.0 (type %d) err=<nil>", r, pmix.KeyParentID, parent.Nspace, pmix.TypeProc),
+			fmt.Sprintf("%d: get %s = true (type %d) err=<nil>", r, pmix.KeySpawned, pmix.TypeBool),
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("no %q in the output:\n%s", want, out)
+			}
+		}
+	}
+	checkNoOrphans(t, p)
+}
+
+// TestSpawnAcrossClusters: PMIXBUS_SPAWN_CLUSTER starts the new job on
+// another cluster (leaf-linked, a JetStream domain each): the job grows
+// across clusters, and its output still reaches the parent's launcher.
+func TestSpawnAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p,
+		Args: []string{"-spawn", "3", "-spawn-info", pmix.KeySpawnCluster + "=B," + pmix.KeyMapBy + "=node"}}}}})
+	if res.ExitCode != 0 || len(res.Jobs) != 2 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	child := res.Jobs[1]
+	nodes := map[string]int{}
+	for _, e := range child.Ends {
+		nodes[e.Node]++
+	}
+	if child.Cluster != "B" || len(child.Ends) != 3 || nodes["b1"] != 2 || nodes["b2"] != 1 {
+		t.Fatalf("child %+v (nodes %v)\n%s", child, nodes, out)
+	}
+	want := fmt.Sprintf("2: get %s = %s.0", pmix.KeyParentID, res.Jobs[0].Nspace)
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in the output:\n%s", want, out)
+	}
+	checkNoOrphans(t, p)
+}
+
+// TestSpawnFailures: a spawn that cannot start reaches the caller as a
+// PMIx status and a message, at once, and the parent job runs on.
+func TestSpawnFailures(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad executable", []string{"-spawn", "1", "-spawn-cmd", "/nonexistent/prog"}, fmt.Sprintf("spawn failed: %d ", pmix.ErrJobFailedToLaunch)},
+		{"no slots", []string{"-spawn", "9"}, fmt.Sprintf("spawn failed: %d ", pmix.ErrOutOfResource)},
+		{"unknown host", []string{"-spawn", "1", "-spawn-info", pmix.KeyHost + "=nowhere"}, fmt.Sprintf("spawn failed: %d ", pmix.ErrOutOfResource)},
+		{"unknown cluster", []string{"-spawn", "1", "-spawn-info", pmix.KeySpawnCluster + "=Z"}, "spawn failed: "},
+		{"bad map-by", []string{"-spawn", "1", "-spawn-info", pmix.KeyMapBy + "=ppr:1:node"}, fmt.Sprintf("spawn failed: %d ", pmix.ErrBadParam)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p, Args: tt.args}}}})
+			if res.ExitCode != 0 || len(res.Jobs) != 1 || !strings.Contains(out.String(), tt.want) {
+				t.Fatalf("want %q; result %+v\n%s", tt.want, res, out)
+			}
+		})
+	}
+	checkNoOrphans(t, p)
+}
