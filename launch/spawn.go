@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -70,7 +72,11 @@ type ChildApp struct {
 	Hosts         []Node     `json:"hosts,omitempty"`
 	MapBy         string     `json:"map_by,omitempty"`
 	Oversubscribe bool       `json:"oversubscribe,omitempty"`
-	App           App        `json:"app"`
+	// NoOversubscribe refuses oversubscription even when the parent's
+	// app context allowed it (which the spawned job inherits otherwise,
+	// as mpirun's --oversubscribe holds for the jobs its ranks spawn).
+	NoOversubscribe bool `json:"no_oversubscribe,omitempty"`
+	App             App  `json:"app"`
 }
 
 // ChildReply answers a ChildRequest: the new job's nspace, or the error.
@@ -186,11 +192,11 @@ func applyDirectives(app *ChildApp, info []pmix.Info, what string, req *ChildReq
 			}
 			app.MapBy = policy
 			if over != nil {
-				app.Oversubscribe = *over
+				app.Oversubscribe, app.NoOversubscribe = *over, !*over
 			}
 		case pmix.KeyNoOver:
 			if b, ok := in.Value.Bool(); ok {
-				app.Oversubscribe = !b
+				app.Oversubscribe, app.NoOversubscribe = !b, b
 			}
 		case pmix.KeyWdir:
 			s, err := str(in)
@@ -315,10 +321,44 @@ func (r *Run) onChild(m *nats.Msg) {
 	child, err := r.launchChild(req)
 	if err != nil {
 		reply("", err)
+		// Shown as mpirun shows a spawn that failed to start.
+		fmt.Fprintf(r.cfg.Stderr, "pmixbus run: the spawn of %s failed: %v\n", req.Parent, pmix.MessageOf(err))
+		r.childFailed(req.Parent, err)
 		return
 	}
 	r.log.Info("spawned a job", "parent", req.Parent.String(), "nspace", child.nspace, "ranks", len(child.places))
 	reply(child.nspace, nil)
+}
+
+// childFailed raises PMIX_ERR_JOB_FAILED_TO_LAUNCH to the parent's job
+// (range NAMESPACE, in every cluster it runs on), the caller as the
+// affected proc and the error as its text: the caller has its reply, but
+// its peers may be waiting for it elsewhere — Open MPI 4.1.4's parents
+// other than the spawn's root wait in a broadcast the root never joins
+// when its spawn fails; the event reaches their default handler, which
+// aborts them, as mpirun ends a job whose spawn failed.
+func (r *Run) childFailed(parent pmix.Proc, err error) {
+	for _, j := range r.jobs {
+		m := &event.Message{
+			ID:     fmt.Sprintf("spawnfail.%s.%s.%d.%d", j.cluster, r.nspace, parent.Rank, time.Now().UnixNano()),
+			Code:   pmix.ErrJobFailedToLaunch,
+			Range:  pmix.RangeNamespace,
+			Source: bus.Origin{Cluster: string(j.cluster)},
+			Info: []pmix.Info{
+				pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(parent)),
+				pmix.NewInfo(pmix.KeyNspace, pmix.String(r.nspace)),
+				pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("spawn by "+parent.String()+" failed: "+pmix.MessageOf(err))),
+			},
+			Time: time.Now(),
+		}
+		scopes, perr := event.Scopes(event.Place{Cluster: j.cluster}, m, nil, nil)
+		if perr == nil {
+			perr = event.Publish(r.cfg.Conn, m, scopes)
+		}
+		if perr != nil {
+			r.log.Warn("raising a failed spawn", "nspace", r.nspace, "err", perr)
+		}
+	}
 }
 
 // launchChild launches req's job with the run's settings: its output
@@ -338,9 +378,11 @@ func (r *Run) launchChild(req ChildRequest) (*Run, error) {
 	}
 	for i, a := range req.Apps {
 		spec := JobSpec{Cluster: a.Cluster, N: a.N, Hosts: a.Hosts, MapBy: a.MapBy, Oversubscribe: a.Oversubscribe, App: a.App, Session: r.session}
+		pl := r.places[req.Parent.Rank]
 		if spec.Cluster == "" {
-			spec.Cluster = r.places[req.Parent.Rank].Cluster
+			spec.Cluster = pl.Cluster
 		}
+		spec.Oversubscribe = a.Oversubscribe || (r.cfg.Jobs[pl.App].Oversubscribe && !a.NoOversubscribe)
 		if i == 0 {
 			spec.Info = info
 		}
