@@ -20,7 +20,10 @@ func (cc *clientConn) spawn(f *proto.Frame) {
 		return
 	}
 	run := func() {
-		ns, err := launch.RequestChild(cc.a.ctx, cc.a.nc, cc.a.cfg.Cluster, req)
+		ns, info, err := launch.RequestChild(cc.a.ctx, cc.a.nc, cc.a.cfg.Cluster, req)
+		if err == nil {
+			cc.a.spawned.Add(ns, info)
+		}
 		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Nspace: ns}
 		r.SetErr(err)
 		_ = cc.write(r) // not cc.reply: see publishLookup

@@ -37,7 +37,7 @@ func TestLaunchedSpawn(t *testing.T) {
 					}
 					parent, child := res.Jobs[0], res.Jobs[1]
 					want := []string{
-						"spawn 0\n", "spawned " + child.Nspace + "\n",
+						"spawn 0\n", "spawned " + child.Nspace + "\n", "child job size: 0 2\n",
 						fmt.Sprintf("spawn_nb %d nspace \"\"\n", pmix.ErrJobFailedToLaunch),
 						fmt.Sprintf("maxprocs 0: %d\n", pmix.ErrBadParam), fmt.Sprintf("no apps: %d\n", pmix.ErrBadParam),
 						fmt.Sprintf("nb without callback: %d\n", pmix.ErrBadParam),

@@ -185,6 +185,7 @@ type Run struct {
 	// PMIx_Spawn (spawn.go): the job's session, the jobs its processes
 	// spawned, the requests being served, and whether it takes more.
 	session        string
+	jobInfo        []byte // what the agents got (msgpack), for a spawn's caller
 	children       []*Run
 	spawning       sync.WaitGroup
 	childrenClosed bool
@@ -503,6 +504,7 @@ func (r *Run) spawn(ctx context.Context) error {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", r.nspace, err)
 	}
 	req.Info = b
+	r.jobInfo = b
 	for _, j := range r.jobs {
 		for _, node := range j.nodes {
 			g.Go(func() error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,10 +80,51 @@ type ChildApp struct {
 	App             App  `json:"app"`
 }
 
-// ChildReply answers a ChildRequest: the new job's nspace, or the error.
+// ChildReply answers a ChildRequest: the new job's nspace and job-level
+// info (msgpack, pmix.MarshalInfos: its size, its parent…), or the error.
 type ChildReply struct {
 	Nspace string `json:"nspace,omitempty"`
+	Info   []byte `json:"info,omitempty"`
 	Error
+}
+
+// maxSpawnedJobs bounds the job-level info a SpawnedJobs keeps.
+const maxSpawnedJobs = 256
+
+// SpawnedJobs keeps the job-level info of the last jobs a node's clients
+// spawned, so that a parent whose agent runs none of the new job's ranks
+// can still Get its size at rank WILDCARD (what OpenPMIx's dynamic.c
+// does right after PMIx_Spawn). The zero value is ready; safe for
+// concurrent use.
+type SpawnedJobs struct {
+	mu    sync.Mutex
+	order []string
+	info  map[string][]pmix.Info
+}
+
+// Add keeps nspace's info, forgetting the oldest past maxSpawnedJobs.
+func (s *SpawnedJobs) Add(nspace string, info []pmix.Info) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info == nil {
+		s.info = map[string][]pmix.Info{}
+	}
+	if _, ok := s.info[nspace]; !ok {
+		s.order = append(s.order, nspace)
+	}
+	s.info[nspace] = info
+	for len(s.order) > maxSpawnedJobs {
+		delete(s.info, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// Info is nspace's job-level info, if a client here spawned it lately.
+func (s *SpawnedJobs) Info(nspace string) ([]pmix.Info, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.info[nspace]
+	return info, ok
 }
 
 // ParseSpawn turns PMIx_Spawn's job info and apps into a request of
@@ -230,13 +272,14 @@ func applyDirectives(app *ChildApp, info []pmix.Info, what string, req *ChildReq
 
 // RequestChild sends req to the launcher of req.Parent's job, through the
 // server nc is connected to (of cluster c, where the parent runs), and
-// returns the new job's nspace once every one of its ranks has started.
+// returns the new job's nspace and job-level info once every one of its
+// ranks has started.
 //
 // Errors: pmix.ErrNotSupported when no launcher takes the job's spawn
 // requests (a host RM's job, or its launcher is gone); pmix.ErrTimeout;
 // what the launcher answered: ErrPlacement, ErrNoProgram, ErrNoAgent,
 // ErrNspaceTaken… with their PMIx statuses.
-func RequestChild(ctx context.Context, nc *nats.Conn, c cluster.ID, req ChildRequest) (string, error) {
+func RequestChild(ctx context.Context, nc *nats.Conn, c cluster.ID, req ChildRequest) (string, []pmix.Info, error) {
 	timeout := time.Duration(req.Timeout) * time.Millisecond
 	if timeout <= 0 {
 		timeout = DefaultChildTimeout
@@ -246,30 +289,34 @@ func RequestChild(ctx context.Context, nc *nats.Conn, c cluster.ID, req ChildReq
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return "", pmix.Errorf(pmix.ErrPackFailure, "spawn request: %v", err)
+		return "", nil, pmix.Errorf(pmix.ErrPackFailure, "spawn request: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	m, err := nc.RequestWithContext(ctx, ChildSubject(c, req.Parent.Nspace), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return "", pmix.Errorf(pmix.ErrNotSupported, "no launcher takes the spawn requests of job %s on cluster %s: a job pmixbus run did not start (or whose launcher is gone) cannot spawn", req.Parent.Nspace, c)
+		return "", nil, pmix.Errorf(pmix.ErrNotSupported, "no launcher takes the spawn requests of job %s on cluster %s: a job pmixbus run did not start (or whose launcher is gone) cannot spawn", req.Parent.Nspace, c)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return "", pmix.Errorf(pmix.ErrTimeout, "the launcher of job %s did not answer the spawn request within %v", req.Parent.Nspace, timeout)
+		return "", nil, pmix.Errorf(pmix.ErrTimeout, "the launcher of job %s did not answer the spawn request within %v", req.Parent.Nspace, timeout)
 	case err != nil:
-		return "", pmix.Errorf(pmix.ErrUnreach, "spawn request to the launcher of job %s: %v", req.Parent.Nspace, err)
+		return "", nil, pmix.Errorf(pmix.ErrUnreach, "spawn request to the launcher of job %s: %v", req.Parent.Nspace, err)
 	}
 	var reply ChildReply
 	if err := decode(m.Data, &reply); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := reply.Err(); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if reply.Nspace == "" {
-		return "", pmix.Errorf(pmix.ErrGeneral, "the launcher of job %s answered the spawn without an nspace", req.Parent.Nspace)
+		return "", nil, pmix.Errorf(pmix.ErrGeneral, "the launcher of job %s answered the spawn without an nspace", req.Parent.Nspace)
 	}
-	return reply.Nspace, nil
+	info, err := pmix.UnmarshalInfos(reply.Info)
+	if err != nil {
+		return "", nil, pmix.Errorf(pmix.ErrUnpackFailure, "the job info of spawned job %s: %v", reply.Nspace, err)
+	}
+	return reply.Nspace, info, nil
 }
 
 // subscribeChildren takes the spawn requests of the run's processes, in
@@ -291,28 +338,33 @@ func (r *Run) subscribeChildren() error {
 // cluster, as PRRTE's state machine takes them.
 func (r *Run) onChild(m *nats.Msg) {
 	var req ChildRequest
-	reply := func(ns string, err error) {
-		body, eerr := json.Marshal(ChildReply{Nspace: ns, Error: errorOf(err)})
+	reply := func(child *Run, err error) {
+		var r ChildReply
+		if child != nil {
+			r.Nspace, r.Info = child.nspace, child.jobInfo
+		}
+		r.Error = errorOf(err)
+		body, eerr := json.Marshal(r)
 		if eerr == nil && m.Reply != "" {
 			_ = m.Respond(body)
 		}
 	}
 	if err := decode(m.Data, &req); err != nil {
-		reply("", err)
+		reply(nil, err)
 		return
 	}
 	if req.Parent.Nspace != r.nspace || int64(req.Parent.Rank) >= int64(len(r.places)) {
-		reply("", pmix.Errorf(pmix.ErrBadParam, "spawn request from %v, not a process of job %s", req.Parent, r.nspace))
+		reply(nil, pmix.Errorf(pmix.ErrBadParam, "spawn request from %v, not a process of job %s", req.Parent, r.nspace))
 		return
 	}
 	if req.Version != r.cfg.Version {
-		reply("", fmt.Errorf("%w: the spawn request is of version %s, the launcher %s", ErrVersion, req.Version, r.cfg.Version))
+		reply(nil, fmt.Errorf("%w: the spawn request is of version %s, the launcher %s", ErrVersion, req.Version, r.cfg.Version))
 		return
 	}
 	r.mu.Lock()
 	if r.childrenClosed {
 		r.mu.Unlock()
-		reply("", pmix.Errorf(pmix.ErrInvalidOperation, "job %s has ended: its launcher spawns no more", r.nspace))
+		reply(nil, pmix.Errorf(pmix.ErrInvalidOperation, "job %s has ended: its launcher spawns no more", r.nspace))
 		return
 	}
 	r.spawning.Add(1)
@@ -320,14 +372,14 @@ func (r *Run) onChild(m *nats.Msg) {
 	defer r.spawning.Done()
 	child, err := r.launchChild(req)
 	if err != nil {
-		reply("", err)
+		reply(nil, err)
 		// Shown as mpirun shows a spawn that failed to start.
 		fmt.Fprintf(r.cfg.Stderr, "pmixbus run: the spawn of %s failed: %v\n", req.Parent, pmix.MessageOf(err))
 		r.childFailed(req.Parent, err)
 		return
 	}
 	r.log.Info("spawned a job", "parent", req.Parent.String(), "nspace", child.nspace, "ranks", len(child.places))
-	reply(child.nspace, nil)
+	reply(child, nil)
 }
 
 // childFailed raises PMIX_ERR_JOB_FAILED_TO_LAUNCH to the parent's job

@@ -66,7 +66,15 @@ int main(int argc, char **argv)
         rc = PMIx_Spawn(argc > 2 ? &info : NULL, argc > 2 ? 1 : 0, &app, 1, ns);
         printf("spawn %d\n", rc);
         if (PMIX_SUCCESS == rc) {
+            pmix_proc_t cw;
             printf("spawned %s\n", ns);
+            PMIX_LOAD_PROCID(&cw, ns, PMIX_RANK_WILDCARD);
+            rc = PMIx_Get(&cw, PMIX_JOB_SIZE, NULL, 0, &v);
+            printf("child job size: %d %u\n", rc, PMIX_SUCCESS == rc ? v->data.uint32 : 0);
+            if (PMIX_SUCCESS == rc) {
+                PMIX_VALUE_RELEASE(v);
+            }
+            rc = PMIX_SUCCESS;
         }
         bad = app;
         bad.cmd = "/nonexistent/spawn-child";
