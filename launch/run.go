@@ -292,6 +292,7 @@ func (c *Config) setDefaults() error {
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
+	c.Stdout, c.Stderr = lockWriters(c.Stdout, c.Stderr)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -434,7 +436,11 @@ func (r *Run) launchChild(req ChildRequest) (*Run, error) {
 		if spec.Cluster == "" {
 			spec.Cluster = pl.Cluster
 		}
-		spec.Oversubscribe = a.Oversubscribe || (r.cfg.Jobs[pl.App].Oversubscribe && !a.NoOversubscribe)
+		own := r.cfg.Jobs[pl.App]
+		spec.Oversubscribe = a.Oversubscribe || (own.Oversubscribe && !a.NoOversubscribe)
+		if len(spec.Hosts) == 0 && spec.Cluster == pl.Cluster {
+			spec.Hosts = own.Hosts // mpirun -H holds for the jobs its ranks spawn
+		}
 		if i == 0 {
 			spec.Info = info
 		}
@@ -487,4 +493,31 @@ func (r *Run) waitChildren(ctx context.Context, res Result) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// lockedWriter serializes the writes of a run and of the jobs its
+// processes spawn, whose follow loops share the run's writers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// lockWriters wraps stdout and stderr in lockedWriters, one for both when
+// they are the same writer; a spawned job's config has them wrapped
+// already.
+func lockWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	if _, ok := stdout.(*lockedWriter); ok {
+		return stdout, stderr
+	}
+	out := &lockedWriter{w: stdout}
+	if t := reflect.TypeOf(stdout); t == reflect.TypeOf(stderr) && t.Comparable() && stderr == stdout {
+		return out, out
+	}
+	return out, &lockedWriter{w: stderr}
 }

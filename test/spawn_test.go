@@ -1,12 +1,14 @@
 package test
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -95,4 +97,25 @@ func TestSpawnFailures(t *testing.T) {
 		})
 	}
 	checkNoOrphans(t, p)
+}
+
+// TestSpawnWithoutLauncher: a process a host RM registered (no pmixbus
+// run) has no launcher to start a job: Spawn is PMIX_ERR_NOT_SUPPORTED at
+// once, saying why; bad arguments are PMIX_ERR_BAD_PARAM.
+func TestSpawnWithoutLauncher(t *testing.T) {
+	w := newWorld(t)
+	c := w.client("A:jobA.0").c
+	_, err := c.Spawn(t.Context(), nil, []client.App{{Cmd: "/bin/true", MaxProcs: 1}})
+	if !errors.Is(err, pmix.ErrNotSupported) || !strings.Contains(err.Error(), "no launcher") {
+		t.Fatalf("spawn from a host RM's job: %v", err)
+	}
+	for _, apps := range [][]client.App{nil, {{Cmd: "/bin/true"}}, {{MaxProcs: 1}}} {
+		if _, err := c.Spawn(t.Context(), nil, apps); !errors.Is(err, pmix.ErrBadParam) {
+			t.Errorf("spawn of %+v: %v", apps, err)
+		}
+	}
+	_, err = c.Spawn(t.Context(), []pmix.Info{pmix.NewInfo(pmix.KeyHost, pmix.Int32(3))}, []client.App{{Cmd: "/bin/true", MaxProcs: 1}})
+	if !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("a PMIX_HOST that is no string: %v", err)
+	}
 }

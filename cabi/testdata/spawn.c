@@ -64,6 +64,9 @@ int main(int argc, char **argv)
             PMIX_INFO_LOAD(&info, PMIXBUS_SPAWN_CLUSTER, argv[2], PMIX_STRING);
         }
         rc = PMIx_Spawn(argc > 2 ? &info : NULL, argc > 2 ? 1 : 0, &app, 1, ns);
+        if (argc > 2) {
+            PMIX_INFO_DESTRUCT(&info);
+        }
         printf("spawn %d\n", rc);
         if (PMIX_SUCCESS == rc) {
             pmix_proc_t cw;
