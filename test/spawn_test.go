@@ -119,3 +119,21 @@ func TestSpawnWithoutLauncher(t *testing.T) {
 		t.Errorf("a PMIX_HOST that is no string: %v", err)
 	}
 }
+
+// TestSpawnAgentGone: the agent of the node a spawn names is cut off
+// (its liveness key not yet expired, or expired): the spawn fails with
+// PMIX_ERR_UNREACH naming the node, or PMIX_ERR_OUT_OF_RESOURCE naming
+// the live agents — at once, never a hang — and nothing of it runs.
+func TestSpawnAgentGone(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	w.Agent("a2").NATS().Close()
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Hosts: []launch.Node{{Name: "a1"}}, App: launch.App{Path: p,
+		Args: []string{"-spawn", "1", "-spawn-info", pmix.KeyHost + "=a2"}}}}})
+	unreach := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrUnreach)
+	noSlot := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrOutOfResource)
+	if res.ExitCode != 0 || len(res.Jobs) != 1 || !(strings.Contains(out.String(), unreach) && strings.Contains(out.String(), "a2")) && !strings.Contains(out.String(), noSlot) {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+}
