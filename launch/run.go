@@ -1017,7 +1017,13 @@ func (r *Run) finish() {
 	r.result = res
 	r.mu.Unlock()
 	close(r.stop)
-	close(r.done)
+	// Done waits for the jobs the run's processes spawned too.
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.awaitChildren()
+		close(r.done)
+	}()
 }
 
 // Nspace is the run's job's nspace.
@@ -1033,7 +1039,8 @@ func (r *Run) Nspaces() []string {
 	return out
 }
 
-// Done is closed once every rank has ended.
+// Done is closed once every rank has ended, and every rank of the jobs
+// its processes spawned.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
 // Wait waits until every rank has ended, and then the jobs its processes
@@ -1048,7 +1055,7 @@ func (r *Run) Wait(ctx context.Context) (Result, error) {
 		r.mu.Lock()
 		res := r.result
 		r.mu.Unlock()
-		return r.waitChildren(ctx, res)
+		return r.withChildren(ctx, res)
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}

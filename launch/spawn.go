@@ -470,15 +470,25 @@ func (r *Run) childOf(nspace string) *Run {
 	return nil
 }
 
-// waitChildren takes no more spawn requests, waits for those in flight,
-// then for every spawned job to end, and folds their results into res:
-// each job's result after the run's, and the first failure's exit code
-// when the run's own ranks all exited 0.
-func (r *Run) waitChildren(ctx context.Context, res Result) (Result, error) {
+// awaitChildren takes no more spawn requests, waits for those in flight,
+// then for every spawned job to end.
+func (r *Run) awaitChildren() {
 	r.mu.Lock()
 	r.childrenClosed = true
 	r.mu.Unlock()
 	r.spawning.Wait()
+	r.mu.Lock()
+	children := append([]*Run(nil), r.children...)
+	r.mu.Unlock()
+	for _, c := range children {
+		<-c.Done()
+	}
+}
+
+// withChildren folds the spawned jobs' results into res: each job's
+// result after the run's, and the first failure's exit code when the
+// run's own ranks all exited 0.
+func (r *Run) withChildren(ctx context.Context, res Result) (Result, error) {
 	r.mu.Lock()
 	children := append([]*Run(nil), r.children...)
 	r.mu.Unlock()
