@@ -122,7 +122,7 @@ func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir}
+	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir, Agents: 2, PeerSizes: []int{1}}
 	lc.defaults()
 	s, err := newLaunchSetup(ctx, lc)
 	if err != nil {
@@ -395,14 +395,31 @@ func (m *peerMeasure) runPeer(ctx context.Context, n int, prog string, args, env
 }
 
 func (m *peerMeasure) runOurs(ctx context.Context, n int, prog string, args []string) (peerRun, error) {
+	return m.runOursOn(ctx, 1, n, prog, args)
+}
+
+// runOursOn runs n ranks of prog over the first agents of launchNodes,
+// by slot: as many on each (the last ones fewer when n does not divide).
+func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string, args []string) (peerRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	out := &peerOutput{}
 	var errs bytes.Buffer
+	hosts := make([]launch.Node, agents)
+	for i := range hosts {
+		hosts[i] = launch.Node{Name: launchNodes[i], Slots: (n + agents - 1) / agents}
+	}
+	app := launch.App{Path: prog, Args: args}
+	if agents > 1 {
+		// The agents are one machine: Open MPI's shared memory (vader)
+		// names its segment files by the hostname, the job and the local
+		// rank, so the ranks of local rank 0 on a1 and on a2 would share
+		// one. Between agents, as between nodes, they use TCP.
+		app.Env = map[string]string{"OMPI_MCA_btl": "self,tcp"}
+	}
 	start := time.Now()
 	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
-		Jobs: []launch.JobSpec{{N: n, App: launch.App{Path: prog, Args: args},
-			Hosts: []launch.Node{{Name: launchNodes[0], Slots: n}}, Oversubscribe: true}}}) // as mpirun --oversubscribe: a spawn's children too
+		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts, Oversubscribe: true}}}) // as mpirun --oversubscribe: a spawn's children too
 	if err != nil {
 		return peerRun{}, err
 	}

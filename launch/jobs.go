@@ -42,6 +42,11 @@ type JobRecord struct {
 	Size     int       `json:"size"`
 	Nodes    []string  `json:"nodes,omitempty"`
 	App      string    `json:"app,omitempty"`
+	// Lost are the nodes the launcher declared lost (unanswering, their
+	// liveness keys expired): their ranks count as ended, so an agent
+	// that reads its own node here, back from a partition, ends what it
+	// still runs of the job rather than let it come back.
+	Lost []string `json:"lost,omitempty"`
 }
 
 func jobKey(nspace string) string { return subjects.EscapeToken(nspace) }

@@ -599,8 +599,12 @@ func (r *Run) beat() {
 			if !live {
 				continue
 			}
+			r.mu.Lock()
+			rec := j.rec
+			rec.Lost = slices.Clone(rec.Lost)
+			r.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Beat)
-			if err := beatJob(ctx, j.js, j.cluster, j.rec, r.cfg.JobTTL); err != nil {
+			if err := beatJob(ctx, j.js, j.cluster, rec, r.cfg.JobTTL); err != nil {
 				r.log.Warn("refreshing a job's key failed", "nspace", j.nspace, "err", err)
 			}
 			cancel()
@@ -810,6 +814,9 @@ func (r *Run) poll() {
 					r.mu.Lock()
 					for _, rk := range ranks {
 						r.downRanks[rankKey{j.nspace, rk}] = true
+					}
+					if !slices.Contains(j.rec.Lost, node) {
+						j.rec.Lost = append(j.rec.Lost, node) // the next beat tells the node, should it come back
 					}
 					r.mu.Unlock()
 					if r.cfg.NodeDown != nil {

@@ -35,6 +35,7 @@ func main() {
 		spawnCmd = flag.String("spawn-cmd", "", "with -spawn: the program (default: this one)")
 		spawnArg = flag.String("spawn-args", "-get pmix.parent,pmix.spawned", "with -spawn: its arguments, split at spaces")
 		spawnIn  = flag.String("spawn-info", "", "with -spawn: job directives key=value,… (string values)")
+		endOn    = flag.Int("end-on", 0, "with -watch: a rank that does not fail ends once it has seen an event of this code (waiting -sleep at most)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -71,6 +72,7 @@ func main() {
 		spawn(ctx, c, *spawnN, *spawnCmd, *spawnArg, *spawnIn)
 	}
 	heard := make(chan struct{}, 1)
+	ending := make(chan struct{}, 1)
 	if *watch {
 		var want []pmix.Status
 		for _, f := range strings.Split(*codes, ",") {
@@ -91,10 +93,15 @@ func main() {
 				exit = v.String()
 			}
 			fmt.Printf("%d: event %d affected=%s exit=%s\n", me.Rank, call.Code, affected, exit)
-			if *await != 0 && call.Code == pmix.Status(*await) {
-				select {
-				case heard <- struct{}{}:
-				default:
+			for _, w := range []struct {
+				code int
+				ch   chan struct{}
+			}{{*await, heard}, {*endOn, ending}} {
+				if w.code != 0 && call.Code == pmix.Status(w.code) {
+					select {
+					case w.ch <- struct{}{}:
+					default:
+					}
 				}
 			}
 			var results []pmix.Info
@@ -147,7 +154,14 @@ func main() {
 			os.Exit(0)
 		}
 	}
-	time.Sleep(*sleep)
+	if *endOn != 0 {
+		select {
+		case <-ending:
+		case <-time.After(*sleep):
+		}
+	} else {
+		time.Sleep(*sleep)
+	}
 	_ = c.Finalize(ctx)
 }
 
