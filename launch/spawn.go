@@ -34,6 +34,10 @@ import (
 // its processes' spawn requests: pmix.jobstate.<cluster>.<nspace>.spawn.
 const ChildOp = "spawn"
 
+// MaxSpawnRanks bounds the ranks of one spawn, all apps together: a job
+// map of that many fits a control request (MaxRequest).
+const MaxSpawnRanks = 1 << 20
+
 // DefaultChildTimeout bounds the wait for a spawn's answer, unless the
 // request names PMIX_TIMEOUT: placing, claiming and starting on every
 // agent, each of which has SpawnTimeout.
@@ -147,6 +151,7 @@ func ParseSpawn(parent pmix.Proc, jobInfo []pmix.Info, apps []SpawnApp) (ChildRe
 		return req, pmix.Errorf(pmix.ErrBadParam, "spawn of no app")
 	}
 	var job ChildApp
+	total := 0
 	if err := applyDirectives(&job, jobInfo, "the job info", &req); err != nil {
 		return req, err
 	}
@@ -157,6 +162,9 @@ func ParseSpawn(parent pmix.Proc, jobInfo []pmix.Info, apps []SpawnApp) (ChildRe
 		}
 		if a.MaxProcs <= 0 {
 			return req, pmix.Errorf(pmix.ErrBadParam, "%s (%s): maxprocs %d: at least 1", what, a.Cmd, a.MaxProcs)
+		}
+		if total += a.MaxProcs; total > MaxSpawnRanks {
+			return req, pmix.Errorf(pmix.ErrBadParam, "%s (%s): the spawn asks for more than %d ranks", what, a.Cmd, MaxSpawnRanks)
 		}
 		c := job
 		c.Hosts = append([]Node(nil), job.Hosts...)
@@ -420,6 +428,12 @@ func (r *Run) childFailed(parent pmix.Proc, err error) {
 func (r *Run) launchChild(req ChildRequest) (*Run, error) {
 	if len(req.Apps) == 0 {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "spawn of no app")
+	}
+	total := 0
+	for _, a := range req.Apps {
+		if total += a.N; a.N <= 0 || total > MaxSpawnRanks {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "spawn of %d ranks in an app, or more than %d in all", a.N, MaxSpawnRanks)
+		}
 	}
 	cfg := r.cfg
 	cfg.Jobs = nil

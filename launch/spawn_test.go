@@ -43,6 +43,7 @@ func TestParseSpawn(t *testing.T) {
 		{"no app", nil, nil},
 		{"no command", nil, []SpawnApp{{MaxProcs: 1}}},
 		{"no ranks", nil, []SpawnApp{{Cmd: "a"}}},
+		{"too many ranks", nil, []SpawnApp{{Cmd: "a", MaxProcs: MaxSpawnRanks}, {Cmd: "b", MaxProcs: 1}}},
 		{"bad env", nil, []SpawnApp{{Cmd: "a", MaxProcs: 1, Env: []string{"NOEQUALS"}}}},
 		{"host not a string", []pmix.Info{pmix.NewInfo(pmix.KeyHost, pmix.Int32(1))}, []SpawnApp{{Cmd: "a", MaxProcs: 1}}},
 		{"bad host", []pmix.Info{str(pmix.KeyHost, "n1:x")}, []SpawnApp{{Cmd: "a", MaxProcs: 1}}},
