@@ -137,3 +137,39 @@ func TestSpawnAgentGone(t *testing.T) {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
 }
+
+// TestSpawnFromAJobAcrossClusters: the parent job runs on A and B (one
+// job, MPMD); its rank on B spawns an MPMD job of two apps, which runs
+// on B (the caller's cluster), its ranks numbered across the apps, and
+// the launcher of the parent shows its output.
+func TestSpawnFromAJobAcrossClusters(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	args := []string{"-spawn", "1", "-spawn-rank", "1", "-spawn-apps", "2", "-spawn-args", "-get pmix.parent,pmix.appnum"}
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+		{N: 1, App: launch.App{Path: p, Args: args}},
+		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: args}},
+	}})
+	if res.ExitCode != 0 || len(res.Jobs) != 2 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	parent, child := res.Jobs[0], res.Jobs[1]
+	if child.Cluster != "B" || len(child.Ends) != 2 || child.Ends[0].App != 0 || child.Ends[1].App != 1 {
+		t.Fatalf("child %+v\n%s", child, out)
+	}
+	for r := range 2 {
+		for _, want := range []string{
+			fmt.Sprintf("%d: get %s = %s.1 ", r, pmix.KeyParentID, parent.Nspace),
+			fmt.Sprintf("%d: get %s = %d ", r, pmix.KeyAppNum, r),
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("no %q in the output:\n%s", want, out)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "1: spawned "+child.Nspace) {
+		t.Errorf("rank 1 did not print the child's nspace:\n%s", out)
+	}
+	checkNoOrphans(t, p)
+}

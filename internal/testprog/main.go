@@ -35,6 +35,8 @@ func main() {
 		spawnCmd = flag.String("spawn-cmd", "", "with -spawn: the program (default: this one)")
 		spawnArg = flag.String("spawn-args", "-get pmix.parent,pmix.spawned", "with -spawn: its arguments, split at spaces")
 		spawnIn  = flag.String("spawn-info", "", "with -spawn: job directives key=value,… (string values)")
+		spawnRk  = flag.Int("spawn-rank", 0, "with -spawn: the rank that spawns")
+		spawnMP  = flag.Int("spawn-apps", 1, "with -spawn: this many app contexts of -spawn ranks each (MPMD)")
 		endOn    = flag.Int("end-on", 0, "with -watch: a rank that does not fail ends once it has seen an event of this code (waiting -sleep at most)")
 	)
 	flag.Parse()
@@ -68,8 +70,8 @@ func main() {
 		v, err := c.Get(ctx, pmix.Proc{Nspace: me.Nspace, Rank: me.Rank}, k, nil)
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
 	}
-	if *spawnN > 0 && me.Rank == 0 {
-		spawn(ctx, c, *spawnN, *spawnCmd, *spawnArg, *spawnIn)
+	if *spawnN > 0 && int(me.Rank) == *spawnRk {
+		spawn(ctx, c, *spawnN, *spawnMP, *spawnCmd, *spawnArg, *spawnIn)
 	}
 	heard := make(chan struct{}, 1)
 	ending := make(chan struct{}, 1)
@@ -205,10 +207,10 @@ func rendezvous(ctx context.Context, c *client.Client, spec string) string {
 	return ns
 }
 
-// spawn is PMIx_Spawn of n ranks of cmd (this program when empty) with
-// args; it prints "<rank>: spawned <nspace>" or "<rank>: spawn failed:
-// <status> <error>".
-func spawn(ctx context.Context, c *client.Client, n int, cmd, args, directives string) {
+// spawn is PMIx_Spawn of apps app contexts of n ranks each of cmd (this
+// program when empty) with args; it prints "<rank>: spawned <nspace>" or
+// "<rank>: spawn failed: <status> <error>".
+func spawn(ctx context.Context, c *client.Client, n, apps int, cmd, args, directives string) {
 	me := c.Proc()
 	if cmd == "" {
 		cmd, _ = os.Executable()
@@ -219,7 +221,11 @@ func spawn(ctx context.Context, c *client.Client, n int, cmd, args, directives s
 			info = append(info, pmix.NewInfo(k, pmix.String(v)))
 		}
 	}
-	ns, err := c.Spawn(ctx, info, []client.App{{Cmd: cmd, Argv: append([]string{cmd}, strings.Fields(args)...), MaxProcs: n}})
+	var list []client.App
+	for range apps {
+		list = append(list, client.App{Cmd: cmd, Argv: append([]string{cmd}, strings.Fields(args)...), MaxProcs: n})
+	}
+	ns, err := c.Spawn(ctx, info, list)
 	if err != nil {
 		fmt.Printf("%d: spawn failed: %d %v\n", me.Rank, pmix.StatusOf(err), err)
 		return
