@@ -63,6 +63,7 @@ type Agent struct {
 	onConnect atomic.Pointer[[]func(ConnectReport)]
 
 	launcher  atomic.Pointer[launch.Daemon]             // the launch service (launch.go)
+	spawned   launch.SpawnedJobs                        // job info of jobs its clients spawned (spawn.go)
 	output    *iof.Service                              // the output service (output.go); set by Start
 	live      atomic.Pointer[liveness.Service]          // the agent's liveness key (liveness.go)
 	downFuncs atomic.Pointer[[]func(liveness.NodeDown)] // OnNodeDown's, copy-on-write

@@ -353,6 +353,11 @@ func (cc *clientConn) get(ctx context.Context, e *clientEntry, f *proto.Frame) (
 				return v, nil
 			}
 		}
+		if info, ok := cc.a.spawned.Info(proc.Nspace); ok { // a job a client here spawned (spawn.go)
+			if v, found := pmix.LookupValue(info, key); found {
+				return v, nil
+			}
+		}
 		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no job-level %s for %s", pmix.Quote(key), proc.Nspace)
 	}
 	return cc.a.coll.svc.Get(ctx, e.proc, proc, key, getDirectives(key, f.Info))

@@ -19,7 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-//go:embed peer/pmixops.c peer/mpiinit.c peer/nodelay.c
+//go:embed peer/pmixops.c peer/mpiinit.c peer/mpispawn.c peer/nodelay.c
 var peerSources embed.FS
 
 // PeerConfig sizes the side-by-side benchmark against OpenPMIx under
@@ -140,8 +140,8 @@ func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
 // peerPrograms are the compiled programs and the peer's launcher ("" when
 // the peer side is skipped, and why).
 type peerPrograms struct {
-	pmixops, mpiinit, nodelay string
-	mpirun, why               string
+	pmixops, mpiinit, mpispawn, nodelay string
+	mpirun, why                         string
 }
 
 func buildPeer(ctx context.Context, cfg PeerConfig, dir string) (peerPrograms, error) {
@@ -149,7 +149,7 @@ func buildPeer(ctx context.Context, cfg PeerConfig, dir string) (peerPrograms, e
 	if _, err := exec.LookPath("gcc"); err != nil {
 		return p, pmix.Errorf(pmix.ErrNotSupported, "bench peer: gcc is needed to build its programs: %v", err)
 	}
-	for _, name := range []string{"pmixops.c", "mpiinit.c", "nodelay.c"} {
+	for _, name := range []string{"pmixops.c", "mpiinit.c", "mpispawn.c", "nodelay.c"} {
 		src, err := peerSources.ReadFile("peer/" + name)
 		if err != nil {
 			return p, err
@@ -188,6 +188,10 @@ func buildPeer(ctx context.Context, cfg PeerConfig, dir string) (peerPrograms, e
 	if _, err := exec.LookPath("mpicc"); err == nil {
 		p.mpiinit = filepath.Join(dir, "mpiinit")
 		if err := run("mpicc", "-O2", "-o", p.mpiinit, "mpiinit.c"); err != nil {
+			return p, err
+		}
+		p.mpispawn = filepath.Join(dir, "mpispawn")
+		if err := run("mpicc", "-O2", "-o", p.mpispawn, "mpispawn.c"); err != nil {
 			return p, err
 		}
 	}
@@ -243,6 +247,13 @@ func (m *peerMeasure) all(ctx context.Context) error {
 		}
 		m.line(fmt.Sprintf("MPI_Init, %d ranks, the slowest", m.cfg.Launch), fmt.Sprintf("peer_mpi_init_%d_vs_mpirun", m.cfg.Launch), peers[0], ourss[0], 0.8)
 		m.line(fmt.Sprintf("MPI program of %d ranks, launch to exit", m.cfg.Launch), fmt.Sprintf("peer_mpi_launch_%d_vs_mpirun", m.cfg.Launch), peers[1], ourss[1], 0.8)
+		// The children connect back over publish/lookup and connect:
+		// MPI_Comm_spawn returns once they have.
+		peer, ours, err = m.compare(ctx, 1, m.p.mpispawn, []string{"4"}, nil, value("mpi_spawn"))
+		if err != nil {
+			return err
+		}
+		m.line("MPI_Comm_spawn of 4 children, to the intercomm", "peer_mpi_spawn_4_vs_mpirun", peer, ours, 1.0)
 	} else {
 		m.r.addf("MPI_Init: skipped, mpicc is not installed")
 	}
@@ -408,7 +419,7 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 	}
 	start := time.Now()
 	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
-		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts}}})
+		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts, Oversubscribe: true}}}) // as mpirun --oversubscribe: a spawn's children too
 	if err != nil {
 		return peerRun{}, err
 	}

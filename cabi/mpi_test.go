@@ -3,7 +3,6 @@ package cabi
 import (
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,19 +105,4 @@ func TestLaunchedMPIMPMD(t *testing.T) {
 
 // buildMPIHello compiles testdata/mpihello.c with mpicc, or skips t where
 // there is none.
-func buildMPIHello(t *testing.T) string {
-	t.Helper()
-	mpicc, err := exec.LookPath("mpicc")
-	if err != nil {
-		t.Skip("mpicc not on PATH: no MPI to run (Debian: apt-get install libopenmpi-dev)")
-	}
-	if sanitize {
-		// Open MPI's own leaks at exit are not this library's
-		t.Skip("PMIXBUS_CABI_SANITIZE: Open MPI is not built with the sanitizers")
-	}
-	bin := filepath.Join(t.TempDir(), "mpihello")
-	if b, err := exec.Command(mpicc, "testdata/mpihello.c", "-o", bin).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc: %v\n%s", err, b)
-	}
-	return bin
-}
+func buildMPIHello(t *testing.T) string { return buildMPI(t, "mpihello") }

@@ -80,6 +80,37 @@ func Place(n int, nodes []Node, policy string, oversubscribe bool) ([]Placement,
 	return out, nil
 }
 
+// ParseMapBy parses mpirun's --map-by (PMIx's PMIX_MAPBY): a policy and
+// optional ":modifier,…". Open MPI's hardware policies map as slot does
+// (fill a node, then the next): pmixbus binds no rank, so they only
+// differ there. over is set when a modifier asks for oversubscription or
+// forbids it.
+//
+// Errors: pmix.ErrBadParam for a policy or modifier pmixbus does not map by.
+func ParseMapBy(s string) (policy string, over *bool, err error) {
+	name, mods, _ := strings.Cut(s, ":")
+	switch strings.ToLower(name) {
+	case "slot", "core", "socket", "numa", "hwthread", "board", "package", "l1cache", "l2cache", "l3cache":
+		policy = MapBySlot
+	case "node":
+		policy = MapByNode
+	default:
+		return "", nil, pmix.Errorf(pmix.ErrBadParam, "map-by %s: unknown policy; want slot or node (or Open MPI's core, socket, numa…, which map as slot)", name)
+	}
+	for _, m := range strings.Split(mods, ",") {
+		switch strings.ToUpper(strings.TrimSpace(m)) {
+		case "":
+		case "OVERSUBSCRIBE":
+			over = new(true)
+		case "NOOVERSUBSCRIBE":
+			over = new(false)
+		default:
+			return "", nil, pmix.Errorf(pmix.ErrBadParam, "map-by %s: modifier %s is not supported; want OVERSUBSCRIBE or NOOVERSUBSCRIBE", s, m)
+		}
+	}
+	return policy, over, nil
+}
+
 // ParseHosts parses --host (mpirun's -H): "node[:slots],…", slots 1 when
 // not given; a node named again adds its slots ("a,a,b" is a:2,b:1, as
 // mpirun counts it).

@@ -182,6 +182,14 @@ type Run struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	result   Result
+
+	// PMIx_Spawn (spawn.go): the job's session, the jobs its processes
+	// spawned, the requests being served, and whether it takes more.
+	session        string
+	jobInfo        []byte // what the agents got (msgpack), for a spawn's caller
+	children       []*Run
+	spawning       sync.WaitGroup
+	childrenClosed bool
 }
 
 // runJob is the job's part in one cluster: its agents there, its key in
@@ -285,6 +293,7 @@ func (c *Config) setDefaults() error {
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
+	c.Stdout, c.Stderr = lockWriters(c.Stdout, c.Stderr)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -387,6 +396,7 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		r.left += spec.N
 	}
+	r.session = session
 	given := r.nspace != ""
 	if !given {
 		r.nspace = newNspace()
@@ -484,6 +494,9 @@ func (r *Run) subscribe() error {
 	if err := r.subscribeOutput(); err != nil {
 		return err
 	}
+	if err := r.subscribeChildren(); err != nil {
+		return err
+	}
 	if err := r.cfg.Conn.Flush(); err != nil {
 		return pmix.Errorf(pmix.ErrUnreach, "subscribing: %v", err)
 	}
@@ -519,6 +532,7 @@ func (r *Run) spawn(ctx context.Context) error {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", r.nspace, err)
 	}
 	req.Info = b
+	r.jobInfo = b
 	for _, j := range r.jobs {
 		for _, node := range j.nodes {
 			g.Go(func() error {
@@ -698,6 +712,9 @@ func (r *Run) handle(m *nats.Msg) {
 // Source is the node and pid of a rank of the run (--output
 // tag-detailed); false for a process the run did not start.
 func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bool) {
+	if c := r.childOf(nspace); c != nil {
+		return c.Source(nspace, rank)
+	}
 	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
 		return "", 0, false
 	}
@@ -710,6 +727,9 @@ func (r *Run) Source(nspace string, rank pmix.Rank) (node string, pid int, ok bo
 // App is the app context a rank of the run runs (its PMIX_APPNUM), -1
 // for a process the run did not start.
 func (r *Run) App(nspace string, rank pmix.Rank) int {
+	if c := r.childOf(nspace); c != nil {
+		return c.App(nspace, rank)
+	}
 	if nspace != r.nspace || int64(rank) >= int64(len(r.places)) {
 		return -1
 	}
@@ -719,6 +739,9 @@ func (r *Run) App(nspace string, rank pmix.Rank) int {
 // JobSize is the number of ranks of the run's job, of every app context,
 // 0 for another nspace.
 func (r *Run) JobSize(nspace string) int {
+	if c := r.childOf(nspace); c != nil {
+		return c.JobSize(nspace)
+	}
 	if nspace != r.nspace {
 		return 0
 	}
@@ -1051,7 +1074,13 @@ func (r *Run) finish() {
 	r.result = res
 	r.mu.Unlock()
 	close(r.stop)
-	close(r.done)
+	// Done waits for the jobs the run's processes spawned too.
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.awaitChildren()
+		close(r.done)
+	}()
 }
 
 // Nspace is the run's job's nspace.
@@ -1067,10 +1096,13 @@ func (r *Run) Nspaces() []string {
 	return out
 }
 
-// Done is closed once every rank has ended.
+// Done is closed once every rank has ended, and every rank of the jobs
+// its processes spawned.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
-// Wait waits until every rank has ended and returns how the run ended.
+// Wait waits until every rank has ended, and then the jobs its processes
+// spawned, and returns how the run ended: the run's job first in Jobs,
+// then each spawned job.
 //
 // Errors: ctx.Err() when ctx ends first (the run goes on).
 func (r *Run) Wait(ctx context.Context) (Result, error) {
@@ -1078,8 +1110,9 @@ func (r *Run) Wait(ctx context.Context) (Result, error) {
 	case <-r.done:
 		r.wg.Wait()
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.result, nil
+		res := r.result
+		r.mu.Unlock()
+		return r.withChildren(ctx, res)
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
@@ -1092,6 +1125,10 @@ func (r *Run) Terminate(force bool) {
 	r.mu.Lock()
 	r.canceled = true
 	r.aborting = true
+	children := append([]*Run(nil), r.children...)
 	r.mu.Unlock()
 	r.killAll(force, "the launcher was asked to end the run")
+	for _, c := range children {
+		c.Terminate(force)
+	}
 }

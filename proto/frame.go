@@ -97,6 +97,10 @@ const (
 	// frame, run in order, and several completions in one frame.
 	TypeInvokeBatch     Type = 24 // a→c: Invokes
 	TypeInvokeDoneBatch Type = 25 // c→a: Dones
+
+	// Spawn (PMIx_Spawn; docs/protocol.md): the agent replies once every
+	// rank of the new job has started, with its nspace, or why not.
+	TypeSpawn Type = 30 // c→a: Info (job-level directives), Apps; reply: Nspace
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -113,6 +117,8 @@ var typeNames = map[Type]string{
 	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
 	TypeInvokeDoneBatch: "invoke-done-batch",
+
+	TypeSpawn: "spawn",
 }
 
 func (t Type) String() string {
@@ -163,6 +169,8 @@ type Frame struct {
 
 	Invokes []Invoke // in invoke-batch: the invocations, in the order to run them
 	Dones   []Done   // in invoke-done-batch: the completions
+
+	Apps []App // in spawn: the app contexts
 }
 
 // Put is one value PMIx_Put stored, as a commit carries it. On the wire:
@@ -193,6 +201,7 @@ const (
 	kProcs, kPuts                              = "pc", "pt"
 	kPayload, kChannels                        = "b", "ch"
 	kInvokes, kDones                           = "iv", "dn"
+	kApps                                      = "ap"
 )
 
 // Err returns the frame's status, error code and message as an error: nil
@@ -243,6 +252,7 @@ const (
 	bChannels
 	bInvokes
 	bDones
+	bApps
 	bEnd
 )
 
@@ -279,6 +289,7 @@ func (f *Frame) present() uint32 {
 	set(f.Channels != 0, bChannels)
 	set(len(f.Invokes) > 0, bInvokes)
 	set(len(f.Dones) > 0, bDones)
+	set(len(f.Apps) > 0, bApps)
 	return m
 }
 
@@ -428,6 +439,10 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 		if err = key(kDones); err == nil {
 			err = encodeEntries(enc, f.Dones, (*Done).encode)
 		}
+	case bApps:
+		if err = key(kApps); err == nil {
+			err = encodeApps(enc, f.Apps)
+		}
 	}
 	return err
 }
@@ -572,6 +587,8 @@ func keyBit(kb []byte) uint32 {
 		return bInvokes
 	case kDones:
 		return bDones
+	case kApps:
+		return bApps
 	}
 	return 0
 }
@@ -682,6 +699,8 @@ func (f *Frame) decodeField(d *decoder, kb []byte) error {
 		f.Invokes, err = decodeInvokes(d)
 	case kDones:
 		f.Dones, err = decodeDones(dec)
+	case kApps:
+		f.Apps, err = decodeApps(dec)
 	default:
 		return skipScalar(dec, string(kb))
 	}

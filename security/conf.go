@@ -31,6 +31,9 @@ func (k *Keys) NATSConf() (string, error) {
 		fmt.Fprintf(&b, "    # %s\n    {\n      nkey: %s\n      permissions: {\n", Roles()[i], strconv.Quote(u.Nkey))
 		writeSubjectPermission(&b, "publish", u.Permissions.Publish)
 		writeSubjectPermission(&b, "subscribe", u.Permissions.Subscribe)
+		if r := u.Permissions.Response; r != nil {
+			fmt.Fprintf(&b, "        allow_responses: { max: %d, expires: %s }\n", r.MaxMsgs, strconv.Quote(r.Expires.String()))
+		}
 		fmt.Fprintf(&b, "      }\n      allowed_connection_types: %s\n    }\n", quoteList(slices.Sorted(maps.Keys(u.AllowedConnectionTypes))))
 	}
 	b.WriteString("  ]\n}\n")

@@ -2,6 +2,7 @@ package security
 
 import (
 	"slices"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -131,6 +132,10 @@ func Permissions(r Role) *server.Permissions {
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				jobState, jobOutput, LauncherInboxPrefix + ".>", WatchInboxPrefix + ".>",
 			}},
+			// The answer to a spawn request of a job's process
+			// (pmix.jobstate.<cluster>.<nspace>.spawn), on the
+			// requesting agent's inbox: one reply per request.
+			Response: &server.ResponsePermission{MaxMsgs: 1, Expires: 5 * time.Minute},
 		}
 	case RoleWatch:
 		// Read-only: events and outcomes, and for `pmixbus status` the

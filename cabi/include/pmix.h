@@ -75,12 +75,16 @@ PMIX_EXPORT pmix_status_t PMIx_Disconnect(const pmix_proc_t procs[], size_t npro
 PMIX_EXPORT pmix_status_t PMIx_Disconnect_nb(const pmix_proc_t ranges[], size_t nprocs,
                                              const pmix_info_t info[], size_t ninfo,
                                              pmix_op_cbfunc_t cbfunc, void *cbdata);
-/* ---- PMIX_ERR_NOT_SUPPORTED for now ---- */
+/* ---- spawn (spawn.c) ---- */
+/* pmixbus's: the cluster the spawned job (job info) or app (its info) runs on
+ * (a string); the caller's when absent. */
+#define PMIXBUS_SPAWN_CLUSTER "pmixbus.spawn.cluster"
 PMIX_EXPORT pmix_status_t PMIx_Spawn(const pmix_info_t job_info[], size_t ninfo,
                                      const pmix_app_t apps[], size_t napps, pmix_nspace_t nspace);
 PMIX_EXPORT pmix_status_t PMIx_Spawn_nb(const pmix_info_t job_info[], size_t ninfo,
                                         const pmix_app_t apps[], size_t napps,
                                         pmix_spawn_cbfunc_t cbfunc, void *cbdata);
+/* ---- PMIX_ERR_NOT_SUPPORTED for now ---- */
 PMIX_EXPORT pmix_status_t PMIx_Resolve_peers(const char *nodename, const pmix_nspace_t nspace,
                                              pmix_proc_t **procs, size_t *nprocs);
 PMIX_EXPORT pmix_status_t PMIx_Resolve_nodes(const pmix_nspace_t nspace, char **nodelist);

@@ -27,6 +27,8 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
   - the first fence with PMIX_COLLECT_DATA at the smallest size (1.0x);
   - MPI_Init of 2 and of --launch ranks, and the launch of --launch ranks to
     their exit, of an Open MPI program built with mpicc (0.8x each);
+  - MPI_Comm_spawn of 4 children from one rank, to the intercommunicator
+    (1.0x; pmixbus's side goes through PMIx_Spawn and the launcher);
   - one output line, rank to the launcher's stdout (1.0x);
   - a rank's footprint after Init and a fence: peak RSS (1.0x OpenPMIx's),
     threads (at most 2), context switches of its library's threads while

@@ -72,9 +72,9 @@ func (f *runFlags) spec() (launch.JobSpec, error) {
 	if *f.n < 1 {
 		return launch.JobSpec{}, fmt.Errorf("-n %d: want at least 1", *f.n)
 	}
-	policy, over, err := parseMapBy(*f.mapBy)
+	policy, over, err := launch.ParseMapBy(*f.mapBy)
 	if err != nil {
-		return launch.JobSpec{}, err
+		return launch.JobSpec{}, fmt.Errorf("--%s", pmix.MessageOf(err))
 	}
 	s := launch.JobSpec{N: *f.n, MapBy: policy, Oversubscribe: *f.oversubscribe, Nspace: *f.nspace,
 		App: launch.App{Path: args[0], Args: args[1:], Env: map[string]string{}}}
@@ -153,34 +153,6 @@ func (f *runFlags) placeHosts() ([]launch.Node, error) {
 		}
 	}
 	return hosts, nil
-}
-
-// parseMapBy parses mpirun's --map-by: a policy and optional
-// ":modifier,…". Open MPI's hardware policies map as slot does (fill a
-// node, then the next): pmixbus binds no rank, so they only differ there.
-// over is set when a modifier asks for oversubscription or forbids it.
-func parseMapBy(s string) (policy string, over *bool, err error) {
-	name, mods, _ := strings.Cut(s, ":")
-	switch strings.ToLower(name) {
-	case "slot", "core", "socket", "numa", "hwthread", "board", "package", "l1cache", "l2cache", "l3cache":
-		policy = launch.MapBySlot
-	case "node":
-		policy = launch.MapByNode
-	default:
-		return "", nil, fmt.Errorf("--map-by %s: unknown policy; want slot or node (or Open MPI's core, socket, numa…, which map as slot)", name)
-	}
-	for _, m := range strings.Split(mods, ",") {
-		switch strings.ToUpper(strings.TrimSpace(m)) {
-		case "":
-		case "OVERSUBSCRIBE":
-			over = new(true)
-		case "NOOVERSUBSCRIBE":
-			over = new(false)
-		default:
-			return "", nil, fmt.Errorf("--map-by %s: modifier %s is not supported; want OVERSUBSCRIBE or NOOVERSUBSCRIBE", s, m)
-		}
-	}
-	return policy, over, nil
 }
 
 // splitContexts splits the command line at ':' arguments.

@@ -31,6 +31,12 @@ func main() {
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
+		spawnN   = flag.Int("spawn", 0, "rank 0 spawns a job of this many ranks (PMIx_Spawn) and prints its nspace or the error")
+		spawnCmd = flag.String("spawn-cmd", "", "with -spawn: the program (default: this one)")
+		spawnArg = flag.String("spawn-args", "-get pmix.parent,pmix.spawned", "with -spawn: its arguments, split at spaces")
+		spawnIn  = flag.String("spawn-info", "", "with -spawn: job directives key=value,… (string values)")
+		spawnRk  = flag.Int("spawn-rank", 0, "with -spawn: the rank that spawns")
+		spawnMP  = flag.Int("spawn-apps", 1, "with -spawn: this many app contexts of -spawn ranks each (MPMD)")
 		endOn    = flag.Int("end-on", 0, "with -watch: a rank that does not fail ends once it has seen an event of this code (waiting -sleep at most)")
 	)
 	flag.Parse()
@@ -63,6 +69,9 @@ func main() {
 		}
 		v, err := c.Get(ctx, pmix.Proc{Nspace: me.Nspace, Rank: me.Rank}, k, nil)
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
+	}
+	if *spawnN > 0 && int(me.Rank) == *spawnRk {
+		spawn(ctx, c, *spawnN, *spawnMP, *spawnCmd, *spawnArg, *spawnIn)
 	}
 	heard := make(chan struct{}, 1)
 	ending := make(chan struct{}, 1)
@@ -196,4 +205,30 @@ func rendezvous(ctx context.Context, c *client.Client, spec string) string {
 	size, err := c.Get(ctx, pmix.Proc{Nspace: remote, Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil)
 	fmt.Printf("%d: get %s of %s = %v err=%v\n", me.Rank, pmix.KeyJobSize, remote, size, err)
 	return ns
+}
+
+// spawn is PMIx_Spawn of apps app contexts of n ranks each of cmd (this
+// program when empty) with args; it prints "<rank>: spawned <nspace>" or
+// "<rank>: spawn failed: <status> <error>".
+func spawn(ctx context.Context, c *client.Client, n, apps int, cmd, args, directives string) {
+	me := c.Proc()
+	if cmd == "" {
+		cmd, _ = os.Executable()
+	}
+	var info []pmix.Info
+	for _, kv := range strings.Split(directives, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			info = append(info, pmix.NewInfo(k, pmix.String(v)))
+		}
+	}
+	var list []client.App
+	for range apps {
+		list = append(list, client.App{Cmd: cmd, Argv: append([]string{cmd}, strings.Fields(args)...), MaxProcs: n})
+	}
+	ns, err := c.Spawn(ctx, info, list)
+	if err != nil {
+		fmt.Printf("%d: spawn failed: %d %v\n", me.Rank, pmix.StatusOf(err), err)
+		return
+	}
+	fmt.Printf("%d: spawned %s\n", me.Rank, ns)
 }
