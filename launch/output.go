@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -61,6 +62,10 @@ type chanKey struct {
 type chanState struct {
 	next uint64
 	held map[uint64]iof.Record
+	// subSeen is the highest sequence the subscription brought. It brings
+	// a channel's records in the order its agent sent them, the live ones
+	// (over the job's limit, which the stream never holds) among them.
+	subSeen uint64
 }
 
 // incoming is a record from the subscription, or from repair number gen
@@ -176,25 +181,31 @@ func (r *Run) record(in incoming) {
 		st = &chanState{next: 1}
 		r.out.chans[k] = st
 	}
-	switch {
-	case p.Seq < st.next:
+	if in.repair == nil {
+		st.subSeen = max(st.subSeen, p.Seq)
+	}
+	if p.Seq < st.next {
 		return // seen
-	case p.Seq > st.next && !p.Live && in.repair == nil:
-		// The subscription missed some: hold this, the stream has them.
-		if _, dup := st.held[p.Seq]; !dup && r.out.heldBytes+len(p.Data) <= maxHeld {
-			if st.held == nil {
-				st.held = map[uint64]iof.Record{}
-			}
-			st.held[p.Seq] = p.Record
-			r.out.heldBytes += len(p.Data)
+	}
+	if p.Seq > st.next {
+		_, heldFromStream := st.held[p.Seq]
+		switch {
+		case !p.Live && in.repair == nil && !heldFromStream:
+			// The subscription missed some: hold this, the stream has them.
+			r.hold(st, p.Record)
+			r.repair(j)
+			return
+		case in.repair != nil && st.subSeen < p.Seq && r.hold(st, p.Record):
+			// From the stream, ahead of the subscription: the records
+			// between may be live ones still on their way there (sent
+			// before this one), which no stream read brings. Held until
+			// the subscription brings them, or this record itself.
+			return
 		}
-		r.repair(j)
-		return
-	case p.Seq > st.next:
-		// Nothing in between will come: the stream holds none of it
-		// (dropped at the job's limit), or did not keep it (a record
-		// sent live, over the limit). Show what the subscription brought
-		// of it, then this.
+		// Nothing in between will come: the subscription has passed it
+		// (or brought this live record) and the stream holds none of it
+		// (dropped at the job's limit, or sent live). Show what came of
+		// it, then this.
 		for _, s := range slices.Sorted(maps.Keys(st.held)) {
 			if s < p.Seq {
 				r.show(r.unhold(st, s))
@@ -212,6 +223,40 @@ func (r *Run) record(in incoming) {
 		}
 		r.unhold(st, st.next)
 		r.show(rec)
+	}
+}
+
+// hold keeps rec until the records before it come, within maxHeld, and
+// reports whether it is held.
+func (r *Run) hold(st *chanState, rec iof.Record) bool {
+	if _, dup := st.held[rec.Seq]; dup {
+		return true
+	}
+	if r.out.heldBytes+len(rec.Data) > maxHeld {
+		return false
+	}
+	if st.held == nil {
+		st.held = map[uint64]iof.Record{}
+	}
+	st.held[rec.Seq] = rec
+	r.out.heldBytes += len(rec.Data)
+	return true
+}
+
+// flushHeld shows, in order, what is still held of rank's channels (of
+// every rank when all): their missing records will not come now.
+func (r *Run) flushHeld(rank rankKey, all bool) {
+	for _, k := range slices.SortedFunc(maps.Keys(r.out.chans), func(a, b chanKey) int {
+		return cmp.Or(cmp.Compare(a.nspace, b.nspace), cmp.Compare(a.rank, b.rank), cmp.Compare(a.channel, b.channel))
+	}) {
+		st := r.out.chans[k]
+		if len(st.held) == 0 || (!all && (k.nspace != rank.nspace || k.rank != rank.rank)) {
+			continue
+		}
+		for _, s := range slices.Sorted(maps.Keys(st.held)) {
+			r.show(r.unhold(st, s))
+			st.next = s + 1
+		}
 	}
 }
 
@@ -296,12 +341,15 @@ func (r *Run) checkOutput(now time.Time) {
 	r.mu.Unlock()
 	for _, end := range late {
 		r.log.Warn("a rank's output did not end in the stream; it may be incomplete", "nspace", end.Nspace, "rank", end.Rank, "node", end.Node)
+		r.flushHeld(rankKey{end.Nspace, end.Rank}, false)
 		r.ended(end)
 	}
 }
 
-// stopOutput stops the repairs and writes the help counts left.
+// stopOutput shows what is still held, stops the repairs and writes the
+// help counts left.
 func (r *Run) stopOutput() {
+	r.flushHeld(rankKey{}, true)
 	for _, rs := range r.repairs {
 		if rs.f != nil {
 			rs.f.Stop()
