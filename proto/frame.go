@@ -97,6 +97,16 @@ const (
 	// frame, run in order, and several completions in one frame.
 	TypeInvokeBatch     Type = 24 // a→c: Invokes
 	TypeInvokeDoneBatch Type = 25 // c→a: Dones
+
+	// PMIx groups (PMIx_Group_*; docs/protocol.md). Nspace carries the
+	// group's name; replies carry Status and Message, and construct's,
+	// invite's and join's Results: PMIX_GROUP_CONTEXT_ID when one was
+	// assigned, and PMIX_GROUP_MEMBERSHIP.
+	TypeGroupConstruct Type = 40 // c→a: Nspace, Procs (the members), Info (directives, PMIX_GROUP_INFO)
+	TypeGroupDestruct  Type = 41 // c→a: Nspace, Info (directives)
+	TypeGroupInvite    Type = 42 // c→a: Nspace, Procs (the invitees), Info (directives)
+	TypeGroupJoin      Type = 43 // c→a: Nspace, Source (the leader), Status (1: accept, 0: decline), Info (directives)
+	TypeGroupLeave     Type = 44 // c→a: Nspace, Info (directives)
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -113,6 +123,7 @@ var typeNames = map[Type]string{
 	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
 	TypeInvokeDoneBatch: "invoke-done-batch",
+	TypeGroupConstruct:  "group-construct", TypeGroupDestruct: "group-destruct", TypeGroupInvite: "group-invite", TypeGroupJoin: "group-join", TypeGroupLeave: "group-leave",
 }
 
 func (t Type) String() string {

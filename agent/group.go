@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
+)
+
+// group serves the PMIx group frames (package collective does the work):
+// each runs on a goroutine of its own, in the context of its connection,
+// as a fence does.
+func (cc *clientConn) group(f *proto.Frame) {
+	c := cc.a.coll
+	ctx, e, err := c.connContext(cc.a, cc)
+	if err != nil {
+		cc.reply(f, err, nil)
+		return
+	}
+	run := func() {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		res, err := cc.groupOp(ctx, e, f)
+		r.SetErr(err)
+		if err == nil {
+			r.Results = groupResults(res)
+		}
+		_ = cc.write(r)
+	}
+	if !cc.a.goFunc(run) {
+		cc.reply(f, ErrClosed, nil)
+	}
+}
+
+func (cc *clientConn) groupOp(ctx context.Context, e *clientEntry, f *proto.Frame) (collective.Result, error) {
+	svc := cc.a.coll.svc
+	timeout, err := collective.TimeoutOf(f.Info)
+	if err != nil {
+		return collective.Result{}, err
+	}
+	if f.Nspace == "" {
+		return collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "%s without a group name", f.Type)
+	}
+	req := collective.GroupRequest{Name: f.Nspace, Procs: f.Procs, Self: e.proc, Timeout: timeout, Flags: collective.GroupFlagsOf(f.Info)}
+	switch f.Type {
+	case proto.TypeGroupConstruct:
+		if len(f.Procs) == 0 {
+			return collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "group construct of no procs")
+		}
+		if v, ok := pmix.LookupValue(f.Info, pmix.KeyGroupInfo); ok {
+			req.Info, _ = v.Infos()
+		}
+		return svc.Construct(ctx, req)
+	case proto.TypeGroupInvite:
+		if len(f.Procs) == 0 {
+			return collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "group invite of no procs")
+		}
+		return svc.Invite(ctx, req)
+	case proto.TypeGroupJoin:
+		return svc.JoinGroup(ctx, e.proc, f.Source, f.Nspace, f.Status == pmix.GroupAccept, timeout)
+	case proto.TypeGroupDestruct:
+		return collective.Result{}, svc.Destruct(ctx, e.proc, f.Nspace, timeout)
+	default: // TypeGroupLeave
+		return collective.Result{}, svc.Leave(e.proc, f.Nspace)
+	}
+}
+
+// groupResults are a construct's results as OpenPMIx gives them: the
+// context id first when one was assigned, then the membership.
+func groupResults(res collective.Result) []pmix.Info {
+	if len(res.Members) == 0 {
+		return nil
+	}
+	var out []pmix.Info
+	if res.ContextID != 0 {
+		out = append(out, pmix.NewInfo(pmix.KeyGroupContextID, pmix.Uint64(res.ContextID)))
+	}
+	return append(out, pmix.NewInfo(pmix.KeyGroupMembership, pmix.Procs(res.Members)))
+}
