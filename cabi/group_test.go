@@ -1,0 +1,42 @@
+package cabi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+)
+
+// TestGroups runs testdata/groups.c (what OpenPMIx 4.2's group.c,
+// group_dmodex.c and group_lcl_cid.c do) on 4 ranks on two nodes: the
+// constructs assign a context id, every member reads the others' keys
+// put after the construct and their PMIX_GROUP_INFO, and each destruct
+// succeeds.
+func TestGroups(t *testing.T) {
+	forEachHeader(t, "groups.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "jg", Nodes: []string{"n1", "n2", "n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		var procs []*started
+		for _, r := range []string{"0", "1", "2", "3"} {
+			procs = append(procs, start(t, ctx, bin, w.Env("A:jg."+r), "ready"))
+		}
+		for i, p := range procs {
+			out := p.wait(t)
+			got := lines(out)
+			want := map[string]string{"fence": "0", "construct-all": "0", "put": "0", "destruct-all": "0", "gets": "ok", "finalize": "0"}
+			if i != 1 {
+				want["construct"], want["cid"], want["destruct"] = "0", "set", "0"
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("rank %d: %s = %q, want %q\n%s", i, k, got[k], v, out)
+				}
+			}
+			if strings.Contains(out, "FAIL") {
+				t.Errorf("rank %d:\n%s", i, out)
+			}
+		}
+	})
+}
