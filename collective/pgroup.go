@@ -143,7 +143,10 @@ func (s *Service) Destruct(ctx context.Context, self pmix.Proc, name string, tim
 	if !member {
 		return pmix.Errorf(pmix.ErrNotFound, "%v is no member of a group %s", self, pmix.Quote(name))
 	}
-	_, err = s.Join(ctx, Request{Kind: KindGroupDestruct, ID: key, Procs: []pmix.Proc{{Nspace: key, Rank: pmix.RankWildcard}}, Self: self, Timeout: timeout})
+	// The id is the name as the members gave it: the agents of every
+	// cluster name the operation alike (each qualifies the name with its
+	// own cluster to expand it into the members).
+	_, err = s.Join(ctx, Request{Kind: KindGroupDestruct, ID: name, Procs: []pmix.Proc{{Nspace: key, Rank: pmix.RankWildcard}}, Self: self, Timeout: timeout})
 	return err
 }
 
@@ -155,7 +158,7 @@ func (s *Service) leftOfLocked(l *local) []pmix.Proc {
 		return l.gone
 	}
 	gone := slices.Clone(l.gone)
-	if gr := s.groups[l.id]; gr != nil {
+	if _, gr := s.pgroupLocked(l.id); gr != nil {
 		for p := range gr.left {
 			if !slices.Contains(gone, p) {
 				gone = append(gone, p)
@@ -177,12 +180,12 @@ func (s *Service) Leave(self pmix.Proc, name string) error {
 		return err
 	}
 	s.mu.Lock()
-	key, gr := s.pgroupLocked(name)
+	_, gr := s.pgroupLocked(name)
 	if gr == nil || !slices.Contains(gr.members, me) || gr.left[me] {
 		s.mu.Unlock()
 		return pmix.Errorf(pmix.ErrNotFound, "%v is no member of a group %s", self, pmix.Quote(name))
 	}
-	s.leftLocked(key, gr, me)
+	s.leftLocked(gr, me)
 	others := slices.DeleteFunc(gr.alive(), func(m pmix.Proc) bool { return m == me || gr.left[m] })
 	gname := gr.name
 	s.mu.Unlock()
@@ -204,7 +207,7 @@ func (s *Service) Leave(self pmix.Proc, name string) error {
 	return nil
 }
 
-func (s *Service) leftLocked(key string, gr *group, p pmix.Proc) {
+func (s *Service) leftLocked(gr *group, p pmix.Proc) {
 	if gr.left == nil {
 		gr.left = map[pmix.Proc]bool{}
 	}
@@ -212,13 +215,13 @@ func (s *Service) leftLocked(key string, gr *group, p pmix.Proc) {
 	// A destruct in progress here, or coordinated here, excuses it.
 	for _, ls := range s.open {
 		for _, l := range slices.Clone(ls) {
-			if l.kind == KindGroupDestruct && l.id == key {
+			if l.kind == KindGroupDestruct && l.id == gr.name {
 				s.localGoneLocked(l, p, "left the group")
 			}
 		}
 	}
 	for _, co := range s.coord {
-		if co.kind == KindGroupDestruct && co.id == key {
+		if co.kind == KindGroupDestruct && co.id == gr.name {
 			s.coordGoneLocked(co, p, "left the group")
 		}
 	}
@@ -228,8 +231,8 @@ func (s *Service) leftLocked(key string, gr *group, p pmix.Proc) {
 func (s *Service) memberLeft(name string, p pmix.Proc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if key, gr := s.pgroupLocked(name); gr != nil && slices.Contains(gr.members, p) {
-		s.leftLocked(key, gr, p)
+	if _, gr := s.pgroupLocked(name); gr != nil && slices.Contains(gr.members, p) {
+		s.leftLocked(gr, p)
 	}
 }
 
@@ -295,7 +298,7 @@ func (s *Service) assignContextID(co *coordinated, r *release) {
 
 // NextContextID gives a context id unique in the cluster set: the
 // revision of a key of the bucket (unique in the cluster's domain) in
-// the low 48 bits, and a 16-bit hash of the cluster's domain in the high
+// the low 48 bits, and a 15-bit hash of the cluster's domain in the high
 // ones.
 func (s *NATSMemberships) NextContextID(ctx context.Context) (uint64, error) {
 	kv, err := s.open(ctx)
@@ -308,7 +311,7 @@ func (s *NATSMemberships) NextContextID(ctx context.Context) (uint64, error) {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(s.domain))
-	return uint64(h.Sum32()&0xffff)<<48 | rev&(1<<48-1), nil
+	return uint64(h.Sum32()&0x7fff)<<48 | rev&(1<<48-1), nil
 }
 
 // inviteKey names an invitation out: its leader and the group's name.

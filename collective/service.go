@@ -676,7 +676,7 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 	}
 	if l.kind == KindGroupDestruct {
-		if gr := s.groups[l.id]; gr != nil {
+		if _, gr := s.pgroupLocked(l.id); gr != nil {
 			for p := range gr.left {
 				s.localGoneLocked(l, p, "left the group")
 			}
@@ -913,8 +913,13 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	}
 	flush := false
 	s.mu.Lock()
-	if !l.finished && (l.kind == KindDisconnect || l.kind == KindGroupDestruct) && r.status == pmix.Success {
+	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
 		s.dropGroupLocked(l.id) // every member has left it
+	}
+	if !l.finished && l.kind == KindGroupDestruct && r.status == pmix.Success {
+		if key, gr := s.pgroupLocked(l.id); gr != nil {
+			s.dropGroupLocked(key)
+		}
 	}
 	for _, j := range r.jobs {
 		if _, ours := s.local(j.nspace); !ours {
