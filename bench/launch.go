@@ -82,9 +82,14 @@ type launchSetup struct {
 }
 
 func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error) {
+	return newLaunchSetupOn(ctx, cfg, launchNodes)
+}
+
+// newLaunchSetupOn is newLaunchSetup with agents on nodes.
+func newLaunchSetupOn(ctx context.Context, cfg LaunchConfig, nodes []string) (*launchSetup, error) {
 	slots := max(slices.Max(cfg.Sizes), cfg.Kills+1)
 	w, err := agenttest.New(ctx, agenttest.Spec{
-		Clusters: []agenttest.Cluster{{ID: launchCluster, Nodes: launchNodes}},
+		Clusters: []agenttest.Cluster{{ID: launchCluster, Nodes: nodes}},
 		Agent: func(c *agent.Config) {
 			c.HandlerTimeout = 10 * time.Second
 			c.Slots = slots
