@@ -40,3 +40,37 @@ func TestGroups(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupInvite runs testdata/groups.c invite on 4 ranks on two nodes:
+// an invitation (the _nb form) that rank 1 accepts and rank 2 declines
+// after PMIX_GROUP_INVITED reached them, the leader's answers as events,
+// a leave that the leader sees, its destruct alone, and a construct with
+// an absent member that times out at both members that came.
+func TestGroupInvite(t *testing.T) {
+	forEachHeader(t, "groups.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ji", Nodes: []string{"n1", "n2", "n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		var procs []*started
+		for _, r := range []string{"0", "1", "2", "3"} {
+			procs = append(procs, start(t, ctx, bin, w.Env("A:ji."+r), "ready", "invite"))
+		}
+		want := []map[string]string{
+			{"invite_nb": "0", "invite": "0", "members": "2", "left": "seen", "destruct": "0", "absent": "-24"},
+			{"join": "0", "leave": "0"},
+			{"join": "0"},
+			{"absent": "-24"},
+		}
+		for i, p := range procs {
+			out := p.wait(t)
+			got := lines(out)
+			want[i]["register"], want[i]["fence"], want[i]["fence-end"], want[i]["finalize"] = "ok", "0", "0", "0"
+			for k, v := range want[i] {
+				if got[k] != v {
+					t.Errorf("rank %d: %s = %q, want %q\n%s", i, k, got[k], v, out)
+				}
+			}
+		}
+	})
+}

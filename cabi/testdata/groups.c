@@ -1,14 +1,128 @@
-/* groups.c: what OpenPMIx 4.2's examples group.c, group_dmodex.c and
- * group_lcl_cid.c do, on a job of 4 ranks or more. Ranks 0, 2 and 3
+/* groups.c [invite]: what OpenPMIx 4.2's examples group.c, group_dmodex.c
+ * and group_lcl_cid.c do, on a job of 4 ranks or more. Ranks 0, 2 and 3
  * construct a group with a context id and destruct it; then every rank
  * constructs one sharing its local context id (PMIX_GROUP_INFO), puts and
  * commits a key after the construct, destructs, and reads every rank's key
- * (waiting for its commit, PMIX_TIMEOUT) and local context id. Prints
- * "name value" lines. */
+ * (waiting for its commit, PMIX_TIMEOUT) and local context id.
+ *
+ * With "invite", on 4 ranks: rank 0 invites 1 and 2 (the _nb form);
+ * rank 1 accepts and rank 2 declines once PMIX_GROUP_INVITED reached
+ * them; rank 1 then leaves and rank 0 sees PMIX_GROUP_LEFT and destructs
+ * alone; ranks 0 and 3 construct a group with the absent rank 2 and a
+ * timeout of 1 s, which fails at both. Prints "name value" lines. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <pmix.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int seen_invited, seen_left, seen_accepted, seen_declined;
+static pmix_status_t invite_rc = 1;
+static size_t invite_members;
+
+static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
+                     pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id, (void)source, (void)info, (void)ninfo, (void)results, (void)nresults;
+    pthread_mutex_lock(&mu);
+    seen_invited += PMIX_GROUP_INVITED == status;
+    seen_left += PMIX_GROUP_LEFT == status;
+    seen_accepted += PMIX_GROUP_INVITE_ACCEPTED == status;
+    seen_declined += PMIX_GROUP_INVITE_DECLINED == status;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    if (NULL != cbfunc) {
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+    }
+}
+
+static void wait_for(int *counter)
+{
+    pthread_mutex_lock(&mu);
+    while (0 == *counter) {
+        pthread_cond_wait(&cond, &mu);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static void invited(pmix_status_t status, pmix_info_t *info, size_t ninfo, void *cbdata,
+                    pmix_release_cbfunc_t release_fn, void *release_cbdata)
+{
+    size_t i;
+    (void)cbdata;
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < ninfo; i++) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_GROUP_MEMBERSHIP)) {
+            invite_members = info[i].value.data.darray->size;
+        }
+    }
+    invite_rc = status;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    if (NULL != release_fn) {
+        release_fn(release_cbdata);
+    }
+}
+
+static int invite(pmix_proc_t *me)
+{
+    pmix_status_t codes[] = {PMIX_GROUP_INVITED, PMIX_GROUP_LEFT, PMIX_GROUP_INVITE_ACCEPTED, PMIX_GROUP_INVITE_DECLINED};
+    pmix_proc_t procs[3], leader, wild;
+    pmix_info_t tmo, *results = NULL;
+    size_t nresults = 0;
+    int timeout = 1;
+    pmix_status_t rc;
+
+    rc = PMIx_Register_event_handler(codes, 4, NULL, 0, on_event, NULL, NULL);
+    printf("register %s\n", rc >= 0 ? "ok" : "FAIL");
+    PMIX_LOAD_PROCID(&wild, me->nspace, PMIX_RANK_WILDCARD);
+    printf("fence %d\n", PMIx_Fence(&wild, 1, NULL, 0));
+    PMIX_LOAD_PROCID(&leader, me->nspace, 0);
+    switch (me->rank) {
+    case 0:
+        PMIX_LOAD_PROCID(&procs[0], me->nspace, 1);
+        PMIX_LOAD_PROCID(&procs[1], me->nspace, 2);
+        rc = PMIx_Group_invite_nb("inv", procs, 2, NULL, 0, invited, NULL);
+        printf("invite_nb %d\n", rc);
+        pthread_mutex_lock(&mu);
+        while (1 == invite_rc) {
+            pthread_cond_wait(&cond, &mu);
+        }
+        pthread_mutex_unlock(&mu);
+        printf("invite %d\n", invite_rc);
+        printf("members %zu\n", invite_members);
+        wait_for(&seen_accepted);
+        wait_for(&seen_declined);
+        wait_for(&seen_left);
+        printf("left seen\n");
+        printf("destruct %d\n", PMIx_Group_destruct("inv", NULL, 0));
+        break;
+    case 1:
+    case 2:
+        wait_for(&seen_invited);
+        rc = PMIx_Group_join("inv", &leader, 1 == me->rank ? PMIX_GROUP_ACCEPT : PMIX_GROUP_DECLINE, NULL, 0,
+                             &results, &nresults);
+        printf("join %d\n", rc);
+        PMIX_INFO_FREE(results, nresults);
+        if (1 == me->rank) {
+            printf("leave %d\n", PMIx_Group_leave("inv", NULL, 0));
+        }
+        break;
+    }
+    if (0 == me->rank || 3 == me->rank) {
+        PMIX_LOAD_PROCID(&procs[0], me->nspace, 0);
+        PMIX_LOAD_PROCID(&procs[1], me->nspace, 2);
+        PMIX_LOAD_PROCID(&procs[2], me->nspace, 3);
+        PMIX_INFO_LOAD(&tmo, PMIX_TIMEOUT, &timeout, PMIX_INT);
+        rc = PMIx_Group_construct("absent", procs, 3, &tmo, 1, &results, &nresults);
+        printf("absent %d\n", rc);
+    }
+    printf("fence-end %d\n", PMIx_Fence(&wild, 1, NULL, 0));
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    return 0;
+}
 
 static size_t cid_of(pmix_info_t *results, size_t n)
 {
@@ -23,7 +137,7 @@ static size_t cid_of(pmix_info_t *results, size_t n)
     return cid;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, procs[64];
     pmix_value_t *val = NULL, value;
@@ -41,6 +155,9 @@ int main(void)
         return 1;
     }
     printf("ready\n");
+    if (2 == argc && 0 == strcmp(argv[1], "invite")) {
+        return invite(&me);
+    }
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
     rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val);
     if (PMIX_SUCCESS != rc || val->data.uint32 < 4 || val->data.uint32 > 64) {
