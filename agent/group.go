@@ -77,3 +77,13 @@ func groupResults(res collective.Result) []pmix.Info {
 	}
 	return append(out, pmix.NewInfo(pmix.KeyGroupMembership, pmix.Procs(res.Members)))
 }
+
+// Psets returns the PMIx groups (process sets) the agent knows, by name,
+// each with its members (collective.Service.Psets): what a query of
+// PMIX_QUERY_PSET_NAMES or PMIX_QUERY_PSET_MEMBERSHIP answers.
+func (a *Agent) Psets() map[string][]pmix.Proc {
+	if a.coll == nil {
+		return nil
+	}
+	return a.coll.svc.Psets()
+}

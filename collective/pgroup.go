@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -75,8 +76,8 @@ type GroupRequest struct {
 // Errors: pmix.ErrBadParam for no name, or a name already a group of
 // Self's; Join's (ErrTimeout, ErrParticipantTerminated...).
 func (s *Service) Construct(ctx context.Context, req GroupRequest) (Result, error) {
-	if req.Name == "" {
-		return Result{}, pmix.Errorf(pmix.ErrBadParam, "group construct without a group name")
+	if err := checkGroupName(req.Name); err != nil {
+		return Result{}, err
 	}
 	if err := s.shareGroupInfo(req.Self, req.Info); err != nil {
 		return Result{}, err
@@ -85,6 +86,18 @@ func (s *Service) Construct(ctx context.Context, req GroupRequest) (Result, erro
 		Kind: KindGroup, ID: req.Name, Procs: req.Procs, Self: req.Self,
 		Timeout: req.Timeout, Collect: true, Flags: req.Flags | FlagGroup,
 	})
+}
+
+// checkGroupName refuses an empty name, and one with a ':', which would
+// read as "cluster:nspace".
+func checkGroupName(name string) error {
+	switch {
+	case name == "":
+		return pmix.Errorf(pmix.ErrBadParam, "a group without a name")
+	case strings.Contains(name, ":"):
+		return pmix.Errorf(pmix.ErrBadParam, "group name %s: pmixbus reserves ':' for cluster:nspace names", pmix.Quote(name))
+	}
+	return nil
 }
 
 // shareGroupInfo commits PMIX_GROUP_INFO's values as self's GLOBAL data.
@@ -296,22 +309,35 @@ func (s *Service) assignContextID(co *coordinated, r *release) {
 	s.publishReleaseLocked(co, r, nil)
 }
 
-// NextContextID gives a context id unique in the cluster set: the
-// revision of a key of the bucket (unique in the cluster's domain) in
-// the low 48 bits, and a 15-bit hash of the cluster's domain in the high
-// ones.
+// contextIDBlock is how many context ids one write to the bucket gives an
+// agent.
+const contextIDBlock = 1 << 10
+
+// NextContextID gives a context id unique in the cluster set. An agent
+// takes them in blocks of contextIDBlock: block r is the revision of a
+// write of the key "contextid" (unique in the cluster's domain, never
+// given twice, also across restarts), its ids r·1024 to r·1024+1023 in
+// the low 48 bits, with a 15-bit hash of the cluster's domain in the high
+// ones. One write per 1024 constructs that ask for an id.
 func (s *NATSMemberships) NextContextID(ctx context.Context) (uint64, error) {
-	kv, err := s.open(ctx)
-	if err != nil {
-		return 0, err
+	s.ctxMu.Lock()
+	defer s.ctxMu.Unlock()
+	if s.ctxNext == s.ctxEnd {
+		kv, err := s.open(ctx)
+		if err != nil {
+			return 0, err
+		}
+		rev, err := kv.Put(ctx, "contextid", nil)
+		if err != nil {
+			return 0, err
+		}
+		s.ctxNext, s.ctxEnd = rev*contextIDBlock, (rev+1)*contextIDBlock
 	}
-	rev, err := kv.Put(ctx, "contextid", nil)
-	if err != nil {
-		return 0, err
-	}
+	id := s.ctxNext
+	s.ctxNext++
 	h := fnv.New32a()
 	h.Write([]byte(s.domain))
-	return uint64(h.Sum32()&0x7fff)<<48 | rev&(1<<48-1), nil
+	return uint64(h.Sum32()&0x7fff)<<48 | id&(1<<48-1), nil
 }
 
 // inviteKey names an invitation out: its leader and the group's name.
@@ -336,8 +362,8 @@ func InviteSubject(leader pmix.Proc, name string) string {
 //
 // Errors: Construct's.
 func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) {
-	if req.Name == "" {
-		return Result{}, pmix.Errorf(pmix.ErrBadParam, "group invite without a group name")
+	if err := checkGroupName(req.Name); err != nil {
+		return Result{}, err
 	}
 	leader, err := s.qualify(req.Self)
 	if err != nil {
@@ -504,4 +530,20 @@ func unmarshalInvitation(b []byte) ([]pmix.Proc, Flags, error) {
 		err = pmix.Errorf(pmix.ErrUnpackFailure, "an invitation without members")
 	}
 	return procs, flags, err
+}
+
+// Psets returns the PMIx groups this agent knows (one of its processes
+// is a member, or its cluster stored it), by name as their members gave
+// it, each with its members in rank order: what a query of the process
+// sets reads (PMIX_QUERY_PSET_NAMES, PMIX_QUERY_PSET_MEMBERSHIP).
+func (s *Service) Psets() map[string][]pmix.Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]pmix.Proc{}
+	for _, gr := range s.groups {
+		if gr.flags&FlagGroup != 0 && gr.name != "" {
+			out[gr.name] = slices.DeleteFunc(slices.Clone(gr.members), func(p pmix.Proc) bool { return gr.left[p] })
+		}
+	}
+	return out
 }

@@ -60,6 +60,9 @@ func TestGroupConstructDestruct(t *testing.T) {
 	if got, _ := w.svc(2).Members("ourgroup"); !slices.Equal(got, []pmix.Proc{jp(0), jp(2), jp(3)}) {
 		t.Errorf("members at rank 2's agent: %v", got)
 	}
+	if got := w.svc(0).Psets(); len(got) != 1 || !slices.Equal(got["ourgroup"], []pmix.Proc{jp(0), jp(2), jp(3)}) {
+		t.Errorf("psets at rank 0's agent: %v", got)
+	}
 	for _, r := range ranks {
 		for i, m := range ranks {
 			v, err := w.svc(r).Get(t.Context(), jr(r), pmix.Proc{Nspace: "ourgroup", Rank: pmix.Rank(i)}, "ep", nil)
@@ -71,6 +74,9 @@ func TestGroupConstructDestruct(t *testing.T) {
 				t.Errorf("rank %d: local cid of %d: %v, %v", r, m, v, err)
 			}
 		}
+	}
+	if _, err := w.svc(0).Construct(t.Context(), GroupRequest{Name: "B:g", Procs: procs, Self: jr(0)}); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("a name with a ':': %v, want PMIX_ERR_BAD_PARAM", err)
 	}
 	// A second construct gets another context id.
 	res2, errs2 := w.construct(ranks, GroupRequest{Name: "second", Procs: procs, Flags: FlagAssignContextID})
