@@ -50,6 +50,10 @@ func (cc *clientConn) groupOp(ctx context.Context, e *clientEntry, f *proto.Fram
 		if v, ok := pmix.LookupValue(f.Info, pmix.KeyGroupInfo); ok {
 			req.Info, _ = v.Infos()
 		}
+		if v, ok := pmix.LookupValue(f.Info, pmix.KeyGroupEndptData); ok {
+			// The caller's endpoint data: a value of its own the others read.
+			req.Info = append(req.Info, pmix.NewInfo(pmix.KeyGroupEndptData, v))
+		}
 		return svc.Construct(ctx, req)
 	case proto.TypeGroupInvite:
 		if len(f.Procs) == 0 {
