@@ -72,7 +72,7 @@ func IOF(ctx context.Context, cfg IOFConfig) (*Report, error) {
 	if cfg.Bytes < int64(cfg.Ranks) {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "bench iof: %d bytes for %d ranks: want at least a byte each", cfg.Bytes, cfg.Ranks)
 	}
-	lc := LaunchConfig{Rank: cfg.Rank, Sizes: []int{cfg.Ranks}, Kills: 1}
+	lc := LaunchConfig{Rank: cfg.Rank, Sizes: []int{cfg.Ranks}, Kills: 1, Agents: 2}
 	lc.defaults()
 	s, err := newLaunchSetup(ctx, lc)
 	if err != nil {

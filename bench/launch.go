@@ -44,8 +44,20 @@ type LaunchConfig struct {
 	// (defaults liveness.DefaultInterval, DefaultTTL).
 	LivenessInterval, LivenessTTL time.Duration
 	// LibDir, if set, is the agents' PMIxLibDir: the directory of the
-	// libpmix.so.2 the ranks load.
+	// libpmix.so.2 the ranks load. Without it the comparison with mpirun
+	// is skipped, saying so.
 	LibDir string
+	// Agents is the number of agents of the cluster, 2 to 4 (default 4):
+	// the trivial launches spread over all, the comparison with mpirun
+	// runs over 1 and over all, the last one's link is the one cut.
+	Agents int
+	// PeerSizes are the ranks of an MPI program launched under mpirun and
+	// under pmixbus (default 16, 64); Include and Mpirun as PeerConfig's.
+	PeerSizes       []int
+	Include, Mpirun string
+	// Cuts is the number of times the last agent's link to NATS is cut
+	// silently under a running job (default 3).
+	Cuts int
 }
 
 func (c *LaunchConfig) defaults() {
@@ -60,6 +72,12 @@ func (c *LaunchConfig) defaults() {
 	def(&c.Rounds, 5)
 	def(&c.Kills, 10)
 	def(&c.NodeDowns, 3)
+	def(&c.Cuts, 3)
+	def(&c.Agents, len(launchNodes))
+	c.Agents = min(max(c.Agents, 2), len(launchNodes))
+	if len(c.PeerSizes) == 0 {
+		c.PeerSizes = []int{16, 64}
+	}
 	if c.LivenessInterval <= 0 {
 		c.LivenessInterval = liveness.DefaultInterval
 	}
@@ -69,25 +87,30 @@ func (c *LaunchConfig) defaults() {
 }
 
 // launchCluster is the benchmark's cluster: one NATS server, agents
-// launchNodes[0] and launchNodes[1].
+// launchNodes[0] to [Agents-1]; the kill and node-down measurements use
+// the first two.
 const launchCluster = "A"
 
-var launchNodes = []string{"a1", "a2"}
+var launchNodes = []string{"a1", "a2", "a3", "a4"}
 
 // launchSetup is the benchmark's world and the launcher's connection.
 type launchSetup struct {
 	cfg LaunchConfig
 	w   *agenttest.World
 	nc  *nats.Conn
+	// link is the last agent's link to NATS, which cutLatency cuts.
+	link    *cutProxy
+	cutNode string
 }
 
 func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error) {
-	return newLaunchSetupOn(ctx, cfg, launchNodes)
-}
-
-// newLaunchSetupOn is newLaunchSetup with agents on nodes.
-func newLaunchSetupOn(ctx context.Context, cfg LaunchConfig, nodes []string) (*launchSetup, error) {
-	slots := max(slices.Max(cfg.Sizes), cfg.Kills+1)
+	slots := max(slices.Max(cfg.Sizes), cfg.Kills+1, slices.Max(append(slices.Clone(cfg.PeerSizes), 0)))
+	link, err := newCutProxy()
+	if err != nil {
+		return nil, err
+	}
+	nodes := launchNodes[:max(cfg.Agents, 2)]
+	cutNode := nodes[len(nodes)-1]
 	w, err := agenttest.New(ctx, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: launchCluster, Nodes: nodes}},
 		Agent: func(c *agent.Config) {
@@ -96,9 +119,15 @@ func newLaunchSetupOn(ctx context.Context, cfg LaunchConfig, nodes []string) (*l
 			c.KillGrace = time.Second
 			c.LivenessInterval, c.LivenessTTL = cfg.LivenessInterval, cfg.LivenessTTL
 			c.PMIxLibDir = cfg.LibDir
+			if c.Node == cutNode {
+				if u, err := link.via(c.URL); err == nil {
+					c.URL = u
+				}
+			}
 		},
 	}, "", nil)
 	if err != nil {
+		link.close()
 		return nil, err
 	}
 	nc, err := nats.Connect(w.URL(launchCluster), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
@@ -106,14 +135,16 @@ func newLaunchSetupOn(ctx context.Context, cfg LaunchConfig, nodes []string) (*l
 		_ = w.Close(ctx)
 		return nil, err
 	}
-	return &launchSetup{cfg: cfg, w: w, nc: nc}, nil
+	return &launchSetup{cfg: cfg, w: w, nc: nc, link: link, cutNode: cutNode}, nil
 }
 
 func (s *launchSetup) close() {
 	s.nc.Close()
+	s.link.restore()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = s.w.Close(ctx)
+	s.link.close()
 }
 
 func (s *launchSetup) app(mode string) launch.App {
@@ -309,7 +340,7 @@ func (s *launchSetup) pids(ctx context.Context, nspace string) (map[pmix.Rank]in
 // Shutdown, so its liveness key expires. It measures the time until the
 // handler runs, then starts the agent again, NodeDowns times.
 func (s *launchSetup) nodeDownLatency(ctx context.Context) ([]time.Duration, error) {
-	job := agenttest.Job{Cluster: launchCluster, Nspace: "nodedown", Session: "s", Nodes: launchNodes}
+	job := agenttest.Job{Cluster: launchCluster, Nspace: "nodedown", Session: "s", Nodes: launchNodes[:2]}
 	if err := s.w.AddJob(ctx, job); err != nil {
 		return nil, err
 	}
@@ -385,8 +416,8 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Report, error) {
 	}
 	defer s.close()
 	r := &Report{}
-	r.addf("launch: one cluster, one embedded NATS server, agents %s and %s; each rank runs %q: Init, Finalize, exit",
-		launchNodes[0], launchNodes[1], strings.Join(append(slices.Clone(cfg.Rank), "[mode]"), " "))
+	r.addf("launch: one cluster, one embedded NATS server, agents %s; each rank runs %q: Init, Finalize, exit",
+		strings.Join(launchNodes[:cfg.Agents], ", "), strings.Join(append(slices.Clone(cfg.Rank), "[mode]"), " "))
 	r.addf("  floor: as many processes of the same program (exiting at once, no agent to Init with) started with os/exec, all, then waited for")
 	r.addf("%6s  %12s  %12s  %6s   (median of %d rounds, interleaved)", "ranks", "floor", "launch+wait", "ratio", cfg.Rounds)
 	target := cfg.Sizes[len(cfg.Sizes)-1]
@@ -416,6 +447,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Report, error) {
 		}
 	}
 
+	if err := s.versusMpirun(ctx, r); err != nil {
+		return nil, fmt.Errorf("launch vs mpirun: %w", err)
+	}
+
 	kills, err := s.killLatency(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kill -9 of a rank: %w", err)
@@ -435,5 +470,17 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Report, error) {
 		launchNodes[1], launchNodes[0], downs[0].Round(time.Millisecond), percentile(downs, 50).Round(time.Millisecond), worst.Round(time.Millisecond),
 		len(downs), cfg.LivenessTTL, cfg.LivenessInterval, ratio(worst, cfg.LivenessTTL))
 	r.Targets = append(r.Targets, Target{Name: "nodedown_max_vs_ttl", Measured: ratio(worst, cfg.LivenessTTL), Op: "<=", Goal: 2})
+
+	reports, waits, err := s.cutLatency(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("link cut: %w", err)
+	}
+	slices.Sort(reports)
+	slices.Sort(waits)
+	worst = reports[len(reports)-1]
+	r.addf("agent %s's link to NATS cut silently under a run -> the run reports the node lost: min %v  p50 %v  max %v; its Wait returns: p50 %v  (%d cuts); job TTL %v: max - TTL %v",
+		s.cutNode, reports[0].Round(time.Millisecond), percentile(reports, 50).Round(time.Millisecond), worst.Round(time.Millisecond),
+		percentile(waits, 50).Round(time.Millisecond), len(reports), launch.DefaultJobTTL, (worst - launch.DefaultJobTTL).Round(time.Millisecond))
+	r.Targets = append(r.Targets, Target{Name: "cut_report_max_minus_jobttl_s", Measured: (worst - launch.DefaultJobTTL).Seconds(), Op: "<=", Goal: 1})
 	return r, nil
 }

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,9 +15,11 @@ func BenchmarkLaunch(b *testing.B) {
 }
 
 // TestLaunchSmoke runs the launch benchmark small, to keep it working:
-// 2 ranks, one round, one kill, one agent killed with a short TTL.
+// 2 ranks on 2 agents, one round, one kill, one agent killed with a
+// short TTL, one link cut (the agent, back, ends the rank it kept); the
+// comparison with mpirun is skipped (no library given).
 func TestLaunchSmoke(t *testing.T) {
-	r, err := Launch(t.Context(), LaunchConfig{Rank: rankCommand(t), Sizes: []int{2}, Rounds: 1, Kills: 1, NodeDowns: 1,
+	r, err := Launch(t.Context(), LaunchConfig{Rank: rankCommand(t), Sizes: []int{2}, Rounds: 1, Kills: 1, NodeDowns: 1, Cuts: 1, Agents: 2,
 		LivenessInterval: 250 * time.Millisecond, LivenessTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +29,11 @@ func TestLaunchSmoke(t *testing.T) {
 	for _, tg := range r.Targets {
 		names = append(names, tg.Name)
 	}
-	if len(names) != 3 || names[0] != "launch_2_vs_floor" || names[1] != "kill9_event_p50_ms" || names[2] != "nodedown_max_vs_ttl" {
-		t.Fatalf("targets: %v", names)
+	want := []string{"launch_2_vs_floor", "kill9_event_p50_ms", "nodedown_max_vs_ttl", "cut_report_max_minus_jobttl_s"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("targets: %v, want %v", names, want)
+	}
+	if !strings.Contains(strings.Join(r.Lines, "\n"), "launch vs mpirun: skipped") {
+		t.Errorf("the comparison with mpirun, without a library, does not say it was skipped")
 	}
 }

@@ -133,7 +133,7 @@ func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir}
+	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir, Agents: max(2, cfg.GroupAgents), PeerSizes: []int{1}}
 	lc.defaults()
 	s, err := newLaunchSetup(ctx, lc)
 	if err != nil {
@@ -299,20 +299,7 @@ func (m *peerMeasure) all(ctx context.Context) error {
 // group measures PMIx_Group_construct of GroupRanks ranks spread over
 // GroupAgents agents, against mpirun's where it has groups.
 func (m *peerMeasure) group(ctx context.Context) error {
-	n, agents := m.cfg.GroupRanks, m.cfg.GroupAgents
-	nodes := make([]string, agents)
-	hosts := make([]launch.Node, agents)
-	for i := range nodes {
-		nodes[i] = fmt.Sprintf("g%d", i+1)
-		hosts[i] = launch.Node{Name: nodes[i], Slots: (n + agents - 1) / agents}
-	}
-	lc := LaunchConfig{Rank: []string{m.p.pmixops}, Sizes: []int{hosts[0].Slots}, Kills: 1, LibDir: m.cfg.LibDir}
-	lc.defaults()
-	s, err := newLaunchSetupOn(ctx, lc, nodes)
-	if err != nil {
-		return err
-	}
-	defer s.close()
+	n, agents := m.cfg.GroupRanks, min(m.cfg.GroupAgents, len(launchNodes))
 	args := []string{"group", strconv.Itoa(m.cfg.Groups)}
 	var peers, ours []time.Duration
 	unsupported := false
@@ -328,7 +315,7 @@ func (m *peerMeasure) group(ctx context.Context) error {
 				peers = append(peers, r.values["group"])
 			}
 		}
-		r, err := m.runOursOn(ctx, s, hosts, n, m.p.pmixops, args)
+		r, err := m.runOursOn(ctx, agents, n, m.p.pmixops, args)
 		if err != nil {
 			return err
 		}
@@ -442,18 +429,31 @@ func (m *peerMeasure) runPeer(ctx context.Context, n int, prog string, args, env
 }
 
 func (m *peerMeasure) runOurs(ctx context.Context, n int, prog string, args []string) (peerRun, error) {
-	return m.runOursOn(ctx, m.s, []launch.Node{{Name: launchNodes[0], Slots: n}}, n, prog, args)
+	return m.runOursOn(ctx, 1, n, prog, args)
 }
 
-// runOursOn runs n ranks on hosts of s.
-func (m *peerMeasure) runOursOn(ctx context.Context, s *launchSetup, hosts []launch.Node, n int, prog string, args []string) (peerRun, error) {
+// runOursOn runs n ranks of prog over the first agents of launchNodes,
+// by slot: as many on each (the last ones fewer when n does not divide).
+func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string, args []string) (peerRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	out := &peerOutput{}
 	var errs bytes.Buffer
+	hosts := make([]launch.Node, agents)
+	for i := range hosts {
+		hosts[i] = launch.Node{Name: launchNodes[i], Slots: (n + agents - 1) / agents}
+	}
+	app := launch.App{Path: prog, Args: args}
+	if agents > 1 {
+		// The agents are one machine: Open MPI's shared memory (vader)
+		// names its segment files by the hostname, the job and the local
+		// rank, so the ranks of local rank 0 on a1 and on a2 would share
+		// one. Between agents, as between nodes, they use TCP.
+		app.Env = map[string]string{"OMPI_MCA_btl": "self,tcp"}
+	}
 	start := time.Now()
-	run, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Stdout: out, Stderr: &errs,
-		Jobs: []launch.JobSpec{{N: n, App: launch.App{Path: prog, Args: args}, Hosts: hosts}}})
+	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
+		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts}}})
 	if err != nil {
 		return peerRun{}, err
 	}

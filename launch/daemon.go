@@ -736,7 +736,11 @@ func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
 				j.orphan.Stop()
 				j.orphan = nil
 			}
-		case natsjs.KeyValuePurge:
+		case natsjs.KeyValuePurge, natsjs.KeyValueDelete:
+			// Purged: its TTL ran out. Deleted: the launcher released it
+			// on leaving, which it does after ending the job's ranks —
+			// unless it could not reach this node (cut off), whose ranks
+			// would then run for ever.
 			if j.orphan == nil {
 				grace := time.Duration(j.req.LauncherGraceMS) * time.Millisecond
 				if grace <= 0 {

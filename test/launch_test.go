@@ -221,10 +221,11 @@ func TestTerminationReachesOtherRanks(t *testing.T) {
 	} {
 		t.Run(tt.fail, func(t *testing.T) {
 			out := &syncBuffer{}
-			// Rank 3 (on a2) fails once every rank watches; a1's ranks
-			// must hear of it.
+			// Rank 3 (on a2) fails; a1's ranks must hear of it. The
+			// others end normally once they have (-end-on), and a
+			// rank registered after the failure hears it replayed.
 			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out,
-				Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "4s", "-fail-rank", "3", "-fail", tt.fail}}}}})
+				Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "30s", "-end-on", fmt.Sprint(int(tt.code)), "-fail-rank", "3", "-fail", tt.fail}}}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,8 @@
 // brought it ("<rank>: get pmix.job.size of <cluster:nspace> = …").
 // -await CODE (with -watch) then waits for
 // an event of that code, disconnects from the new nspace ("<rank>:
-// disconnected") and ends.
+// disconnected") and ends. -end-on CODE (with -watch) ends a rank that
+// did not fail once it has seen an event of that code, -sleep at most.
 //
 // It is one process with one client: its handler runs on the client's
 // handler goroutine and only prints, each line in one write, so lines of

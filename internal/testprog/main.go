@@ -31,6 +31,7 @@ func main() {
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
+		endOn    = flag.Int("end-on", 0, "with -watch: a rank that does not fail ends once it has seen an event of this code (waiting -sleep at most)")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -64,6 +65,7 @@ func main() {
 		fmt.Printf("%d: get %s = %v (type %d) err=%v\n", me.Rank, k, v, v.Type(), err)
 	}
 	heard := make(chan struct{}, 1)
+	ending := make(chan struct{}, 1)
 	if *watch {
 		var want []pmix.Status
 		for _, f := range strings.Split(*codes, ",") {
@@ -84,10 +86,15 @@ func main() {
 				exit = v.String()
 			}
 			fmt.Printf("%d: event %d affected=%s exit=%s\n", me.Rank, call.Code, affected, exit)
-			if *await != 0 && call.Code == pmix.Status(*await) {
-				select {
-				case heard <- struct{}{}:
-				default:
+			for _, w := range []struct {
+				code int
+				ch   chan struct{}
+			}{{*await, heard}, {*endOn, ending}} {
+				if w.code != 0 && call.Code == pmix.Status(w.code) {
+					select {
+					case w.ch <- struct{}{}:
+					default:
+					}
 				}
 			}
 			var results []pmix.Info
@@ -140,7 +147,14 @@ func main() {
 			os.Exit(0)
 		}
 	}
-	time.Sleep(*sleep)
+	if *endOn != 0 {
+		select {
+		case <-ending:
+		case <-time.After(*sleep):
+		}
+	} else {
+		time.Sleep(*sleep)
+	}
 	_ = c.Finalize(ctx)
 }
 
