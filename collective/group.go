@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -223,6 +224,9 @@ func (s *Service) Restore(ctx context.Context) error {
 			continue
 		}
 		gr := &group{members: rec.Members, flags: rec.Flags}
+		if rec.Flags&FlagGroup != 0 {
+			_, gr.name, _ = cluster.Split(ns) // a PMIx group: its name
+		}
 		for _, m := range rec.Gone {
 			s.markGoneLocked(gr, m)
 		}

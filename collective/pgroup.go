@@ -422,7 +422,10 @@ func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) 
 // JoinGroup is PMIx_Group_join: self answers leader's invitation to group
 // name. Accepting, it takes part in the group's construct and returns
 // once it completed; declining, it is left out of it and returns at once.
-// Either way the leader gets PMIX_GROUP_INVITE_ACCEPTED or _DECLINED.
+// Either way the leader gets PMIX_GROUP_INVITE_ACCEPTED or _DECLINED. A
+// leader that terminates before the construct completed is left out of
+// the group (or, once it had taken part, a member gone), and the members
+// that accepted get PMIX_GROUP_LEADER_FAILED.
 //
 // Errors: pmix.ErrNotFound when the leader has no such invitation out
 // (or is gone: no hang); Construct's.
@@ -430,6 +433,9 @@ func (s *Service) JoinGroup(ctx context.Context, self, leader pmix.Proc, name st
 	me, err := s.qualify(self)
 	if err != nil {
 		return Result{}, err
+	}
+	if leader.Nspace == "" || !leader.Rank.Valid() {
+		return Result{}, pmix.Errorf(pmix.ErrBadParam, "group join of %s: want the leader's nspace and rank, got %v", pmix.Quote(name), leader)
 	}
 	ldr, err := s.qualify(leader)
 	if err != nil {
@@ -466,7 +472,18 @@ func (s *Service) JoinGroup(ctx context.Context, self, leader pmix.Proc, name st
 	if !accept {
 		return Result{}, s.decline(req)
 	}
-	return s.Join(ctx, req)
+	res, err := s.Join(ctx, req)
+	if err == nil {
+		s.mu.Lock()
+		if !slices.Contains(res.Members, ldr) || s.deadLocked(ldr) {
+			// The leader terminated before the group was constructed:
+			// the others constructed it without it (or with it gone),
+			// and hear of it.
+			s.raiseLocked("", pmix.GroupLeaderFailed, []pmix.Proc{me}, ldr, pmix.NewInfo(pmix.KeyGroupName, pmix.String(name)))
+		}
+		s.mu.Unlock()
+	}
+	return res, err
 }
 
 // decline takes self out of the operation req names: excused, as a

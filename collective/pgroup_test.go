@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -226,5 +227,53 @@ func TestGroupInviteJoinDecline(t *testing.T) {
 	rs.waitCount(t, pmix.GroupConstructDone, 1)
 	if _, err := w.svc(1).JoinGroup(t.Context(), jr(1), jr(0), "none", true, time.Second); !errors.Is(err, pmix.ErrNotFound) {
 		t.Errorf("join of no invitation: %v, want ErrNotFound", err)
+	}
+}
+
+// TestGroupLeaderFailed: a leader that terminates after its invitation
+// went out is left out of the group its invitees accepted, and they hear
+// of it (PMIX_GROUP_LEADER_FAILED).
+func TestGroupLeaderFailed(t *testing.T) {
+	var rs raises
+	w := newWorld(t, []string{"n1", "n2", "n3", "n4"}, rs.config)
+	go func() {
+		_, _ = w.svc(0).Invite(w.t.Context(), GroupRequest{Name: "lf", Procs: []pmix.Proc{jr(1), jr(2), jr(3)}, Self: jr(0), Timeout: 20 * time.Second})
+	}()
+	rs.waitCount(t, pmix.GroupInvited, 1)
+	var wg sync.WaitGroup
+	res := make([]Result, 3)
+	errs := make([]error, 3)
+	for _, r := range []pmix.Rank{1, 2} {
+		wg.Go(func() { res[r], errs[r] = w.svc(r).JoinGroup(t.Context(), jr(r), jr(0), "lf", true, 20*time.Second) })
+	}
+	rs.waitCount(t, pmix.GroupInviteAccepted, 2)
+	if err := w.svc(0).ProcTerminated(t.Context(), jr(0), true); err != nil {
+		t.Fatal(err)
+	}
+	// The last invitee answers after the leader's end.
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		w.svc(1).mu.Lock()
+		defer w.svc(1).mu.Unlock()
+		if !w.svc(1).deadLocked(jp(0)) {
+			return errors.New("rank 1's agent has not heard of the leader's end")
+		}
+		return nil
+	})
+	if _, err := w.svc(3).JoinGroup(t.Context(), jr(3), jr(0), "lf", false, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, r := range []pmix.Rank{1, 2} {
+		if errs[r] != nil || !slices.Contains(res[r].Members, jp(1)) || !slices.Contains(res[r].Members, jp(2)) {
+			t.Errorf("rank %d: %+v, %v; want a group of 1 and 2 (the leader, which took part, gone)", r, res[r], errs[r])
+		}
+	}
+	for _, e := range rs.waitCount(t, pmix.GroupLeaderFailed, 2) {
+		if e.about != jp(0) {
+			t.Errorf("leader failed about %v", e.about)
+		}
+	}
+	if _, err := w.svc(1).JoinGroup(t.Context(), jr(1), pmix.Proc{}, "lf", true, time.Second); !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("join naming no leader: %v, want PMIX_ERR_BAD_PARAM", err)
 	}
 }

@@ -761,7 +761,7 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	if !l.expect[self] {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "%v takes part, but the job map places it on no rank of node %s", self, s.cfg.Node)
 	}
-	if o.kind == KindConnect || o.kind == KindConnectXchg {
+	if o.kind == KindConnect || o.kind == KindConnectXchg || o.kind == KindGroup {
 		// Before the contribution: the members' terminations after the
 		// connect are announced once NATS knows this subscription.
 		for _, p := range o.procs {

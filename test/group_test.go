@@ -182,3 +182,43 @@ func TestGroupAcrossClusters(t *testing.T) {
 		t.Errorf("destruct again: %v, want PMIX_ERR_NOT_FOUND", err)
 	}
 }
+
+// TestGroupBadRequests: group frames with bad arguments get a PMIx status
+// at once, never a hang: no name, a name with ':', no members, a join
+// naming no leader, a destruct or leave of no group, a join to an
+// invitation not out.
+func TestGroupBadRequests(t *testing.T) {
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ja", Nodes: []string{"a1", "a2"}}},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
+	defer cancel()
+	c := w.Client("A:ja.0")
+	all := []pmix.Proc{{Nspace: "ja", Rank: pmix.RankWildcard}}
+	for _, tc := range []struct {
+		what string
+		err  error
+		want pmix.Status
+	}{
+		{"construct without a name", func() error { _, err := c.GroupConstruct(ctx, "", all, nil); return err }(), pmix.ErrBadParam},
+		{"construct named with ':'", func() error { _, err := c.GroupConstruct(ctx, "B:x", all, nil); return err }(), pmix.ErrBadParam},
+		{"construct of no procs", func() error { _, err := c.GroupConstruct(ctx, "g", nil, nil); return err }(), pmix.ErrBadParam},
+		{"invite of no procs", func() error { _, err := c.GroupInvite(ctx, "g", nil, nil); return err }(), pmix.ErrBadParam},
+		{"join naming no leader", func() error { _, err := c.GroupJoin(ctx, "g", pmix.Proc{}, true, nil); return err }(), pmix.ErrBadParam},
+		{"join of no invitation", func() error {
+			_, err := c.GroupJoin(ctx, "g", pmix.Proc{Nspace: "ja", Rank: 1}, true, nil)
+			return err
+		}(), pmix.ErrNotFound},
+		{"destruct of no group", c.GroupDestruct(ctx, "g", nil), pmix.ErrNotFound},
+		{"leave of no group", c.GroupLeave(ctx, "g", nil), pmix.ErrNotFound},
+		{"construct without the caller", func() error {
+			_, err := c.GroupConstruct(ctx, "g", []pmix.Proc{{Nspace: "ja", Rank: 1}}, nil)
+			return err
+		}(), pmix.ErrBadParam},
+	} {
+		if pmix.StatusOf(tc.err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.what, tc.err, tc.want)
+		}
+	}
+}
