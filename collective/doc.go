@@ -72,7 +72,9 @@
 // that the invitees' JoinGroup take part in, or decline out of, after
 // asking the leader's agent for the invitation (InviteSubject).
 // PMIX_GROUP_NOTIFY_TERMINATION raises PMIX_GROUP_MEMBER_FAILED at the
-// members when one terminates.
+// members when one terminates; a construct that loses a member fails with
+// PMIX_GROUP_CONSTRUCT_ABORT, or with PMIX_GROUP_FT_COLLECTIVE completes
+// on the survivors, each told by PMIX_GROUP_MEMBER_FAILED.
 //
 // An agent whose contribution was acknowledged but which has no release
 // after Config.Recheck sends it again: a coordinator that restarted learns

@@ -39,6 +39,9 @@ const (
 	// FlagGroup marks a PMIx group (PMIx_Group_construct), as opposed to
 	// a connect's.
 	FlagGroup
+	// FlagInvitation marks a PMIx group's construct made by an invitation
+	// (PMIx_Group_invite): its members left out declined, or terminated.
+	FlagInvitation
 )
 
 // FlagsOf reads RFC0003's connect attributes from a request's info.

@@ -49,8 +49,10 @@ func GroupFlagsOf(info []pmix.Info) Flags {
 		f |= FlagAssignContextID
 	}
 	if pmix.Flag(info, pmix.KeyGroupFTCollective) {
-		// The group's later collectives leave out its terminated members.
-		f |= FlagEarlyTermAllowed
+		// The construct completes on the survivors of a member lost
+		// before it (each told by PMIX_GROUP_MEMBER_FAILED), and the
+		// group's later collectives leave out its terminated members.
+		f |= FlagEarlyTermAllowed | FlagOptional
 	}
 	return f
 }
@@ -82,10 +84,21 @@ func (s *Service) Construct(ctx context.Context, req GroupRequest) (Result, erro
 	if err := s.shareGroupInfo(req.Self, req.Info); err != nil {
 		return Result{}, err
 	}
-	return s.Join(ctx, Request{
+	res, err := s.Join(ctx, Request{
 		Kind: KindGroup, ID: req.Name, Procs: req.Procs, Self: req.Self,
 		Timeout: req.Timeout, Collect: true, Flags: req.Flags | FlagGroup,
 	})
+	return res, constructAbort(err)
+}
+
+// constructAbort gives a construct that lost a member
+// PMIX_GROUP_CONSTRUCT_ABORT, as OpenPMIx does; errors.Is still finds
+// ErrParticipantTerminated in it.
+func constructAbort(err error) error {
+	if errors.Is(err, ErrParticipantTerminated) {
+		return pmix.Errorf(pmix.GroupConstructAbort, "group construct aborted: %w", err)
+	}
+	return err
 }
 
 // checkGroupName refuses an empty name, and one with a ':', which would
@@ -117,12 +130,65 @@ func (s *Service) shareGroupInfo(self pmix.Proc, info []pmix.Info) error {
 
 // groupConstructedLocked records the group a construct's release made,
 // under its name, qualified as this agent qualifies its members' names.
+// With PMIX_GROUP_FT_COLLECTIVE, the local members get
+// PMIX_GROUP_MEMBER_FAILED for each participant the construct lost.
 func (s *Service) groupConstructedLocked(l *local, r *release) bool {
 	q, err := s.qualify(pmix.Proc{Nspace: l.id, Rank: pmix.RankWildcard})
 	if err != nil {
 		return false
 	}
+	if r.flags&FlagEarlyTermAllowed != 0 {
+		var local []pmix.Proc
+		for p := range l.arrived {
+			local = append(local, p)
+		}
+		slices.SortFunc(local, pmix.CompareProcs)
+		for _, p := range s.lostLocked(l, r) {
+			s.raiseLocked("", pmix.GroupMemberFailed, local, p, pmix.NewInfo(pmix.KeyGroupName, pmix.String(l.id)),
+				pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(fmt.Sprintf("%v terminated before group %s was constructed", p, l.id))))
+		}
+	}
 	return s.groupOfLocked(q.Nspace, &group{members: r.members, flags: r.flags | FlagGroup, name: l.id, ctxid: r.ctxid})
+}
+
+// lostLocked returns the participants of l that r's members leave out
+// and that terminated: for a construct, every explicit participant and
+// every rank of a WILDCARD nspace whose size this agent knows left out;
+// for an invitation, and for the other WILDCARD nspaces, those this
+// agent heard terminated.
+func (s *Service) lostLocked(l *local, r *release) []pmix.Proc {
+	in := func(p pmix.Proc) bool {
+		_, found := slices.BinarySearchFunc(r.members, p, pmix.CompareProcs)
+		return found
+	}
+	invitation := r.flags&FlagInvitation != 0
+	sizes := map[string]uint32{}
+	for _, sz := range l.sizes {
+		sizes[sz.nspace] = sz.size
+	}
+	var out []pmix.Proc
+	for _, p := range l.procs {
+		switch size, known := sizes[p.Nspace]; {
+		case p.Rank != pmix.RankWildcard:
+			if !in(p) && (!invitation || s.deadLocked(p)) {
+				out = append(out, p)
+			}
+		case known && !invitation:
+			for rk := range pmix.Rank(size) {
+				if q := (pmix.Proc{Nspace: p.Nspace, Rank: rk}); !in(q) {
+					out = append(out, q)
+				}
+			}
+		default:
+			for _, d := range s.deadListLocked() {
+				if d.Nspace == p.Nspace && !in(d) {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, pmix.CompareProcs)
+	return slices.Compact(out)
 }
 
 // pgroupLocked returns the PMIx group name names, and its key.
@@ -374,7 +440,7 @@ func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) 
 		return Result{}, err
 	}
 	k := inviteKey{leader: leader, name: req.Name}
-	b, err := marshalInvitation(procs, req.Flags|FlagGroup|FlagOptional)
+	b, err := marshalInvitation(procs, req.Flags|FlagGroup|FlagOptional|FlagInvitation)
 	if err != nil {
 		return Result{}, err
 	}
@@ -406,8 +472,9 @@ func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) 
 	s.mu.Unlock()
 	res, err := s.Join(ctx, Request{
 		Kind: KindGroup, ID: req.Name, Procs: procs, Self: req.Self,
-		Timeout: req.Timeout, Collect: true, Flags: req.Flags | FlagGroup | FlagOptional,
+		Timeout: req.Timeout, Collect: true, Flags: req.Flags | FlagGroup | FlagOptional | FlagInvitation,
 	})
+	err = constructAbort(err)
 	if err == nil {
 		s.mu.Lock()
 		others := slices.DeleteFunc(slices.Clone(res.Members), func(p pmix.Proc) bool { return p == leader })
@@ -473,6 +540,7 @@ func (s *Service) JoinGroup(ctx context.Context, self, leader pmix.Proc, name st
 		return Result{}, s.decline(req)
 	}
 	res, err := s.Join(ctx, req)
+	err = constructAbort(err)
 	if err == nil {
 		s.mu.Lock()
 		if !slices.Contains(res.Members, ldr) || s.deadLocked(ldr) {

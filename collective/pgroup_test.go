@@ -137,8 +137,8 @@ func TestGroupConstructMemberAbsentTimesOut(t *testing.T) {
 			switch {
 			case optional && (errs[r] != nil || len(res[r].Members) != 2):
 				t.Errorf("optional, rank %d: %+v, %v; want the two others", r, res[r], errs[r])
-			case !optional && !errors.Is(errs[r], ErrParticipantTerminated):
-				t.Errorf("rank %d: %v, want ErrParticipantTerminated", r, errs[r])
+			case !optional && (!errors.Is(errs[r], ErrParticipantTerminated) || pmix.StatusOf(errs[r]) != pmix.GroupConstructAbort):
+				t.Errorf("rank %d: %v, want PMIX_GROUP_CONSTRUCT_ABORT", r, errs[r])
 			}
 		}
 	}
@@ -275,5 +275,37 @@ func TestGroupLeaderFailed(t *testing.T) {
 	}
 	if _, err := w.svc(1).JoinGroup(t.Context(), jr(1), pmix.Proc{}, "lf", true, time.Second); !errors.Is(err, pmix.ErrBadParam) {
 		t.Errorf("join naming no leader: %v, want PMIX_ERR_BAD_PARAM", err)
+	}
+}
+
+// TestGroupFTCollective: with PMIX_GROUP_FT_COLLECTIVE a construct that
+// loses a member completes on the survivors, each told by
+// PMIX_GROUP_MEMBER_FAILED.
+func TestGroupFTCollective(t *testing.T) {
+	var rs raises
+	w := newWorld(t, []string{"n1", "n2", "n3"}, rs.config)
+	done := make(chan struct{})
+	var res map[pmix.Rank]Result
+	var errs map[pmix.Rank]error
+	go func() {
+		defer close(done)
+		res, errs = w.construct([]pmix.Rank{0, 1}, GroupRequest{Name: "ft", Procs: all, Timeout: 20 * time.Second,
+			Flags: GroupFlagsOf([]pmix.Info{pmix.NewInfo(pmix.KeyGroupFTCollective, pmix.Bool(true))})})
+	}()
+	w.waitCoordinating()
+	if err := w.svc(2).ProcTerminated(t.Context(), jr(2), true); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for r := range pmix.Rank(2) {
+		if errs[r] != nil || len(res[r].Members) != 2 {
+			t.Errorf("rank %d: %+v, %v; want the two survivors", r, res[r], errs[r])
+		}
+	}
+	got := rs.waitCount(t, pmix.GroupMemberFailed, 2)
+	for _, e := range got {
+		if e.about != jp(2) || len(e.targets) != 1 {
+			t.Errorf("member failed: %+v", e)
+		}
 	}
 }
