@@ -75,8 +75,9 @@ type GroupRequest struct {
 // and the context id when one was asked (FlagAssignContextID). Every
 // member's committed REMOTE and GLOBAL data comes with it.
 //
-// Errors: pmix.ErrBadParam for no name, or a name already a group of
-// Self's; Join's (ErrTimeout, ErrParticipantTerminated...).
+// Errors: pmix.ErrBadParam for no name, or one with a ':';
+// pmix.GroupConstructAbort (wrapping ErrParticipantTerminated) when a
+// member terminated first, without FlagOptional; Join's (ErrTimeout...).
 func (s *Service) Construct(ctx context.Context, req GroupRequest) (Result, error) {
 	if err := checkGroupName(req.Name); err != nil {
 		return Result{}, err
