@@ -5,10 +5,12 @@
  * commits a key after the construct, destructs, and reads every rank's key
  * (waiting for its commit, PMIX_TIMEOUT) and local context id.
  *
+ * Rank 2 uses PMIx_Group_construct_nb.
+ *
  * With "invite", on 4 ranks: rank 0 invites 1 and 2 (the _nb form);
- * rank 1 accepts and rank 2 declines once PMIX_GROUP_INVITED reached
- * them; rank 1 then leaves and rank 0 sees PMIX_GROUP_LEFT and destructs
- * alone; ranks 0 and 3 construct a group with the absent rank 2 and a
+ * rank 1 accepts (_nb) and rank 2 declines once PMIX_GROUP_INVITED
+ * reached them; rank 1 then leaves (_nb) and rank 0 sees PMIX_GROUP_LEFT
+ * and destructs alone (_nb); ranks 0 and 3 construct a group with the absent rank 2 and a
  * timeout of 1 s, which fails at both. Prints "name value" lines. */
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +47,47 @@ static void wait_for(int *counter)
         pthread_cond_wait(&cond, &mu);
     }
     pthread_mutex_unlock(&mu);
+}
+
+static size_t cid_of(pmix_info_t *results, size_t n);
+
+/* The _nb forms' completions. */
+static int op_done;
+static pmix_status_t op_rc;
+static size_t nb_cid;
+
+static void opcb(pmix_status_t status, void *cbdata)
+{
+    (void)cbdata;
+    pthread_mutex_lock(&mu);
+    op_rc = status;
+    op_done = 1;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+}
+
+static void infocb(pmix_status_t status, pmix_info_t *info, size_t ninfo, void *cbdata,
+                   pmix_release_cbfunc_t release_fn, void *release_cbdata)
+{
+    nb_cid = cid_of(info, ninfo);
+    if (NULL != release_fn) {
+        release_fn(release_cbdata);
+    }
+    opcb(status, cbdata);
+}
+
+static pmix_status_t op_wait(pmix_status_t rc)
+{
+    if (PMIX_SUCCESS != rc) {
+        return rc;
+    }
+    pthread_mutex_lock(&mu);
+    while (!op_done) {
+        pthread_cond_wait(&cond, &mu);
+    }
+    op_done = 0;
+    pthread_mutex_unlock(&mu);
+    return op_rc;
 }
 
 static void invited(pmix_status_t status, pmix_info_t *info, size_t ninfo, void *cbdata,
@@ -97,17 +140,19 @@ static int invite(pmix_proc_t *me)
         wait_for(&seen_declined);
         wait_for(&seen_left);
         printf("left seen\n");
-        printf("destruct %d\n", PMIx_Group_destruct("inv", NULL, 0));
+        printf("destruct %d\n", op_wait(PMIx_Group_destruct_nb("inv", NULL, 0, opcb, NULL)));
         break;
     case 1:
     case 2:
         wait_for(&seen_invited);
-        rc = PMIx_Group_join("inv", &leader, 1 == me->rank ? PMIX_GROUP_ACCEPT : PMIX_GROUP_DECLINE, NULL, 0,
-                             &results, &nresults);
-        printf("join %d\n", rc);
-        PMIX_INFO_FREE(results, nresults);
         if (1 == me->rank) {
-            printf("leave %d\n", PMIx_Group_leave("inv", NULL, 0));
+            rc = op_wait(PMIx_Group_join_nb("inv", &leader, PMIX_GROUP_ACCEPT, NULL, 0, infocb, NULL));
+            printf("join %d\n", rc);
+            printf("leave %d\n", op_wait(PMIx_Group_leave_nb("inv", NULL, 0, opcb, NULL)));
+        } else {
+            rc = PMIx_Group_join("inv", &leader, PMIX_GROUP_DECLINE, NULL, 0, &results, &nresults);
+            printf("join %d\n", rc);
+            PMIX_INFO_FREE(results, nresults);
         }
         break;
     }
@@ -173,10 +218,17 @@ int main(int argc, char **argv)
         PMIX_LOAD_PROCID(&procs[1], me.nspace, 2);
         PMIX_LOAD_PROCID(&procs[2], me.nspace, 3);
         PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, NULL, PMIX_BOOL);
-        rc = PMIx_Group_construct("ourgroup", procs, 3, info, 1, &results, &nresults);
-        printf("construct %d\n", rc);
-        printf("cid %s\n", 0 != cid_of(results, nresults) ? "set" : "none");
-        PMIX_INFO_FREE(results, nresults);
+        if (2 == me.rank) {
+            /* the _nb form */
+            rc = op_wait(PMIx_Group_construct_nb("ourgroup", procs, 3, info, 1, infocb, NULL));
+            printf("construct %d\n", rc);
+            printf("cid %s\n", 0 != nb_cid ? "set" : "none");
+        } else {
+            rc = PMIx_Group_construct("ourgroup", procs, 3, info, 1, &results, &nresults);
+            printf("construct %d\n", rc);
+            printf("cid %s\n", 0 != cid_of(results, nresults) ? "set" : "none");
+            PMIX_INFO_FREE(results, nresults);
+        }
         printf("destruct %d\n", PMIx_Group_destruct("ourgroup", NULL, 0));
     }
 
