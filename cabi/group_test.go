@@ -74,3 +74,37 @@ func TestGroupInvite(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupAcrossClusters runs testdata/groups.c across: two ranks of
+// cluster A and one of cluster B (a JetStream domain each, leaf links)
+// construct one group with a context id: the same id and three members at
+// each, and each reads every member's value by the group's name.
+func TestGroupAcrossClusters(t *testing.T) {
+	bin := compile(t, "groups.c", headers(t)[0], true)
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}, {ID: "B"}},
+		Jobs: []agenttest.Job{
+			{Cluster: "A", Nspace: "ga", Nodes: []string{"a1", "a2"}, Detached: true},
+			{Cluster: "B", Nspace: "gb", Nodes: []string{"b1"}, Detached: true},
+		},
+	})
+	ctx := testContext(t)
+	var procs []*started
+	for _, n := range []string{"A:ga.0", "A:ga.1", "B:gb.0"} {
+		procs = append(procs, start(t, ctx, bin, w.Env(n), "ready", "across", "A:ga", "B:gb"))
+	}
+	cids := map[string]bool{}
+	for i, p := range procs {
+		out := p.wait(t)
+		got := lines(out)
+		for k, v := range map[string]string{"put": "0", "construct": "0", "members": "3", "eps": "100,101,110", "destruct": "0", "finalize": "0"} {
+			if got[k] != v {
+				t.Errorf("proc %d: %s = %q, want %q\n%s", i, k, got[k], v, out)
+			}
+		}
+		cids[got["cid"]] = true
+	}
+	if len(cids) != 1 || cids["0"] || cids[""] {
+		t.Errorf("context ids %v: want one, not 0", cids)
+	}
+}

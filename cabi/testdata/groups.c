@@ -11,7 +11,12 @@
  * rank 1 accepts (_nb) and rank 2 declines once PMIX_GROUP_INVITED
  * reached them; rank 1 then leaves (_nb) and rank 0 sees PMIX_GROUP_LEFT
  * and destructs alone (_nb); ranks 0 and 3 construct a group with the absent rank 2 and a
- * timeout of 1 s, which fails at both. Prints "name value" lines. */
+ * timeout of 1 s, which fails at both.
+ *
+ * With "across NSA NSB" (two jobs, of two clusters: "cluster:nspace"):
+ * every rank of both puts "ep" (100 + rank, +10 in NSB), constructs one
+ * group of both with a context id, reads "ep" of every rank of the group
+ * by the group's name, and destructs it. Prints "name value" lines. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,6 +174,52 @@ static int invite(pmix_proc_t *me)
     return 0;
 }
 
+static size_t cid_of(pmix_info_t *results, size_t n);
+
+static int across(pmix_proc_t *me, const char *nsa, const char *nsb)
+{
+    pmix_proc_t procs[2], p;
+    pmix_info_t info, *results = NULL;
+    pmix_value_t v, *got = NULL;
+    size_t nresults = 0, members = 0, i;
+    pmix_status_t rc;
+    char eps[256] = "";
+
+    v.type = PMIX_UINT32;
+    v.data.uint32 = 100 + me->rank + (NULL != strstr(nsb, me->nspace) ? 10 : 0);
+    rc = PMIx_Put(PMIX_GLOBAL, "ep", &v);
+    if (PMIX_SUCCESS == rc) {
+        rc = PMIx_Commit();
+    }
+    printf("put %d\n", rc);
+    PMIX_LOAD_PROCID(&procs[0], nsa, PMIX_RANK_WILDCARD);
+    PMIX_LOAD_PROCID(&procs[1], nsb, PMIX_RANK_WILDCARD);
+    PMIX_INFO_LOAD(&info, PMIX_GROUP_ASSIGN_CONTEXT_ID, NULL, PMIX_BOOL);
+    rc = PMIx_Group_construct("xgrp", procs, 2, &info, 1, &results, &nresults);
+    printf("construct %d\n", rc);
+    printf("cid %zu\n", cid_of(results, nresults));
+    for (i = 0; i < nresults; i++) {
+        if (PMIX_CHECK_KEY(&results[i], PMIX_GROUP_MEMBERSHIP)) {
+            members = results[i].value.data.darray->size;
+        }
+    }
+    printf("members %zu\n", members);
+    PMIX_INFO_FREE(results, nresults);
+    for (i = 0; i < members; i++) {
+        PMIX_LOAD_PROCID(&p, "xgrp", i);
+        rc = PMIx_Get(&p, "ep", NULL, 0, &got);
+        snprintf(eps + strlen(eps), sizeof(eps) - strlen(eps), "%s%u", 0 == i ? "" : ",",
+                 PMIX_SUCCESS == rc ? got->data.uint32 : 0);
+        if (PMIX_SUCCESS == rc) {
+            PMIX_VALUE_RELEASE(got);
+        }
+    }
+    printf("eps %s\n", eps);
+    printf("destruct %d\n", PMIx_Group_destruct("xgrp", NULL, 0));
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    return 0;
+}
+
 static size_t cid_of(pmix_info_t *results, size_t n)
 {
     size_t i, cid = 0;
@@ -202,6 +253,9 @@ int main(int argc, char **argv)
     printf("ready\n");
     if (2 == argc && 0 == strcmp(argv[1], "invite")) {
         return invite(&me);
+    }
+    if (4 == argc && 0 == strcmp(argv[1], "across")) {
+        return across(&me, argv[2], argv[3]);
     }
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
     rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val);
