@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -206,6 +207,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		opts := []nats.Option{nats.Name("pmixbus-agent " + string(a.cfg.Cluster) + "/" + a.cfg.Node),
 			nats.MaxReconnects(-1), nats.ReconnectBufSize(64 << 20)}
+		if ttl := a.cfg.livenessKnobs().TTL; ttl > 0 {
+			// A link cut off silently (no FIN, no RST) is found stale
+			// after three unanswered pings: within the liveness TTL, when
+			// the others declare this node down, not nats.go's default
+			// of 4 minutes.
+			opts = append(opts, nats.PingInterval(max(ttl/3, 100*time.Millisecond)), nats.MaxPingsOutstanding(2))
+		}
 		nc, err := nats.Connect(url, append(opts, a.cfg.Keys.Option(security.RoleAgent))...)
 		if a.cfg.Keys != nil && errors.Is(err, nats.ErrNkeysNotSupported) {
 			// nats.go signs in only where the server asks it to. Without
@@ -281,6 +289,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 // one that answers belongs to a running agent, and is left alone.
 func listen(spec string) (net.Listener, string, error) {
 	network, addr, _ := splitListen(spec)
+	if network == "unix" && filepath.Dir(addr) == SocketDir() {
+		if err := privateDir(SocketDir()); err != nil {
+			return nil, "", err
+		}
+	}
 	if network == "unix" {
 		if c, err := net.DialTimeout("unix", addr, time.Second); err == nil {
 			_ = c.Close()

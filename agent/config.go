@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -183,7 +182,7 @@ func DefaultConfig(id cluster.ID, node string) Config {
 	return Config{
 		Cluster:            id,
 		Node:               node,
-		Listen:             "unix:" + filepath.Join(os.TempDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
+		Listen:             "unix:" + filepath.Join(SocketDir(), "pmixbus-"+subjects.EscapeToken(string(id))+"-"+subjects.EscapeToken(node)+".sock"),
 		MaxFrame:           proto.DefaultMaxFrame,
 		HandlerTimeout:     bus.DefaultHandlerTimeout,
 		HelloTimeout:       10 * time.Second,

@@ -18,6 +18,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -99,13 +100,13 @@ type launchSetup struct {
 	w   *agenttest.World
 	nc  *nats.Conn
 	// link is the last agent's link to NATS, which cutLatency cuts.
-	link    *cutProxy
+	link    *clustertest.CutProxy
 	cutNode string
 }
 
 func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error) {
 	slots := max(slices.Max(cfg.Sizes), cfg.Kills+1, slices.Max(append(slices.Clone(cfg.PeerSizes), 0)))
-	link, err := newCutProxy()
+	link, err := clustertest.NewCutProxy()
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +121,14 @@ func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error)
 			c.LivenessInterval, c.LivenessTTL = cfg.LivenessInterval, cfg.LivenessTTL
 			c.PMIxLibDir = cfg.LibDir
 			if c.Node == cutNode {
-				if u, err := link.via(c.URL); err == nil {
+				if u, err := link.Via(c.URL); err == nil {
 					c.URL = u
 				}
 			}
 		},
 	}, "", nil)
 	if err != nil {
-		link.close()
+		link.Close()
 		return nil, err
 	}
 	nc, err := nats.Connect(w.URL(launchCluster), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
@@ -140,11 +141,11 @@ func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error)
 
 func (s *launchSetup) close() {
 	s.nc.Close()
-	s.link.restore()
+	s.link.Restore()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = s.w.Close(ctx)
-	s.link.close()
+	s.link.Close()
 }
 
 func (s *launchSetup) app(mode string) launch.App {

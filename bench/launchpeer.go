@@ -120,12 +120,12 @@ func (s *launchSetup) cutLatency(ctx context.Context) (reports, waits []time.Dur
 		}
 		nspace := strings.TrimPrefix(run.Nspaces()[0], launchCluster+":")
 		cut := time.Now()
-		s.link.cut()
+		s.link.Cut()
 		wctx, cancel := context.WithTimeout(ctx, 10*launch.DefaultJobTTL)
 		res, err := run.Wait(wctx)
 		cancel()
 		waited := time.Since(cut)
-		s.link.restore()
+		s.link.Restore()
 		if err != nil {
 			return nil, nil, fmt.Errorf("cut %d: the run did not end: %w", i+1, err)
 		}

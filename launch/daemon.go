@@ -132,6 +132,7 @@ type localJob struct {
 	procs   map[pmix.Rank]*localProc
 	left    int
 	orphan  *time.Timer // the launcher's key expired; ends the job when it fires
+	lost    bool        // the launcher declared this node lost: its ranks here are being ended
 	started time.Time
 	local   []pmix.Rank // the job's ranks on this node, sorted
 }
@@ -234,7 +235,55 @@ func (d *Daemon) Start(ctx context.Context) error {
 	d.sub, d.watcher = sub, w
 	d.mu.Unlock()
 	d.goFunc(func() { d.watchLaunchers(w) })
+	d.goFunc(d.watchLink)
 	return nil
+}
+
+// linkCheck is how often watchLink looks at the NATS connection.
+const linkCheck = 250 * time.Millisecond
+
+// watchLink ends the ranks of every job whose launcher grace has passed
+// while this agent could not reach NATS: the node's liveness key expired
+// long before, the other agents declared it down and the job heard its
+// ranks' end (TERM_WO_SYNC), and the launcher, cut off as well or
+// counting them lost, has moved on. A NATS server that restarts within
+// the grace ends nothing. The agent's pings (a third of the liveness TTL)
+// find a silent cut within the TTL.
+func (d *Daemon) watchLink() {
+	t := time.NewTicker(linkCheck)
+	defer t.Stop()
+	var since time.Time // when the connection was first seen down; zero while up
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case now := <-t.C:
+			if d.cfg.Conn.IsConnected() {
+				since = time.Time{}
+				continue
+			}
+			if since.IsZero() {
+				since = now
+			}
+			var ending []string
+			d.mu.Lock()
+			for nspace, j := range d.jobs {
+				grace := time.Duration(j.req.LauncherGraceMS) * time.Millisecond
+				if grace <= 0 {
+					grace = d.cfg.LauncherGrace
+				}
+				if !j.lost && now.Sub(since) >= grace {
+					j.lost = true
+					ending = append(ending, nspace)
+				}
+			}
+			d.mu.Unlock()
+			for _, nspace := range ending {
+				d.log.Warn("cut off from NATS for longer than the job's launcher grace: its ranks here were declared lost elsewhere; ending them", "nspace", nspace, "cut_off_for", now.Sub(since).Round(time.Millisecond))
+				_ = d.Kill(KillRequest{Nspace: nspace, Silent: true, Reason: "its node was cut off from NATS for longer than the launcher grace"})
+			}
+		}
+	}
 }
 
 // goFunc runs f on a goroutine Shutdown waits for; false once closed.
@@ -730,11 +779,16 @@ func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
 			d.mu.Unlock()
 			continue
 		}
+		lost := false
 		switch e.Operation() {
 		case natsjs.KeyValuePut:
 			if j.orphan != nil {
 				j.orphan.Stop()
 				j.orphan = nil
+			}
+			var rec JobRecord
+			if json.Unmarshal(e.Value(), &rec) == nil && slices.Contains(rec.Lost, d.cfg.Node) && !j.lost {
+				j.lost, lost = true, true
 			}
 		case natsjs.KeyValuePurge, natsjs.KeyValueDelete:
 			// Purged: its TTL ran out. Deleted: the launcher released it
@@ -753,6 +807,15 @@ func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
 			}
 		}
 		d.mu.Unlock()
+		if lost {
+			// Its ranks went down with this node as the job sees it (the
+			// others heard TERM_WO_SYNC for them): ended silently, they
+			// never come back into the job.
+			d.log.Warn("the launcher declared this node lost while it was cut off from NATS; ending the job's processes here", "nspace", nspace, "launcher", j.req.Launcher)
+			go func() {
+				_ = d.Kill(KillRequest{Nspace: nspace, Silent: true, Reason: "its node was declared lost by the launcher " + j.req.Launcher})
+			}()
+		}
 	}
 }
 

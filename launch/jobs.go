@@ -24,8 +24,14 @@ import (
 // own, so when the launcher dies the key expires and every agent of the
 // job sees the limit marker, waits the job's launcher grace and ends the
 // job's processes there, rather than leave orphans. A launcher that ends
-// cleanly deletes the key.
+// cleanly purges the key, with a marker that expires releasedMarkerTTL
+// later: the bucket keeps nothing of finished jobs.
 const JobsBucket = "PMIXBUS_JOBS"
+
+// releasedMarkerTTL is how long the purge marker a launcher leaves on
+// its job's key as it ends stays in the bucket: long enough for every
+// agent's watcher to see it, then nothing of the job is left.
+const releasedMarkerTTL = time.Minute
 
 // Defaults of the launcher's key.
 const (
@@ -42,6 +48,11 @@ type JobRecord struct {
 	Size     int       `json:"size"`
 	Nodes    []string  `json:"nodes,omitempty"`
 	App      string    `json:"app,omitempty"`
+	// Lost are the nodes the launcher declared lost (unanswering, their
+	// liveness keys expired): their ranks count as ended, so an agent
+	// that reads its own node here, back from a partition, ends what it
+	// still runs of the job rather than let it come back.
+	Lost []string `json:"lost,omitempty"`
 }
 
 func jobKey(nspace string) string { return subjects.EscapeToken(nspace) }

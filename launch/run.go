@@ -162,8 +162,9 @@ type Run struct {
 	repairs    map[*runJob]*repairState
 	out        outputState
 	reconnects uint64
-	// poll's: nodes found down and when first, and the reconnects seen
+	// poll's: nodes found down and since when, and the reconnects seen
 	suspects       map[string]time.Time
+	heard          map[string]time.Time // when each node last answered (its spawn, a poll), since the last reconnect
 	pollReconnects uint64
 	completes      map[rankKey]int // channels of a rank whose end was shown
 	held           map[rankKey]heldEnd
@@ -212,7 +213,7 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
 		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
-		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}}
+		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}, heard: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
 	r.pollReconnects = r.reconnects
 	if err := r.plan(ctx); err != nil {
@@ -502,6 +503,7 @@ func (r *Run) spawn(ctx context.Context) error {
 					return fmt.Errorf("job %s, node %s of cluster %s: %w", j.nspace, node, j.cluster, err)
 				}
 				mu.Lock()
+				r.heard[cluster.Qualify(j.cluster, node)] = time.Now() // before follow starts: its own then
 				started[j] = append(started[j], node)
 				for rk, pid := range reply.Pids {
 					if int64(rk) < int64(len(r.places)) && r.places[rk].local(j.cluster, node) {
@@ -558,12 +560,27 @@ func (r *Run) release() {
 		}
 	}
 	for _, j := range r.jobs {
-		if j.claimed {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = j.kv.Delete(ctx, jobKey(j.nspace))
-			cancel()
-			j.claimed = false
-		}
+		r.releaseKey(j)
+	}
+}
+
+// releaseKey gives up job j's key, if the run still holds it: a purge
+// whose marker expires, so the bucket keeps nothing of a finished job (a
+// delete's marker stayed for ever, one message per run). The agents see
+// the marker and end whatever they still run of the job a launcher grace
+// later.
+func (r *Run) releaseKey(j *runJob) {
+	r.mu.Lock()
+	claimed := j.claimed
+	j.claimed = false
+	r.mu.Unlock()
+	if !claimed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := j.kv.Purge(ctx, jobKey(j.nspace), natsjs.PurgeTTL(releasedMarkerTTL)); err != nil {
+		r.log.Warn("releasing the job's key", "nspace", j.nspace, "err", err)
 	}
 }
 
@@ -585,8 +602,12 @@ func (r *Run) beat() {
 			if !live {
 				continue
 			}
+			r.mu.Lock()
+			rec := j.rec
+			rec.Lost = slices.Clone(rec.Lost)
+			r.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Beat)
-			if err := beatJob(ctx, j.js, j.cluster, j.rec, r.cfg.JobTTL); err != nil {
+			if err := beatJob(ctx, j.js, j.cluster, rec, r.cfg.JobTTL); err != nil {
 				r.log.Warn("refreshing a job's key failed", "nspace", j.nspace, "err", err)
 			}
 			cancel()
@@ -788,6 +809,9 @@ func (r *Run) poll() {
 					for _, rk := range ranks {
 						r.downRanks[rankKey{j.nspace, rk}] = true
 					}
+					if !slices.Contains(j.rec.Lost, node) {
+						j.rec.Lost = append(j.rec.Lost, node) // the next beat tells the node, should it come back
+					}
 					r.mu.Unlock()
 					if r.cfg.NodeDown != nil {
 						r.cfg.NodeDown(j.cluster, node)
@@ -799,6 +823,7 @@ func (r *Run) poll() {
 				continue
 			}
 			delete(r.suspects, cluster.Qualify(j.cluster, node))
+			r.heard[cluster.Qualify(j.cluster, node)] = time.Now()
 			running := map[pmix.Rank]bool{}
 			reported := map[pmix.Rank]ProcEnd{}
 			for _, js := range reply.Jobs {
@@ -846,8 +871,8 @@ func (r *Run) lateCheck(j *runJob, node string, rk pmix.Rank) {
 }
 
 // downFor is how long node has been found down, unanswering, by polls
-// (from the start of the first unanswered one, asked) since the
-// launcher's connection last came back: a NATS server that restarts lets
+// (from its last answer, or the start of the first unanswered poll,
+// asked) since the launcher's connection last came back: a NATS server that restarts lets
 // the agents' keys expire and their subscriptions lapse for a moment,
 // which is no node going down (the agents wait a TTL after their own
 // outage too).
@@ -855,12 +880,20 @@ func (r *Run) downFor(c cluster.ID, node string, asked time.Time) time.Duration 
 	if n := r.cfg.Conn.Stats().Reconnects; n != r.pollReconnects {
 		r.pollReconnects = n
 		clear(r.suspects)
+		clear(r.heard)
 	}
 	k := cluster.Qualify(c, node)
 	since, ok := r.suspects[k]
 	if !ok {
-		r.suspects[k] = asked // the unanswered request's start
-		return time.Since(asked)
+		// From its last answer (the spawn's or a poll's), when it
+		// answered since the connection came back, else from this
+		// unanswered request's start: a node cut off between two polls
+		// is reported no later than the job TTL after the cut.
+		since = asked
+		if h, ok := r.heard[k]; ok && h.Before(asked) {
+			since = h
+		}
+		r.suspects[k] = since
 	}
 	return time.Since(since)
 }
@@ -911,17 +944,7 @@ func (r *Run) jobEnded(j *runJob) {
 	if err != nil {
 		r.log.Warn("raising the job's end", "nspace", j.nspace, "err", err)
 	}
-	r.mu.Lock()
-	claimed := j.claimed
-	j.claimed = false
-	r.mu.Unlock()
-	if claimed {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := j.kv.Delete(ctx, jobKey(j.nspace)); err != nil {
-			r.log.Warn("deleting the job's key", "nspace", j.nspace, "err", err)
-		}
-		cancel()
-	}
+	r.releaseKey(j)
 }
 
 // jobStatus is how the job ended: its PMIX_JOB_TERM_STATUS, the proc the

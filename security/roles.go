@@ -125,8 +125,11 @@ func Permissions(r Role) *server.Permissions {
 		pub = append(pub, outputRead()...)
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: pub},
+			// The watch tools' inbox too, so that `pmixbus attach` signed
+			// in with this key reads the output as the watch role does
+			// (replies there carry nothing this role cannot read).
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				jobState, jobOutput, LauncherInboxPrefix + ".>",
+				jobState, jobOutput, LauncherInboxPrefix + ".>", WatchInboxPrefix + ".>",
 			}},
 		}
 	case RoleWatch:

@@ -160,7 +160,7 @@ func TestRolePermissions(t *testing.T) {
 			case security.RoleRM:
 				allowed = []string{"pmix.evt.A.rm.>", "pmix.env.*.rm.>", "pmix.outcome.A.*"}
 			case security.RoleLauncher:
-				allowed = []string{"pmix.jobstate.>", "pmix.iof.A.job.>", security.LauncherInboxPrefix + ".x"}
+				allowed = []string{"pmix.jobstate.>", "pmix.iof.A.job.>", security.LauncherInboxPrefix + ".x", security.WatchInboxPrefix + ".x"}
 			}
 			for _, subj := range allowed {
 				if _, err := nc.SubscribeSync(subj); err != nil {

@@ -377,3 +377,26 @@ func TestOutputStdoutClosedEarly(t *testing.T) {
 		}
 	}
 }
+
+// The launcher key reads a job's output as the watch key does
+// (docs/security.md): `pmixbus attach --nkey launcher.nk` works.
+func TestAttachWithLauncherKey(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(2, `echo "line of $PMIX_RANK"`)}}, "")
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	launcher := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.WatchInboxPrefix))
+	var got strings.Builder
+	if err := iof.Attach(t.Context(), launcher, "A", res.Jobs[0].Nspace, iof.AttachOptions{}, func(p iof.Parsed) {
+		got.Write(p.Data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		if want := fmt.Sprintf("line of %d\n", r); !strings.Contains(got.String(), want) || !strings.Contains(stdout.String(), want) {
+			t.Errorf("no %q: attached %q, shown %q", want, got.String(), stdout)
+		}
+	}
+}

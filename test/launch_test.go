@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
@@ -26,6 +27,7 @@ import (
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/security"
+	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // testProg builds internal/testprog once per run of the package: the
@@ -717,5 +719,32 @@ func TestLaunchMPIRunEnvironment(t *testing.T) {
 		if want := fmt.Sprintf("r=%d/4 local=%d/2 pmix=%d\n", r, r%2, r); !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
+	}
+}
+
+// A finished run leaves nothing in the jobs bucket for good: its key is
+// purged with a marker that expires (a delete's marker stayed, one
+// message per run: 2000 after 2000 runs).
+func TestFinishedJobKeyExpires(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/true"}}}})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	js, err := natsjs.NewWithDomain(nc, cluster.ID("A").Domain())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), security.JobsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), "$KV."+launch.JobsBucket+"."+subjects.EscapeToken(res.Jobs[0].Nspace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, ttl := m.Header.Get("KV-Operation"), m.Header.Get("Nats-TTL"); op != "PURGE" || ttl == "" {
+		t.Errorf("the finished job's key: operation %q, TTL %q; want a PURGE marker with a TTL", op, ttl)
 	}
 }

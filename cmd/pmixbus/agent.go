@@ -143,7 +143,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		natsURL        = fs.String("nats", "", "NATS `URL` to connect to; empty starts an embedded server (PMIXBUS_NATS)")
 		port           = fs.Int("port", -1, "client `port` of the embedded NATS server; -1 for a free one (PMIXBUS_PORT)")
 		store          = fs.String("store", "", "JetStream storage `dir` of the embedded server (default <state dir>/store/<cluster>/<node>, the state dir being $XDG_STATE_HOME/pmixbus, ~/.local/state/pmixbus, or /var/lib/pmixbus for root) (PMIXBUS_STORE)")
-		listen         = fs.String("listen", "", "where clients attach: unix:`path` or tcp:127.0.0.1:port, port 0 for a free one (default unix:<temp dir>/pmixbus-<cluster>-<node>.sock) (PMIXBUS_LISTEN)")
+		listen         = fs.String("listen", "", "where clients attach: unix:`path` or tcp:127.0.0.1:port, port 0 for a free one (default unix:$XDG_RUNTIME_DIR/pmixbus/pmixbus-<cluster>-<node>.sock, or <temp dir>/pmixbus-<uid>/… without it; that directory is made 0700 and refused if another user owns it) (PMIXBUS_LISTEN)")
 		handlerTimeout = fs.Duration("handler-timeout", bus.DefaultHandlerTimeout, "how long a handler may take before its chain moves on, for handlers that set no PMIX_EVENT_ACTION_TIMEOUT; 0 waits forever (PMIXBUS_HANDLER_TIMEOUT)")
 		logLevel       = fs.String("log-level", "info", "log `level`: off, error, warn, info, debug or trace (PMIXBUS_LOG_LEVEL)")
 		cacheSize      = fs.Int("event-cache-size", jetstream.DefaultEventCacheSize, "events the cluster's JetStream event cache keeps, oldest discarded first; shared by the cluster's agents (PMIXBUS_EVENT_CACHE_SIZE)")

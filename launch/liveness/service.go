@@ -307,6 +307,14 @@ func (s *Service) reconcileLocked(ctx context.Context) error {
 		// Expired (or removed by an operator): the cluster has declared
 		// this node down, and its procs terminated. Join again.
 		s.stats.rejoined.Add(1)
+		if s.recentOutage() {
+			// Every key expires in a server restart: the others,
+			// disconnected too, declared nothing (they wait a TTL after
+			// their own outage). Only agents that stayed connected did.
+			s.log.Warn("this agent's liveness key expired while its NATS connection was down (a server restart, or this node cut off); joining again. "+
+				"Agents that stayed connected meanwhile declared this node down; after a restart of the server they shared, none did", "key", s.key, "ttl", s.cfg.TTL)
+			return s.createLocked(ctx)
+		}
 		s.log.Error("this agent's liveness key expired: the cluster declared this node down and its processes terminated "+
 			"(PMIX_EVENT_NODE_DOWN, PMIX_ERR_PROC_TERM_WO_SYNC); joining again. Its refreshes were late by more than "+
 			"TTL − interval: a paused process, an overloaded host or a slow link (see docs/liveness.md)", "key", s.key, "ttl", s.cfg.TTL)

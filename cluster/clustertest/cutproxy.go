@@ -1,4 +1,4 @@
-package bench
+package clustertest
 
 import (
 	"errors"
@@ -7,12 +7,21 @@ import (
 	"sync"
 )
 
-// cutProxy stands between one agent and its NATS server, as the agent's
-// network link: cut makes it stop passing bytes either way without
-// closing anything, as a switch port that goes down does (no FIN, no
-// RST: each side learns of it only by what stops arriving); restore
-// passes them again, what was held first.
-type cutProxy struct {
+// CutProxy stands between a NATS client (an agent) and its server, as
+// the client's network link: Cut makes it stop passing bytes either way
+// without closing anything, as a switch port that goes down does (no
+// FIN, no RST: each side learns of it only by what stops arriving);
+// Restore passes them again, what was held first. Connections made
+// while it is cut are accepted and held likewise. For tests and
+// benchmarks of partitions on one machine, where network namespaces
+// are not permitted or not wanted:
+//
+//	p, _ := clustertest.NewCutProxy()
+//	defer p.Close()
+//	url, _ := p.Via(serverURL) // give the client url
+//	p.Cut()                    // ... the client is cut off
+//	p.Restore()
+type CutProxy struct {
 	ln net.Listener
 
 	mu     sync.Mutex
@@ -23,26 +32,26 @@ type cutProxy struct {
 	conns  []net.Conn
 }
 
-func newCutProxy() (*cutProxy, error) {
+func NewCutProxy() (*CutProxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &cutProxy{ln: ln}
+	p := &CutProxy{ln: ln}
 	p.cond = sync.NewCond(&p.mu)
 	go p.serve()
 	return p, nil
 }
 
-// via returns the URL to give the agent instead of serverURL, which the
+// Via returns the URL to give the agent instead of serverURL, which the
 // proxy then dials for it.
-func (p *cutProxy) via(serverURL string) (string, error) {
+func (p *CutProxy) Via(serverURL string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		return "", err
 	}
 	if u.Host == "" {
-		return "", errors.New("bench: no host:port in " + serverURL)
+		return "", errors.New("clustertest: no host:port in " + serverURL)
 	}
 	p.mu.Lock()
 	p.target = u.Host
@@ -51,7 +60,7 @@ func (p *cutProxy) via(serverURL string) (string, error) {
 	return u.String(), nil
 }
 
-func (p *cutProxy) serve() {
+func (p *CutProxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -78,7 +87,7 @@ func (p *cutProxy) serve() {
 }
 
 // pipe copies src to dst, holding what it read while the link is cut.
-func (p *cutProxy) pipe(src, dst net.Conn) {
+func (p *CutProxy) pipe(src, dst net.Conn) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 64<<10)
@@ -104,20 +113,23 @@ func (p *cutProxy) pipe(src, dst net.Conn) {
 	}
 }
 
-func (p *cutProxy) cut() {
+// Cut stops the bytes both ways, holding the connections open.
+func (p *CutProxy) Cut() {
 	p.mu.Lock()
 	p.isCut = true
 	p.mu.Unlock()
 }
 
-func (p *cutProxy) restore() {
+// Restore passes the bytes again.
+func (p *CutProxy) Restore() {
 	p.mu.Lock()
 	p.isCut = false
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }
 
-func (p *cutProxy) close() {
+// Close closes the listener and every connection.
+func (p *CutProxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns
