@@ -62,7 +62,8 @@ type procData struct {
 // release ends an operation at every participating agent:
 //
 //	[1, gen: uint, status: int, code: str, message: str, data: [ProcData],
-//	 nspace: str, members: [Proc], jobs: [JobInfo], flags: uint]
+//	 nspace: str, members: [Proc], jobs: [JobInfo], flags: uint,
+//	 ctxid: uint (a group construct's context id; only when assigned)]
 //
 // The code is the pmix.Error code of a failure ("collective.timeout").
 type release struct {
@@ -358,7 +359,11 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 
 func (m *release) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(11)
+	if m.ctxid != 0 {
+		w.arr(11)
+	} else {
+		w.arr(10) // as agents before groups read it
+	}
 	w.uint(wireVersion)
 	w.uint(m.gen)
 	w.int(int64(m.status))
@@ -369,7 +374,9 @@ func (m *release) marshal() ([]byte, error) {
 	w.procs(m.members)
 	w.jobs(m.jobs)
 	w.uint(uint64(m.flags))
-	w.uint(m.ctxid)
+	if m.ctxid != 0 {
+		w.uint(m.ctxid)
+	}
 	return w.bytes()
 }
 
