@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/pmixbus/pmixbus/collective"
+	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
@@ -80,6 +83,31 @@ func groupResults(res collective.Result) []pmix.Info {
 		out = append(out, pmix.NewInfo(pmix.KeyGroupContextID, pmix.Uint64(res.ContextID)))
 	}
 	return append(out, pmix.NewInfo(pmix.KeyGroupMembership, pmix.Procs(res.Members)))
+}
+
+// notifyFrom publishes an event of range CUSTOM as the local process from
+// had notified it (collective.Config.RaiseFrom): its handlers see from as
+// the source. A process no longer attached: the agent is the source.
+func (a *Agent) notifyFrom(ctx context.Context, from pmix.Proc, code pmix.Status, info []pmix.Info) error {
+	a.mu.Lock()
+	e := a.expected[from]
+	a.mu.Unlock()
+	if e == nil {
+		_, err := a.notify(ctx, "", code, pmix.RangeCustom, false, info)
+		return err
+	}
+	_, info, err := a.groupEvent(pmix.RangeCustom, info)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if a.isClosed() || a.router == nil {
+		return fmt.Errorf("%w: not started, or shut down", ErrClosed)
+	}
+	m := &event.Message{ID: a.nextEventID(), Code: code, Range: pmix.RangeCustom, Source: a.origin(e), Info: info, Time: time.Now()}
+	return a.link.Publish(m, &event.Sender{Proc: e.proc, Session: e.job.session})
 }
 
 // Psets returns the PMIx groups (process sets) the agent knows, by name,

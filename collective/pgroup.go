@@ -102,6 +102,29 @@ func constructAbort(err error) error {
 	return err
 }
 
+// raiseFromLocked raises an event as the local process from (Config.RaiseFrom)
+// to targets, about from.
+func (s *Service) raiseFromLocked(from pmix.Proc, code pmix.Status, targets []pmix.Proc, extra ...pmix.Info) {
+	if s.cfg.RaiseFrom == nil {
+		q, _ := s.qualify(from)
+		s.raiseLocked("", code, targets, q, extra...)
+		return
+	}
+	if len(targets) == 0 {
+		return
+	}
+	q, _ := s.qualify(from)
+	info := append([]pmix.Info{
+		pmix.NewInfo(pmix.KeyEventCustomRange, pmix.Procs(targets)),
+		pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(q)),
+	}, extra...)
+	s.goFuncLocked(func() {
+		if err := s.cfg.RaiseFrom(s.ctx, from, code, info); err != nil {
+			s.log.Warn("collective: raising a group event", "code", code.String(), "from", from.String(), "err", err)
+		}
+	})
+}
+
 // checkGroupName refuses an empty name, and one with a ':', which would
 // read as "cluster:nspace".
 func checkGroupName(name string) error {
@@ -282,7 +305,7 @@ func (s *Service) Leave(self pmix.Proc, name string) error {
 		return pmix.Errorf(pmix.ErrUnreach, "telling the group's agents that %v left %s: %v", self, name, err)
 	}
 	s.mu.Lock()
-	s.raiseLocked("", pmix.GroupLeft, others, me, pmix.NewInfo(pmix.KeyGroupName, pmix.String(gname)))
+	s.raiseFromLocked(self, pmix.GroupLeft, others, pmix.NewInfo(pmix.KeyGroupName, pmix.String(gname)))
 	s.mu.Unlock()
 	return nil
 }
@@ -468,7 +491,7 @@ func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) 
 	}
 	invitees := slices.DeleteFunc(slices.Clone(procs), func(p pmix.Proc) bool { return p == leader })
 	s.mu.Lock()
-	s.raiseLocked("", pmix.GroupInvited, invitees, leader,
+	s.raiseFromLocked(req.Self, pmix.GroupInvited, invitees,
 		pmix.NewInfo(pmix.KeyGroupName, pmix.String(req.Name)), pmix.NewInfo(pmix.KeyGroupMembership, pmix.Procs(procs)))
 	s.mu.Unlock()
 	res, err := s.Join(ctx, Request{
@@ -479,7 +502,7 @@ func (s *Service) Invite(ctx context.Context, req GroupRequest) (Result, error) 
 	if err == nil {
 		s.mu.Lock()
 		others := slices.DeleteFunc(slices.Clone(res.Members), func(p pmix.Proc) bool { return p == leader })
-		s.raiseLocked("", pmix.GroupConstructDone, others, leader,
+		s.raiseFromLocked(req.Self, pmix.GroupConstructDone, others,
 			pmix.NewInfo(pmix.KeyGroupName, pmix.String(req.Name)), pmix.NewInfo(pmix.KeyGroupMembership, pmix.Procs(res.Members)),
 			pmix.NewInfo(pmix.KeyEventNonDefault, pmix.Bool(true)))
 		s.mu.Unlock()
@@ -534,7 +557,7 @@ func (s *Service) JoinGroup(ctx context.Context, self, leader pmix.Proc, name st
 		code = pmix.GroupInviteDeclined
 	}
 	s.mu.Lock()
-	s.raiseLocked("", code, []pmix.Proc{ldr}, me, pmix.NewInfo(pmix.KeyGroupName, pmix.String(name)))
+	s.raiseFromLocked(self, code, []pmix.Proc{ldr}, pmix.NewInfo(pmix.KeyGroupName, pmix.String(name)))
 	s.mu.Unlock()
 	req := Request{Kind: KindGroup, ID: name, Procs: procs, Self: self, Timeout: timeout, Collect: true, Flags: flags}
 	if !accept {

@@ -129,7 +129,9 @@ func TestGroupAcrossClusters(t *testing.T) {
 		defer close(led)
 		lead, lerr = w.Client("A:ja.0").GroupInvite(ctx, "inv", []pmix.Proc{{Nspace: "B:jb", Rank: 0}, {Nspace: "B:jb", Rank: 1}}, nil)
 	}()
-	evs["B:jb.1"].wait(t, "B:jb.1", pmix.GroupInvited)
+	if inv := evs["B:jb.1"].wait(t, "B:jb.1", pmix.GroupInvited); inv.Source != (pmix.Proc{Nspace: "A:ja", Rank: 0}) {
+		t.Errorf("PMIX_GROUP_INVITED from %v, want the leader A:ja.0 (OpenPMIx's invitees join the source)", inv.Source)
+	}
 	if _, err := w.Client("B:jb.1").GroupJoin(ctx, "inv", pmix.Proc{Nspace: "A:ja", Rank: 0}, false, nil); err != nil {
 		t.Fatal(err)
 	}

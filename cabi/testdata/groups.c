@@ -28,12 +28,16 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int seen_invited, seen_left, seen_accepted, seen_declined;
 static pmix_status_t invite_rc = 1;
 static size_t invite_members;
+static pmix_proc_t inviter;
 
 static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
                      pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
-    (void)id, (void)source, (void)info, (void)ninfo, (void)results, (void)nresults;
+    (void)id, (void)info, (void)ninfo, (void)results, (void)nresults;
     pthread_mutex_lock(&mu);
+    if (PMIX_GROUP_INVITED == status && NULL != source) {
+        inviter = *source; /* the leader, as OpenPMIx's asyncgroup.c joins it */
+    }
     seen_invited += PMIX_GROUP_INVITED == status;
     seen_left += PMIX_GROUP_LEFT == status;
     seen_accepted += PMIX_GROUP_INVITE_ACCEPTED == status;
@@ -151,11 +155,11 @@ static int invite(pmix_proc_t *me)
     case 2:
         wait_for(&seen_invited);
         if (1 == me->rank) {
-            rc = op_wait(PMIx_Group_join_nb("inv", &leader, PMIX_GROUP_ACCEPT, NULL, 0, infocb, NULL));
+            rc = op_wait(PMIx_Group_join_nb("inv", &inviter, PMIX_GROUP_ACCEPT, NULL, 0, infocb, NULL));
             printf("join %d\n", rc);
             printf("leave %d\n", op_wait(PMIx_Group_leave_nb("inv", NULL, 0, opcb, NULL)));
         } else {
-            rc = PMIx_Group_join("inv", &leader, PMIX_GROUP_DECLINE, NULL, 0, &results, &nresults);
+            rc = PMIx_Group_join("inv", &inviter, PMIX_GROUP_DECLINE, NULL, 0, &results, &nresults);
             printf("join %d\n", rc);
             PMIX_INFO_FREE(results, nresults);
         }
