@@ -136,13 +136,16 @@ static void info_reply(struct req *r, struct frame *f, pmix_status_t st)
 static void group_op_reply(struct req *r, struct frame *f, pmix_status_t st)
 {
     (void)f;
-    r->opcb(st, r->cbdata);
+    if (NULL != r->opcb) {
+        r->opcb(st, r->cbdata);
+    }
     req_release(r);
     free(r);
 }
 
 /* run_nb sends a group request whose reply goes to an info callback
- * (cbfunc) or an op callback (opcb). */
+ * (cbfunc) or an op callback (opcb), or nowhere when both are NULL (as
+ * OpenPMIx's _nb forms allow: OpenPMIx's asyncgroup.c joins so). */
 static pmix_status_t run_nb(unsigned type, struct group_args *a, pmix_info_cbfunc_t cbfunc, pmix_op_cbfunc_t opcb,
                             void *cbdata)
 {
@@ -197,7 +200,7 @@ PMIX_EXPORT pmix_status_t PMIx_Group_construct_nb(const char grp[], const pmix_p
                                                   void *cbdata)
 {
     struct group_args a = {grp, procs, nprocs, info, ninfo, NULL, 0};
-    if (bad_grp(grp) || NULL == procs || 0 == nprocs || NULL == cbfunc) {
+    if (bad_grp(grp) || NULL == procs || 0 == nprocs) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_CONSTRUCT, &a, cbfunc, NULL, cbdata);
@@ -216,7 +219,7 @@ PMIX_EXPORT pmix_status_t PMIx_Group_destruct_nb(const char grp[], const pmix_in
                                                  pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
     struct group_args a = {grp, NULL, 0, info, ninfo, NULL, 0};
-    if (bad_grp(grp) || NULL == cbfunc) {
+    if (bad_grp(grp)) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_DESTRUCT, &a, NULL, cbfunc, cbdata);
@@ -238,7 +241,7 @@ PMIX_EXPORT pmix_status_t PMIx_Group_invite_nb(const char grp[], const pmix_proc
                                                void *cbdata)
 {
     struct group_args a = {grp, procs, nprocs, info, ninfo, NULL, 0};
-    if (bad_grp(grp) || NULL == procs || 0 == nprocs || NULL == cbfunc) {
+    if (bad_grp(grp) || NULL == procs || 0 == nprocs) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_INVITE, &a, cbfunc, NULL, cbdata);
@@ -260,7 +263,7 @@ PMIX_EXPORT pmix_status_t PMIx_Group_join_nb(const char grp[], const pmix_proc_t
                                              void *cbdata)
 {
     struct group_args a = {grp, NULL, 0, info, ninfo, leader, PMIX_GROUP_ACCEPT == opt};
-    if (bad_grp(grp) || NULL == leader || NULL == cbfunc) {
+    if (bad_grp(grp) || NULL == leader) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_JOIN, &a, cbfunc, NULL, cbdata);
@@ -279,7 +282,7 @@ PMIX_EXPORT pmix_status_t PMIx_Group_leave_nb(const char grp[], const pmix_info_
                                               pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
     struct group_args a = {grp, NULL, 0, info, ninfo, NULL, 0};
-    if (bad_grp(grp) || NULL == cbfunc) {
+    if (bad_grp(grp)) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_LEAVE, &a, NULL, cbfunc, cbdata);
