@@ -39,6 +39,7 @@ func (a *Agent) startCollective(ctx context.Context) error {
 			_, err := a.notify(ctx, id, code, pmix.RangeCustom, false, info)
 			return err
 		},
+		RaiseFrom:   a.notifyFrom,
 		Memberships: collective.NewNATSMemberships(a.nc, a.cfg.Cluster.Domain(), collective.DefaultGroupsBucket, a.replicas),
 		Logger:      a.log.With("component", "collective"),
 	})

@@ -278,6 +278,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
 		cc.collective(f) // collective.go
+	case proto.TypeGroupConstruct, proto.TypeGroupDestruct, proto.TypeGroupInvite, proto.TypeGroupJoin, proto.TypeGroupLeave:
+		cc.group(f) // group.go
 	case proto.TypeAbort:
 		cc.reply(f, cc.abort(cc.entry, f), nil) // lifecycle.go
 	case proto.TypeLog:

@@ -41,6 +41,10 @@ type PeerConfig struct {
 	Fences, Notifies, Lines int
 	// Launch is the number of ranks of the MPI launch (default 16).
 	Launch int
+	// GroupRanks is the size of the group construct measurement, on
+	// GroupAgents agents (defaults 64 and 4), and Groups the constructs
+	// timed in each run (default 20).
+	GroupRanks, GroupAgents, Groups int
 	// Idle is how long an initialised rank sleeps while its library's
 	// threads' context switches are counted (default 2 s; reported per
 	// 10 s).
@@ -67,6 +71,9 @@ func (c *PeerConfig) defaults() {
 	def(&c.Notifies, 500)
 	def(&c.Lines, 200)
 	def(&c.Launch, 16)
+	def(&c.GroupRanks, 64)
+	def(&c.GroupAgents, 4)
+	def(&c.Groups, 20)
 	def(&c.Rounds, 3)
 	if c.Idle <= 0 {
 		c.Idle = 2 * time.Second
@@ -89,6 +96,10 @@ func (c *PeerConfig) defaults() {
 //     exit (goal: 0.8x), where mpicc is installed;
 //   - one output line: a rank's line to the launcher's stdout, the median
 //     of Lines lines 5 ms apart (goal: 1.0x);
+//   - group construct: the median of Groups PMIx_Group_construct of
+//     GroupRanks ranks with PMIX_GROUP_ASSIGN_CONTEXT_ID, each followed by
+//     its destruct, on GroupAgents agents (goal: 1.0x); mpirun's ORTE (Open
+//     MPI 4.1) has no group operations, which the report says;
 //   - a rank's footprint: after Init and a fence, its peak RSS (goal: at
 //     most OpenPMIx's), its threads (at most 2) and the context switches
 //     of its threads but the main one while it sleeps Idle (at most 2 per
@@ -122,7 +133,7 @@ func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir, Agents: 2, PeerSizes: []int{1}}
+	lc := LaunchConfig{Rank: []string{p.pmixops}, Sizes: []int{max(slices.Max(cfg.Sizes), cfg.Launch, 2)}, Kills: 1, LibDir: cfg.LibDir, Agents: max(2, cfg.GroupAgents), PeerSizes: []int{1}}
 	lc.defaults()
 	s, err := newLaunchSetup(ctx, lc)
 	if err != nil {
@@ -293,6 +304,40 @@ func (m *peerMeasure) all(ctx context.Context) error {
 		return err
 	}
 	m.line("notify round trip, LOCAL range, p50 (TCP_NODELAY)", "peer_notify_vs_openpmix", peer, ours, 1.0)
+	return m.group(ctx)
+}
+
+// group measures PMIx_Group_construct of GroupRanks ranks spread over
+// GroupAgents agents, against mpirun's where it has groups.
+func (m *peerMeasure) group(ctx context.Context) error {
+	n, agents := m.cfg.GroupRanks, min(m.cfg.GroupAgents, len(launchNodes))
+	args := []string{"group", strconv.Itoa(m.cfg.Groups)}
+	var peers, ours []time.Duration
+	unsupported := false
+	for range m.cfg.Rounds {
+		if m.p.mpirun != "" && !unsupported {
+			r, err := m.runPeer(ctx, n, m.p.pmixops, args, nil)
+			if err != nil {
+				return err
+			}
+			if r.values["group_unsupported"] != 0 {
+				unsupported = true
+			} else {
+				peers = append(peers, r.values["group"])
+			}
+		}
+		r, err := m.runOursOn(ctx, agents, n, m.p.pmixops, args)
+		if err != nil {
+			return err
+		}
+		ours = append(ours, r.values["group"])
+	}
+	what := fmt.Sprintf("group construct, %d ranks on %d agents, p50", n, agents)
+	if unsupported {
+		m.r.addf("%-52s mpirun: not supported (ORTE)  pmixbus %9s", what, us(percentile(ours, 50)))
+		return nil
+	}
+	m.line(what, fmt.Sprintf("peer_group_construct_%d_vs_mpirun", n), percentile(peers, 50), percentile(ours, 50), 1.0)
 	return nil
 }
 

@@ -29,13 +29,14 @@ func peerLib(t *testing.T) string {
 func TestPeerSmoke(t *testing.T) {
 	lib := peerLib(t)
 	r, err := Peer(t.Context(), PeerConfig{LibDir: lib, Include: filepath.Join("..", "cabi", "include"),
-		Sizes: []int{2}, Fences: 5, Notifies: 5, Lines: 5, Launch: 2, Rounds: 1, Idle: 100 * time.Millisecond})
+		Sizes: []int{2}, Fences: 5, Notifies: 5, Lines: 5, Launch: 2, Rounds: 1, Idle: 100 * time.Millisecond,
+		GroupRanks: 4, GroupAgents: 2, Groups: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Print(testWriter{t})
 	text := strings.Join(r.Lines, "\n")
-	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "notify round trip", "peak RSS", "threads of a rank"} {
+	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "notify round trip", "peak RSS", "threads of a rank", "group construct, 4 ranks on 2 agents"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q line in the report", want)
 		}

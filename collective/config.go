@@ -48,6 +48,13 @@ type Config struct {
 	// with the same id, so that their targets' agents run each once. It
 	// is called on a goroutine of the service. Nil: no events.
 	Raise func(ctx context.Context, id string, code pmix.Status, info []pmix.Info) error
+	// RaiseFrom raises an event as a local process of the agent (its
+	// source), range CUSTOM, as if that process had notified it: the
+	// PMIx group events a process causes (PMIX_GROUP_INVITED from the
+	// leader, _INVITE_ACCEPTED/_DECLINED from the invitee, _LEFT), whose
+	// handlers read the source (OpenPMIx's clients notify them). It is
+	// called on a goroutine of the service. Nil: Raise.
+	RaiseFrom func(ctx context.Context, from pmix.Proc, code pmix.Status, info []pmix.Info) error
 	// Memberships keeps the groups connects form where an agent that
 	// restarts finds them (Restore). Nil: in memory, lost with the agent.
 	Memberships Memberships

@@ -268,7 +268,7 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 	r := &release{gen: co.key.gen, outcome: outcomeOf(err), flags: co.flags}
 	if err == nil {
 		r.data = co.data
-		if co.kind == KindConnect || co.kind == KindConnectXchg {
+		if co.kind == KindConnect || co.kind == KindConnectXchg || co.kind == KindGroup {
 			r.members = slices.SortedFunc(maps.Keys(co.covered), pmix.CompareProcs)
 			r.members = slices.DeleteFunc(r.members, func(p pmix.Proc) bool { return co.excused[p] })
 		}
@@ -279,8 +279,20 @@ func (s *Service) concludeLocked(co *coordinated, err error) {
 			r.jobs = append(r.jobs, jobInfo{nspace: ns, info: co.jobs[ns]})
 		}
 	}
+	if err == nil && co.kind == KindGroup && co.flags&FlagAssignContextID != 0 {
+		// The context id comes from the cluster's store: the release
+		// follows it, from a goroutine.
+		s.finished[co.key] = finished{nodes: co.nodes, at: now}
+		s.goFuncLocked(func() { s.assignContextID(co, r) })
+		return
+	}
+	s.publishReleaseLocked(co, r, err)
+}
+
+// publishReleaseLocked sends r, and remembers it for the latecomers.
+func (s *Service) publishReleaseLocked(co *coordinated, r *release, err error) {
 	b, merr := r.marshal()
-	s.finished[co.key] = finished{nodes: co.nodes, err: err, at: now, release: b}
+	s.finished[co.key] = finished{nodes: co.nodes, err: err, at: time.Now(), release: b}
 	if merr == nil {
 		merr = s.cfg.Conn.Publish(ReleaseSubject(co.key.sig), b)
 	}

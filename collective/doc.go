@@ -61,6 +61,21 @@
 // cluster keeps its groups in Config.Memberships (JetStream KV,
 // NATSMemberships), which Restore reads when an agent starts again.
 //
+// PMIx 4.2's process groups (pgroup.go) run on the same engine:
+// Construct is an operation of kind KindGroup whose id is the group's
+// name, with every member's committed data collected; its release may
+// carry a context id, which the coordinator takes from its cluster's
+// groups bucket (unique in the cluster set). The group is then held as a
+// connect's new nspace is, under its name. Destruct is a collective of the
+// members, which excuses those that terminated or left (Leave, announced
+// on GoneSubject); Invite is a construct of the leader and the invitees
+// that the invitees' JoinGroup take part in, or decline out of, after
+// asking the leader's agent for the invitation (InviteSubject).
+// PMIX_GROUP_NOTIFY_TERMINATION raises PMIX_GROUP_MEMBER_FAILED at the
+// members when one terminates; a construct that loses a member fails with
+// PMIX_GROUP_CONSTRUCT_ABORT, or with PMIX_GROUP_FT_COLLECTIVE completes
+// on the survivors, each told by PMIX_GROUP_MEMBER_FAILED.
+//
 // An agent whose contribution was acknowledged but which has no release
 // after Config.Recheck sends it again: a coordinator that restarted learns
 // it again, and one that concluded the operation sends the release again.

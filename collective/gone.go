@@ -55,28 +55,44 @@ type goneNotice struct {
 	// holding a group of the process then raises the group's events, with
 	// ids derived from it.
 	cause string
+	// left names the PMIx group the process left (PMIx_Group_leave): it
+	// did not terminate. Sent as a fifth element only when set.
+	left string
 }
 
 func (g goneNotice) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(4)
+	if g.left != "" {
+		w.arr(5)
+	} else {
+		w.arr(4)
+	}
 	w.uint(wireVersion)
 	w.proc(g.proc)
 	w.bool(g.abnormal)
 	w.str(g.cause)
+	if g.left != "" {
+		w.str(g.left)
+	}
 	return w.bytes()
 }
 
 func unmarshalGoneNotice(b []byte) (goneNotice, error) {
 	var g goneNotice
 	err := decode(b, "gone notice", func(d *dec) {
-		d.arr(4, "gone notice")
+		n := d.len("gone notice")
+		if d.err == nil && n != 4 && n != 5 {
+			d.err = pmix.Errorf(pmix.ErrUnpackFailure, "collective message gone notice: want 4 or 5 elements, got %d", n)
+		}
 		d.version()
 		if d.err == nil {
 			d.fail("proc", g.proc.DecodeMsgpack(d.d))
 		}
 		g.abnormal = d.bool("abnormal")
 		g.cause = d.str("cause")
+		if n == 5 {
+			g.left = d.str("left")
+		}
 	})
 	return g, err
 }
@@ -277,6 +293,10 @@ func (s *Service) goneMsg(m *nats.Msg) {
 		s.log.Warn("collective: dropping a malformed notice", "subject", m.Subject, "err", err)
 		return
 	}
+	if g.left != "" {
+		s.memberLeft(g.left, g.proc)
+		return
+	}
 	s.procGone(g, fromNotice)
 }
 
@@ -343,6 +363,10 @@ func (s *Service) memberGoneLocked(ns string, gr *group, g goneNotice, own bool)
 	s.markGoneLocked(gr, p)
 	s.saveGroupLocked(ns, gr)
 	if !own && g.cause == "" {
+		return
+	}
+	if gr.flags&FlagGroup != 0 {
+		s.groupMemberGoneLocked(ns, gr, g)
 		return
 	}
 	others := slices.DeleteFunc(gr.alive(), func(m pmix.Proc) bool { return m == p })

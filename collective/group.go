@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -28,6 +29,19 @@ const (
 	// FlagNotifyReq is PMIX_CONNECT_NOTIFY_REQ: PMIX_CONNECT_REQUESTED to
 	// the participants that have not called yet, once per agent.
 	FlagNotifyReq
+	// FlagNotifyTermination is PMIX_GROUP_NOTIFY_TERMINATION: a member of
+	// a PMIx group that terminates raises PMIX_GROUP_MEMBER_FAILED at the
+	// others (pgroup.go).
+	FlagNotifyTermination
+	// FlagAssignContextID is PMIX_GROUP_ASSIGN_CONTEXT_ID: the construct's
+	// coordinator gives the group a context id unique in the cluster set.
+	FlagAssignContextID
+	// FlagGroup marks a PMIx group (PMIx_Group_construct), as opposed to
+	// a connect's.
+	FlagGroup
+	// FlagInvitation marks a PMIx group's construct made by an invitation
+	// (PMIx_Group_invite): its members left out declined, or terminated.
+	FlagInvitation
 )
 
 // FlagsOf reads RFC0003's connect attributes from a request's info.
@@ -51,6 +65,11 @@ type group struct {
 	// gone: members that terminated without disconnecting. Collectives on
 	// the group leave them out.
 	gone map[pmix.Proc]bool
+	// A PMIx group's (FlagGroup): its name as its members gave it, its
+	// context id (0: none), and the members that left it.
+	name  string
+	ctxid uint64
+	left  map[pmix.Proc]bool
 }
 
 // alive returns the members that have not terminated.
@@ -208,6 +227,9 @@ func (s *Service) Restore(ctx context.Context) error {
 			continue
 		}
 		gr := &group{members: rec.Members, flags: rec.Flags}
+		if rec.Flags&FlagGroup != 0 {
+			_, gr.name, _ = cluster.Split(ns) // a PMIx group: its name
+		}
 		for _, m := range rec.Gone {
 			s.markGoneLocked(gr, m)
 		}

@@ -85,6 +85,10 @@ type NATSMemberships struct {
 
 	mu sync.Mutex
 	kv natsjs.KeyValue
+
+	// ctxMu guards the block of context ids this agent took (pgroup.go).
+	ctxMu           sync.Mutex
+	ctxNext, ctxEnd uint64
 }
 
 // NewNATSMemberships returns a store in bucket of domain (the cluster's),

@@ -75,6 +75,9 @@ type Service struct {
 	// jobInfo: the job-level info of other clusters' nspaces, which
 	// connects brought (RFC0003), by qualified nspace.
 	jobInfo map[string][]pmix.Info
+	// invites: the PMIx group invitations this agent's leaders have out
+	// (pgroup.go), by leader and group name.
+	invites map[inviteKey]*nats.Subscription
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -125,7 +128,8 @@ func New(cfg Config) (*Service, error) {
 		askHomes: map[cluster.ID]*nats.Subscription{},
 		coord:    map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
-		dead: map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
+		invites: map[inviteKey]*nats.Subscription{},
+		dead:    map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -539,7 +543,7 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if excuse || req.Kind == KindDisconnect {
+	if excuse || req.Kind == KindDisconnect || req.Kind == KindGroupDestruct {
 		// A member that terminated is left out (the survivors must be
 		// able to disconnect), as of an optional connect.
 		req.Flags |= FlagOptional
@@ -560,7 +564,7 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 		if l.err != nil {
 			return Result{}, l.err
 		}
-		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members}
+		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members, ContextID: l.ctxid}
 		if i, found := slices.BinarySearchFunc(l.members, self, pmix.CompareProcs); found && l.nspace != "" {
 			res.Rank = pmix.Rank(i)
 		}
@@ -583,6 +587,9 @@ type Result struct {
 	// Rank is the participant's new rank in Nspace, its index in Members;
 	// pmix.RankUndef when no nspace was assigned.
 	Rank pmix.Rank
+	// ContextID is a group construct's context id (FlagAssignContextID);
+	// 0 when none was asked.
+	ContextID uint64
 }
 
 // local is one instance of an operation as this agent takes part in it.
@@ -613,6 +620,7 @@ type local struct {
 	err      error
 	nspace   string      // a connect's new nspace, from the release
 	members  []pmix.Proc // a connect's members, from the release
+	ctxid    uint64      // a group construct's context id, from the release
 }
 
 // arrive adds self to the oldest instance of the operation it has not
@@ -664,6 +672,13 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		for p := range l.expect {
 			if !l.arrived[p] && s.deadLocked(p) {
 				s.localGoneLocked(l, p, "terminated")
+			}
+		}
+	}
+	if l.kind == KindGroupDestruct {
+		if _, gr := s.pgroupLocked(l.id); gr != nil {
+			for p := range gr.left {
+				s.localGoneLocked(l, p, "left the group")
 			}
 		}
 	}
@@ -746,7 +761,7 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 	if !l.expect[self] {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "%v takes part, but the job map places it on no rank of node %s", self, s.cfg.Node)
 	}
-	if o.kind == KindConnect || o.kind == KindConnectXchg {
+	if o.kind == KindConnect || o.kind == KindConnectXchg || o.kind == KindGroup {
 		// Before the contribution: the members' terminations after the
 		// connect are announced once NATS knows this subscription.
 		for _, p := range o.procs {
@@ -809,7 +824,7 @@ func (s *Service) contributeLocked(l *local, status pmix.Status, message string)
 	c := &contribution{
 		op: l.op, gen: l.key.gen, cluster: string(s.cfg.Cluster), node: s.cfg.Node,
 		sizes: l.sizes, timeout: l.timeout, collect: l.collect, status: status, message: message,
-		flags: l.flags, gone: l.gone,
+		flags: l.flags, gone: s.leftOfLocked(l),
 	}
 	for p := range l.arrived {
 		c.covers = append(c.covers, p)
@@ -901,13 +916,21 @@ func (s *Service) released(l *local, m *nats.Msg) {
 	if !l.finished && l.kind == KindDisconnect && r.status == pmix.Success {
 		s.dropGroupLocked(l.id) // every member has left it
 	}
+	if !l.finished && l.kind == KindGroupDestruct && r.status == pmix.Success {
+		if key, gr := s.pgroupLocked(l.id); gr != nil {
+			s.dropGroupLocked(key)
+		}
+	}
 	for _, j := range r.jobs {
 		if _, ours := s.local(j.nspace); !ours {
 			s.jobInfo[j.nspace] = j.info
 		}
 	}
 	if !l.finished {
-		l.nspace, l.members = r.nspace, r.members
+		l.nspace, l.members, l.ctxid = r.nspace, r.members, r.ctxid
+		if l.kind == KindGroup && r.status == pmix.Success {
+			flush = s.groupConstructedLocked(l, r)
+		}
 		if r.nspace != "" && r.status == pmix.Success {
 			q, err := s.qualify(pmix.Proc{Nspace: r.nspace, Rank: pmix.RankWildcard})
 			if err == nil {

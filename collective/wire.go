@@ -62,7 +62,8 @@ type procData struct {
 // release ends an operation at every participating agent:
 //
 //	[1, gen: uint, status: int, code: str, message: str, data: [ProcData],
-//	 nspace: str, members: [Proc], jobs: [JobInfo], flags: uint]
+//	 nspace: str, members: [Proc], jobs: [JobInfo], flags: uint,
+//	 ctxid: uint (a group construct's context id; only when assigned)]
 //
 // The code is the pmix.Error code of a failure ("collective.timeout").
 type release struct {
@@ -73,6 +74,7 @@ type release struct {
 	members []pmix.Proc // a connect's members, in new rank order
 	jobs    []jobInfo   // a connect's: every participating nspace's job-level info
 	flags   Flags       // the union of the contributions'
+	ctxid   uint64      // a group construct's context id (FlagAssignContextID)
 }
 
 // ack answers a contribution: [status: int, code: str, message: str].
@@ -357,7 +359,11 @@ func unmarshalContribution(b []byte) (*contribution, error) {
 
 func (m *release) marshal() ([]byte, error) {
 	w := newEnc()
-	w.arr(10)
+	if m.ctxid != 0 {
+		w.arr(11)
+	} else {
+		w.arr(10) // as agents before groups read it
+	}
 	w.uint(wireVersion)
 	w.uint(m.gen)
 	w.int(int64(m.status))
@@ -368,13 +374,19 @@ func (m *release) marshal() ([]byte, error) {
 	w.procs(m.members)
 	w.jobs(m.jobs)
 	w.uint(uint64(m.flags))
+	if m.ctxid != 0 {
+		w.uint(m.ctxid)
+	}
 	return w.bytes()
 }
 
 func unmarshalRelease(b []byte) (*release, error) {
 	m := &release{}
 	err := decode(b, "release", func(r *dec) {
-		r.arr(10, "release")
+		n := r.len("release")
+		if r.err == nil && n != 10 && n != 11 {
+			r.err = pmix.Errorf(pmix.ErrUnpackFailure, "collective message release: want 10 or 11 elements, got %d", n)
+		}
 		r.version()
 		m.gen = r.uint(math.MaxUint64, "gen")
 		m.status = r.status("status")
@@ -385,6 +397,9 @@ func unmarshalRelease(b []byte) (*release, error) {
 		m.members = r.procs("members")
 		m.jobs = r.jobs()
 		m.flags = Flags(r.uint(math.MaxUint8, "flags"))
+		if n == 11 {
+			m.ctxid = r.uint(math.MaxUint64, "context id")
+		}
 	})
 	if err != nil {
 		return nil, err

@@ -90,7 +90,8 @@ func FuzzUnmarshal(f *testing.F) {
 		sizes: []nsSize{{nspace: "A:j", size: 1}}, data: []procData{{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, puts: []proto.Put{{Scope: 3, Key: "k", Value: pmix.Int8(1)}}}}}
 	r := &release{gen: 1, outcome: outcomeOf(ErrFinished), nspace: "A:cnct.x.1", members: c.covers, data: c.data}
 	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data},
-		goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, cause: "A/n/1"}, goneAsk{nspace: "A:j"}} {
+		goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, cause: "A/n/1"}, goneAsk{nspace: "A:j"},
+		&release{gen: 1, members: c.covers, ctxid: 1 << 50, flags: FlagGroup}, goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, left: "g"}} {
 		b, err := m.marshal()
 		if err != nil {
 			f.Fatal(err)
@@ -117,5 +118,47 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 		}
 		_, _ = unmarshalGoneAsk(b)
+		if procs, flags, err := unmarshalInvitation(b); err == nil {
+			if _, err := marshalInvitation(procs, flags); err != nil {
+				t.Fatalf("invitation decoded but does not encode: %v", err)
+			}
+		}
 	})
+}
+
+// TestGroupWire: a release with a context id, a notice of a member that
+// left a group and an invitation come back as they were; a release
+// without a context id keeps the ten elements agents before groups read.
+func TestGroupWire(t *testing.T) {
+	members := []pmix.Proc{{Nspace: "A:j", Rank: 0}, {Nspace: "B:k", Rank: 2}}
+	for _, in := range []*release{{gen: 3, members: members, ctxid: 7 << 48, flags: FlagGroup | FlagAssignContextID}, {gen: 4, members: members}} {
+		b, err := in.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := unmarshalRelease(b)
+		if err != nil || out.ctxid != in.ctxid || out.flags != in.flags || len(out.members) != 2 {
+			t.Errorf("release %+v: got %+v, %v", in, out, err)
+		}
+		if want := byte(0x9a); in.ctxid == 0 && b[0] != want {
+			t.Errorf("release without a context id: array header %#x, want %#x (10 elements)", b[0], want)
+		}
+	}
+	b, err := goneNotice{proc: members[1], left: "grp"}.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := unmarshalGoneNotice(b); err != nil || g.left != "grp" || g.proc != members[1] {
+		t.Errorf("left notice: %+v, %v", g, err)
+	}
+	b, err = marshalInvitation(members, FlagGroup|FlagOptional|FlagInvitation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procs, flags, err := unmarshalInvitation(b); err != nil || len(procs) != 2 || flags != FlagGroup|FlagOptional|FlagInvitation {
+		t.Errorf("invitation: %v, %v, %v", procs, flags, err)
+	}
+	if _, _, err := unmarshalInvitation([]byte{0x93, 0x01, 0x90, 0x00}); err == nil {
+		t.Error("an invitation without members decoded")
+	}
 }

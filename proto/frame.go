@@ -101,6 +101,15 @@ const (
 	// Spawn (PMIx_Spawn; docs/protocol.md): the agent replies once every
 	// rank of the new job has started, with its nspace, or why not.
 	TypeSpawn Type = 30 // c→a: Info (job-level directives), Apps; reply: Nspace
+	// PMIx groups (PMIx_Group_*; docs/protocol.md). Nspace carries the
+	// group's name; replies carry Status and Message, and construct's,
+	// invite's and join's Results: PMIX_GROUP_CONTEXT_ID when one was
+	// assigned, and PMIX_GROUP_MEMBERSHIP.
+	TypeGroupConstruct Type = 40 // c→a: Nspace, Procs (the members), Info (directives, PMIX_GROUP_INFO)
+	TypeGroupDestruct  Type = 41 // c→a: Nspace, Info (directives)
+	TypeGroupInvite    Type = 42 // c→a: Nspace, Procs (the invitees), Info (directives)
+	TypeGroupJoin      Type = 43 // c→a: Nspace, Source (the leader), Status (1: accept, 0: decline), Info (directives)
+	TypeGroupLeave     Type = 44 // c→a: Nspace, Info (directives)
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -118,7 +127,8 @@ var typeNames = map[Type]string{
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
 	TypeInvokeDoneBatch: "invoke-done-batch",
 
-	TypeSpawn: "spawn",
+	TypeSpawn:          "spawn",
+	TypeGroupConstruct: "group-construct", TypeGroupDestruct: "group-destruct", TypeGroupInvite: "group-invite", TypeGroupJoin: "group-join", TypeGroupLeave: "group-leave",
 }
 
 func (t Type) String() string {

@@ -11,6 +11,11 @@
  *              client event of a wider range): rank 1 answers every -3100 with a -3101 from its
  *              handler; rank 0 sends -3100 K times, each after the last
  *              answer (the median round trip: notify_rtt)
+ *   group K    after a fence, K PMIx_Group_construct of every rank with
+ *              PMIX_GROUP_ASSIGN_CONTEXT_ID, each followed by its destruct
+ *              (the median construct, rank 0's view: group); where the
+ *              host has no groups (mpirun of Open MPI 4.1: ORTE), rank 0
+ *              prints "group_unsupported 1" instead
  *   lines K    rank 0 writes K lines "t <realtime ns>", 5 ms apart
  *   idle K     after Init and a fence, rank 0 prints its threads, its peak
  *              RSS (VmHWM, kB) and the context switches of its threads
@@ -214,6 +219,41 @@ static void idle(long ms)
     printf("threads %ld\nrss_kb %ld\n", status("/proc/self/status", "Threads"), status("/proc/self/status", "VmHWM"));
 }
 
+static void group(long k)
+{
+    pmix_proc_t wild;
+    pmix_info_t info, *results = NULL;
+    pmix_status_t rc;
+    size_t nresults = 0;
+    char name[32];
+    long long t, *took = calloc(k, sizeof *took);
+
+    PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("fence", rc);
+    PMIX_INFO_LOAD(&info, PMIX_GROUP_ASSIGN_CONTEXT_ID, NULL, PMIX_BOOL);
+    for (long i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "bench.%ld", i);
+        t = now(CLOCK_MONOTONIC);
+        rc = PMIx_Group_construct(name, &wild, 1, &info, 1, &results, &nresults);
+        took[i] = now(CLOCK_MONOTONIC) - t;
+        if (PMIX_ERR_NOT_SUPPORTED == rc && 0 == i) {
+            if (0 == me.rank)
+                printf("group_unsupported 1\n");
+            free(took);
+            return;
+        }
+        if (PMIX_SUCCESS != rc)
+            die("group construct", rc);
+        PMIX_INFO_FREE(results, nresults);
+        if (PMIX_SUCCESS != (rc = PMIx_Group_destruct(name, NULL, 0)))
+            die("group destruct", rc);
+    }
+    if (0 == me.rank)
+        printf("group %lld\n", median(took, k));
+    free(took);
+}
+
 static void lines(long k)
 {
     if (0 != me.rank)
@@ -231,7 +271,7 @@ int main(int argc, char **argv)
     long k;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: pmixops fence|notify|lines|idle K\n");
+        fprintf(stderr, "usage: pmixops fence|notify|lines|idle|group K\n");
         return 2;
     }
     k = atol(argv[2]);
@@ -247,6 +287,8 @@ int main(int argc, char **argv)
         notify(k);
     else if (0 == strcmp(argv[1], "lines"))
         lines(k);
+    else if (0 == strcmp(argv[1], "group"))
+        group(k);
     else if (0 == strcmp(argv[1], "idle"))
         idle(k);
     else {
