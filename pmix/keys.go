@@ -151,6 +151,15 @@ const (
 	KeyIOFTime = "pmixbus.iof.time"
 )
 
+// Keys of issue 29's queries, logging, job control and model declarations
+// (docs/cabi.md), with OpenPMIx's strings.
+const (
+	KeyProgrammingModel    = "pmix.pgm.model" // string: PMIx_Init's info, the programming model (PMIX_MODEL_DECLARED)
+	KeyModelLibraryName    = "pmix.mdl.name"  // string: likewise, the library's name
+	KeyModelLibraryVersion = "pmix.mld.vrs"   // string: likewise, its version
+	KeyThreadingModel      = "pmix.threads"   // string: likewise, its threading model
+)
+
 // knownKeys are the keys above: decoding an info whose key is one of
 // them takes the constant instead of allocating the string again (an event
 // info crosses a socket per handler it reaches). TestKnownKeysComplete
@@ -176,6 +185,7 @@ var knownKeys = func() map[string]string {
 		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
 		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
+		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
 	} {
 		m[k] = k
 	}

@@ -79,6 +79,7 @@ struct reg {
     pmix_proc_t *affected;
     size_t naffected;
     double timeout; /* PMIX_EVENT_ACTION_TIMEOUT in seconds, 0: the default */
+    void *cbobject; /* PMIX_EVENT_RETURN_OBJECT: given back in each call's info */
 };
 
 enum { REG_PENDING, REG_OK };
@@ -175,6 +176,15 @@ HIDDEN struct work *invoke_work(struct cur *c, int entry, struct frame *f);
 HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninfo,
                         void (*done)(void *arg), void *arg);
 HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
+/* A chain of code with one handler, ref: an event the process kept,
+ * replayed to a handler registered after it. */
+HIDDEN void local_event_one_locked(size_t ref, pmix_status_t code, const pmix_info_t *info, size_t ninfo);
+
+/* model.c */
+HIDDEN void model_declare(const pmix_info_t *info, size_t ninfo);
+HIDDEN void model_replay_locked(const struct reg *g);
+HIDDEN int model_lookup_locked(const char *key, pmix_value_t *v);
+HIDDEN void model_forget_locked(void);
 /* The abort a running handler asks for (see events.c): 1 when taken. */
 HIDDEN int defer_abort(void);
 /* Passes over the local handlers whose timeout passed; returns the

@@ -28,7 +28,7 @@ func main() {
 		fence    = flag.Bool("fence", false, "fence with every rank of the job once set up (registered with -watch), before failing")
 		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
 		rdv      = flag.String("rendezvous", "", "mine,theirs: RFC0003's rendezvous and connect (rank 0 publishes the job's cluster:nspace as mine; every rank looks up theirs, then connects both jobs)")
-		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
+		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end (the failing rank does not wait)")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
 	)
@@ -112,7 +112,8 @@ func main() {
 	if *rdv != "" {
 		group = rendezvous(ctx, c, *rdv)
 	}
-	if *await != 0 {
+	failing := *failRank == -1 || *failRank == int(me.Rank)
+	if *await != 0 && !failing {
 		<-heard
 		if group != "" {
 			if err := c.Disconnect(ctx, group, nil); err != nil {
@@ -122,7 +123,7 @@ func main() {
 			fmt.Printf("%d: disconnected\n", me.Rank)
 		}
 	}
-	if *failRank == -1 || *failRank == int(me.Rank) {
+	if failing {
 		how, arg, _ := strings.Cut(*fail, ":")
 		n, _ := strconv.Atoi(arg)
 		switch how {

@@ -1,0 +1,95 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/agent/agenttest"
+	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// TestModelDeclared: a model declared in Init's info
+// (client.WithInitInfo) reaches a handler registered afterwards for
+// PMIX_MODEL_DECLARED, once, with the declaration; a default handler
+// registered after Init does not get it; deregistering an id never handed
+// out calls the callback with PMIX_ERR_NOT_FOUND.
+func TestModelDeclared(t *testing.T) {
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "m", Nodes: []string{"a1"}, Detached: true}},
+	})
+	model := []pmix.Info{
+		pmix.NewInfo(pmix.KeyProgrammingModel, pmix.String("MPI")),
+		pmix.NewInfo(pmix.KeyModelLibraryName, pmix.String("TestMPI")),
+		pmix.NewInfo(pmix.KeyModelLibraryVersion, pmix.String("1.0")),
+		pmix.NewInfo(pmix.KeyThreadingModel, pmix.String("pthreads")),
+		pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(5)), // not a declaration: ignored
+	}
+	if _, err := client.Init(t.Context(), client.WithEnv(w.Env("A:m.0")), client.WithInitInfo([]pmix.Info{pmix.NewInfo(pmix.KeyProgrammingModel, pmix.Int32(1))})); !errors.Is(err, client.ErrInvalidOption) {
+		t.Fatalf("a model that is not a string: %v, want ErrInvalidOption", err)
+	}
+	c, err := client.Init(t.Context(), client.WithEnv(w.Env("A:m.0")), client.WithInitInfo(model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Finalize(t.Context()) })
+	def := newRecorder()
+	if _, err := c.RegisterEventHandler(t.Context(), nil, nil, def.handler(pmix.EventNoActionTaken)); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	if _, err := c.RegisterEventHandler(t.Context(), []pmix.Status{pmix.EventModelDeclared}, nil, rec.handler(pmix.EventNoActionTaken)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitCount(t, pmix.EventModelDeclared, 1)
+	got := rec.of(pmix.EventModelDeclared)[0]
+	for _, in := range model[:4] {
+		if v, ok := pmix.LookupValue(got.Info, in.Key); !ok || v.String() != in.Value.String() {
+			t.Errorf("PMIX_MODEL_DECLARED's info %v: %s is %v, want %v", got.Info, in.Key, v, in.Value)
+		}
+	}
+	if _, ok := pmix.LookupValue(got.Info, pmix.KeyTimeout); ok {
+		t.Errorf("PMIX_MODEL_DECLARED's info %v has a key that declares no model", got.Info)
+	}
+	// Deregistration of an id never handed out: the callback comes.
+	errc := make(chan error, 1)
+	c.DeregisterEventHandlerCB(12345, func(err error) { errc <- err })
+	if err := <-errc; !errors.Is(err, pmix.ErrNotFound) {
+		t.Errorf("deregistering an unknown id: %v, want PMIX_ERR_NOT_FOUND", err)
+	}
+	if n := len(def.of(pmix.EventModelDeclared)); n != 0 || len(rec.all()) != 1 {
+		t.Errorf("default handler called %d times, the model handler %d, want 0 and 1", n, len(rec.all()))
+	}
+}
+
+// TestContinuousAbortReachesSurvivors: in a job run with --continuous
+// (launch.Config.Continuous), rank 0 exits with status 1 after a fence
+// and the three others, registered for PMIX_ERR_PROC_ABORTED alone (as
+// OpenPMIx's fault.c is), hear of it, with rank 0 the affected proc, and
+// end normally.
+func TestContinuousAbortReachesSurvivors(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	aborted := fmt.Sprint(int(pmix.ErrProcAborted))
+	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+		Args: []string{"-watch", "-codes", aborted, "-fence", "-await", aborted, "-fail-rank", "0", "-fail", "exit:1"}}}}})
+	if res.First == nil || res.First.Rank != 0 || res.First.State != pmix.ErrExitNonzeroTerm {
+		t.Fatalf("first %+v\noutput:\n%s", res.First, out)
+	}
+	ns := res.Jobs[0].Nspace
+	for r := 1; r < 4; r++ {
+		if want := fmt.Sprintf("%d: event %s affected=%s.0 exit=1", r, aborted, ns); !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in output:\n%s", want, out)
+		}
+	}
+	for _, e := range res.Jobs[0].Ends[1:] {
+		if e.State != pmix.Success {
+			t.Errorf("rank %d ended %v (%s), want a normal end", e.Rank, e.State, e.Text)
+		}
+	}
+}
