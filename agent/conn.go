@@ -284,6 +284,8 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.log(f) // log.go
 	case proto.TypeIOFPush, proto.TypeIOFPull, proto.TypeIOFDeregister:
 		cc.iofRequest(f) // iofclient.go
+	case proto.TypeJobControl:
+		cc.jobControl(f) // jobctl.go
 	case proto.TypeFinalize:
 		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)

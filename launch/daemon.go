@@ -582,6 +582,10 @@ func (d *Daemon) Kill(req KillRequest) error {
 			targets = append(targets, lp)
 		}
 	}
+	if req.Signal != 0 {
+		d.mu.Unlock()
+		return d.signal(targets, syscall.Signal(req.Signal))
+	}
 	for _, lp := range targets {
 		lp.killed = true
 		lp.silent = lp.silent || req.Silent

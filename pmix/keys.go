@@ -158,6 +158,31 @@ const (
 	KeyModelLibraryName    = "pmix.mdl.name"  // string: likewise, the library's name
 	KeyModelLibraryVersion = "pmix.mld.vrs"   // string: likewise, its version
 	KeyThreadingModel      = "pmix.threads"   // string: likewise, its threading model
+
+	KeyLogMsg               = "pmix.log.msg"    // bytes: PMIx_Log data, Open MPI 4.1's show-help message (iof.ParseOMPIHelp)
+	KeyLogSyslog            = "pmix.log.syslog" // string: PMIx_Log data, a message for the syslog of the caller's node
+	KeyLogLocalSyslog       = "pmix.log.lsys"   // string: likewise
+	KeyLogGlobalSyslog      = "pmix.log.gsys"   // string: likewise (pmixbus has no "master" syslog)
+	KeyLogEmail             = "pmix.log.email"  // info array: PMIx_Log data by email, which pmixbus does not send
+	KeyLogSyslogPri         = "pmix.log.syspri" // int: PMIx_Log directive, the syslog priority (default LOG_ERR)
+	KeyLogTimestamp         = "pmix.log.tstmp"  // time: PMIx_Log directive, the time the syslog message gives
+	KeyLogGenerateTimestamp = "pmix.log.gtstmp" // bool: PMIx_Log directive, give the syslog message the time now
+	KeyLogOnce              = "pmix.log.once"   // bool: PMIx_Log directive, log to the first channel that takes it only
+	KeyLogSource            = "pmix.log.source" // proc: PMIx_Log directive, who logs (the caller regardless)
+	KeyLogTagOutput         = "pmix.log.tag"    // bool: PMIx_Log directive, accepted: the launcher's options format the output
+	KeyLogTimestampOutput   = "pmix.log.tsout"  // bool: likewise
+	KeyLogXMLOutput         = "pmix.log.xml"    // bool: likewise
+
+	KeyJobCtrlKill        = "pmix.jctrl.kill"     // bool: PMIx_Job_control, end the procs at once (SIGKILL)
+	KeyJobCtrlTerminate   = "pmix.jctrl.term"     // bool: end them politely (SIGTERM, SIGKILL after the kill grace)
+	KeyJobCtrlSignal      = "pmix.jctrl.sig"      // int: send them this signal
+	KeyJobCtrlPause       = "pmix.jctrl.pause"    // bool: stop them (SIGSTOP)
+	KeyJobCtrlResume      = "pmix.jctrl.resume"   // bool: let them go on (SIGCONT)
+	KeyJobCtrlID          = "pmix.jctrl.id"       // string: the request's name (informational)
+	KeyJobCtrlPreemptible = "pmix.jctrl.preempt"  // bool: the job may be pre-empted (informational)
+	KeyJobCtrlCkptMethod  = "pmix.jctrl.ckmethod" // info array: how the procs checkpoint (informational)
+	KeyJobCtrlCkptSignal  = "pmix.jctrl.ckptsig"  // int: likewise
+	KeyJobCtrlCkptEvent   = "pmix.jctrl.ckptev"   // bool: likewise
 )
 
 // knownKeys are the keys above: decoding an info whose key is one of
@@ -186,6 +211,10 @@ var knownKeys = func() map[string]string {
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
 		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
 		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
+		KeyLogMsg, KeyLogSyslog, KeyLogLocalSyslog, KeyLogGlobalSyslog, KeyLogEmail, KeyLogSyslogPri, KeyLogTimestamp,
+		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,
+		KeyJobCtrlKill, KeyJobCtrlTerminate, KeyJobCtrlSignal, KeyJobCtrlPause, KeyJobCtrlResume, KeyJobCtrlID,
+		KeyJobCtrlPreemptible, KeyJobCtrlCkptMethod, KeyJobCtrlCkptSignal, KeyJobCtrlCkptEvent,
 	} {
 		m[k] = k
 	}

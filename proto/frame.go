@@ -97,6 +97,10 @@ const (
 	// frame, run in order, and several completions in one frame.
 	TypeInvokeBatch     Type = 24 // a→c: Invokes
 	TypeInvokeDoneBatch Type = 25 // c→a: Dones
+
+	// Queries, job control (issue 29's api frames, 50-59;
+	// docs/protocol.md). Their replies carry Status, Message and Info.
+	TypeJobControl Type = 50 // c→a: Procs (the targets; none: the caller's job), Info (the directives); reply: Info
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -113,6 +117,7 @@ var typeNames = map[Type]string{
 	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
 	TypeInvokeDoneBatch: "invoke-done-batch",
+	TypeJobControl:      "job-control",
 }
 
 func (t Type) String() string {

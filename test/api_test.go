@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/launch"
@@ -91,5 +94,79 @@ func TestContinuousAbortReachesSurvivors(t *testing.T) {
 		if e.State != pmix.Success {
 			t.Errorf("rank %d ended %v (%s), want a normal end", e.Rank, e.State, e.Text)
 		}
+	}
+}
+
+// TestJobControlKill: rank 0 of a job over two agents ends rank 3 (on
+// the other agent) with PMIx_Job_control's PMIX_JOB_CTRL_KILL
+// (client.JobControl); the call returns once it is done, rank 3 ends
+// PMIX_ERR_PROC_KILLED_BY_CMD, which does not abort the job: the others
+// end normally after their sleep.
+func TestJobControlKill(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+		Args: []string{"-fence", "-kill", "3", "-sleep", "2s"}}}}})
+	if !strings.Contains(out.String(), "0: killed 3 err=<nil>") {
+		t.Fatalf("output:\n%s", out)
+	}
+	ends := res.Jobs[0].Ends
+	if len(ends) != 4 || ends[3].State != pmix.ErrProcKilledByCmd || res.ExitCode != 0 {
+		t.Fatalf("result %+v, ends %+v", res, ends)
+	}
+	for _, e := range ends[:3] {
+		if e.State != pmix.Success {
+			t.Errorf("rank %d ended %v (%s), want a normal end", e.Rank, e.State, e.Text)
+		}
+	}
+	if ends[3].Node != "a2" {
+		t.Errorf("rank 3 ran on %s, want a2 (another agent than rank 0's)", ends[3].Node)
+	}
+}
+
+// TestLogSyslog: client.Log's PMIX_LOG_SYSLOG messages reach the agent's
+// syslog (agent.Config.Syslog) at PMIX_LOG_SYSLOG_PRI, stamped with
+// PMIX_LOG_TIMESTAMP and the source; PMIX_LOG_ONCE logs to the first
+// channel that takes it; PMIX_LOG_EMAIL is refused.
+func TestLogSyslog(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "lg", Nodes: []string{"a1"}, Detached: true}},
+		Agent: func(c *agent.Config) {
+			c.Syslog = func(pri int, msg string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, fmt.Sprintf("%d %s", pri, msg))
+				return nil
+			}
+		},
+	})
+	c, err := client.Init(t.Context(), client.WithEnv(w.Env("A:lg.0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Finalize(t.Context()) })
+	at := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	email := pmix.NewInfo(pmix.KeyLogEmail, pmix.String("x"))
+	if err := c.Log(t.Context(), []pmix.Info{pmix.NewInfo(pmix.KeyLogSyslog, pmix.String("disk full"))}, []pmix.Info{
+		pmix.NewInfo(pmix.KeyLogSyslogPri, pmix.Int32(4)), pmix.NewInfo(pmix.KeyLogTimestamp, pmix.Time(at)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Log(t.Context(), []pmix.Info{email, pmix.NewInfo(pmix.KeyLogLocalSyslog, pmix.String("once"))},
+		[]pmix.Info{pmix.NewInfo(pmix.KeyLogOnce, pmix.Bool(true))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Log(t.Context(), []pmix.Info{email}, nil); !errors.Is(err, pmix.ErrNotSupported) {
+		t.Errorf("email: %v, want PMIX_ERR_NOT_SUPPORTED", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"4 Sat Nov 28 02:00:00 2026 WARNING PROC lg:0 REPORTS: disk full", "3 N/A ERROR PROC lg:0 REPORTS: once"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("syslog:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -44,7 +44,7 @@ static int bad_key(const char key[])
 
 /* attached: PMIX_SUCCESS when a call may go to the agent, else the
  * status it returns (not initialised, or a singleton). */
-static pmix_status_t attached(void)
+pmix_status_t attached(void)
 {
     pmix_status_t rc = PMIX_SUCCESS;
     pthread_mutex_lock(&lib.mu);
@@ -123,9 +123,9 @@ static void op_reply(struct req *r, struct frame *f, pmix_status_t st)
 /* send_op sends a non-blocking request whose reply goes to cb on the
  * progress thread, with cbfunc, cbdata and ctx for it. On failure nothing
  * is kept: ctx stays the caller's to free. */
-static pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
-                             void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc,
-                             void *cbdata, void *ctx)
+pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                      void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc, void *cbdata,
+                      void *ctx)
 {
     pmix_status_t rc;
     struct req *r = calloc(1, sizeof(*r));

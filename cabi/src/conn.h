@@ -180,6 +180,27 @@ HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
  * replayed to a handler registered after it. */
 HIDDEN void local_event_one_locked(size_t ref, pmix_status_t code, const pmix_info_t *info, size_t ninfo);
 
+/* client.c: attached is PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH
+ * without an agent (a singleton, a forked child), else success. */
+HIDDEN pmix_status_t attached(void);
+/* client.c: send_op sends a non-blocking request whose reply goes to cb
+ * on the progress thread, with cbfunc, cbdata and ctx for it. On failure
+ * nothing is kept: ctx stays the caller's to free. */
+HIDDEN pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                             void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc,
+                             void *cbdata, void *ctx);
+
+/* infocall.c: requests whose reply carries info (Job_control, Query_info).
+ * info_request calls cbfunc from the progress thread with the reply's
+ * status and info, which the library frees when the caller calls the
+ * release function it is given; info_request_wait blocks and hands the
+ * info to the caller (PMIx_Info_free). Both check that the library is
+ * attached: PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH for a singleton. */
+HIDDEN pmix_status_t info_request(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                                  pmix_info_cbfunc_t cbfunc, void *cbdata);
+HIDDEN pmix_status_t info_request_wait(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                                       pmix_info_t **info, size_t *ninfo);
+
 /* model.c */
 HIDDEN void model_declare(const pmix_info_t *info, size_t ninfo);
 HIDDEN void model_replay_locked(const struct reg *g);

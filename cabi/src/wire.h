@@ -33,7 +33,9 @@ enum {
     T_FINALIZE = 6, T_INVOKE = 7, T_INVOKE_DONE = 8, T_ERROR = 9, T_PUBLISH = 10,
     T_LOOKUP = 11, T_UNPUBLISH = 12, T_FENCE = 13, T_COMMIT = 14, T_GET = 15,
     T_CONNECT = 16, T_DISCONNECT = 17, T_ABORT = 18, T_LOG = 19,
-    T_IOF_DATA = 23, T_INVOKE_BATCH = 24, T_INVOKE_DONE_BATCH = 25
+    T_IOF_DATA = 23, T_INVOKE_BATCH = 24, T_INVOKE_DONE_BATCH = 25,
+    /* queries, job control (issue 29's api frames, 50-59) */
+    T_JOB_CONTROL = 50,
 };
 
 /* ---- the validator ---- */

@@ -31,6 +31,7 @@ func main() {
 		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end (the failing rank does not wait)")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
+		kill     = flag.Int("kill", -1, "after -fence, rank 0 ends this rank of the job with PMIx_Job_control (PMIX_JOB_CTRL_KILL) and prints what it returned")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -107,6 +108,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "fence:", err)
 			os.Exit(92)
 		}
+	}
+	if *kill >= 0 && me.Rank == 0 {
+		_, err := c.JobControl(ctx, []pmix.Proc{{Rank: pmix.Rank(*kill)}}, []pmix.Info{pmix.NewInfo(pmix.KeyJobCtrlKill, pmix.Bool(true))})
+		fmt.Printf("%d: killed %d err=%v\n", me.Rank, *kill, err)
 	}
 	group := ""
 	if *rdv != "" {
