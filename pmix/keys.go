@@ -183,6 +183,27 @@ const (
 	KeyJobCtrlCkptMethod  = "pmix.jctrl.ckmethod" // info array: how the procs checkpoint (informational)
 	KeyJobCtrlCkptSignal  = "pmix.jctrl.ckptsig"  // int: likewise
 	KeyJobCtrlCkptEvent   = "pmix.jctrl.ckptev"   // bool: likewise
+
+	KeyQueryNamespaces            = "pmix.qry.ns"       // PMIx_Query_info: string, the active nspaces, comma-separated
+	KeyQueryNamespaceInfo         = "pmix.qry.nsinfo"   // info array: per nspace, its PMIX_NSPACE, PMIX_CMD_LINE, PMIX_JOB_SIZE
+	KeyQueryProcTable             = "pmix.qry.ptable"   // info array: a proc table of the job PMIX_NSPACE names (docs/cabi.md)
+	KeyQueryLocalProcTable        = "pmix.qry.lptable"  // info array: likewise, its procs on the caller's node
+	KeyQueryNumPsets              = "pmix.qry.psetnum"  // size: the number of process sets
+	KeyQueryPsetNames             = "pmix.qry.psets"    // string: their names, comma-separated
+	KeyQueryPsetMembership        = "pmix.qry.pmems"    // proc array: the members of the set PMIX_PSET_NAME names
+	KeyQueryNumGroups             = "pmix.qry.pgrpnum"  // size: the number of process groups
+	KeyQueryGroupNames            = "pmix.qry.pgrp"     // string: their names
+	KeyQueryGroupMembership       = "pmix.qry.pgrpmems" // proc array: the members of the group a qualifier names
+	KeyQuerySpawnSupport          = "pmix.qry.spawn"    // string: the spawn attributes supported, comma-separated
+	KeyQueryAttributeSupport      = "pmix.qry.attrs"    // the attributes supported
+	KeyQuerySupportedKeys         = "pmix.qry.keys"     // string: the query keys answered, comma-separated
+	KeyQueryStableABIVersion      = "pmix.qry.stabiver" // string: "0.0", as OpenPMIx 4.2.2
+	KeyQueryProvisionalABIVersion = "pmix.qry.prabiver" // string: likewise
+	KeyQueryRefreshCache          = "pmix.qry.rfsh"     // bool qualifier: ask again, do not use a cache
+	KeyPsetName                   = "pmix.pset.nm"      // string qualifier: a process set's name
+	KeyCmdLine                    = "pmix.cmd.line"     // string: a job's command line
+	KeyProcPid                    = "pmix.ppid"         // pid: a process's pid (PMIX_PROC_PID)
+	KeyProcStateStatus            = "pmix.proc.state"   // proc state: a process's state
 )
 
 // knownKeys are the keys above: decoding an info whose key is one of
@@ -215,6 +236,11 @@ var knownKeys = func() map[string]string {
 		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,
 		KeyJobCtrlKill, KeyJobCtrlTerminate, KeyJobCtrlSignal, KeyJobCtrlPause, KeyJobCtrlResume, KeyJobCtrlID,
 		KeyJobCtrlPreemptible, KeyJobCtrlCkptMethod, KeyJobCtrlCkptSignal, KeyJobCtrlCkptEvent,
+		KeyQueryNamespaces, KeyQueryNamespaceInfo, KeyQueryProcTable, KeyQueryLocalProcTable,
+		KeyQueryNumPsets, KeyQueryPsetNames, KeyQueryPsetMembership, KeyQueryNumGroups, KeyQueryGroupNames,
+		KeyQueryGroupMembership, KeyQuerySpawnSupport, KeyQueryAttributeSupport, KeyQuerySupportedKeys,
+		KeyQueryStableABIVersion, KeyQueryProvisionalABIVersion, KeyQueryRefreshCache, KeyPsetName,
+		KeyCmdLine, KeyProcPid, KeyProcStateStatus,
 	} {
 		m[k] = k
 	}

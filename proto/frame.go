@@ -101,6 +101,7 @@ const (
 	// Queries, job control (issue 29's api frames, 50-59;
 	// docs/protocol.md). Their replies carry Status, Message and Info.
 	TypeJobControl Type = 50 // c→a: Procs (the targets; none: the caller's job), Info (the directives); reply: Info
+	TypeQuery      Type = 51 // c→a: Info (each key asked, its value the qualifiers, an info array); reply: Info (the answers)
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -118,6 +119,7 @@ var typeNames = map[Type]string{
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
 	TypeInvokeDoneBatch: "invoke-done-batch",
 	TypeJobControl:      "job-control",
+	TypeQuery:           "query",
 }
 
 func (t Type) String() string {

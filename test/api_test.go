@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/query"
 )
 
 // TestModelDeclared: a model declared in Init's info
@@ -168,5 +171,71 @@ func TestLogSyslog(t *testing.T) {
 	want := []string{"4 Sat Nov 28 02:00:00 2026 WARNING PROC lg:0 REPORTS: disk full", "3 N/A ERROR PROC lg:0 REPORTS: once"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("syslog:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestQuery: client.Query through real agents: the running jobs of the
+// cluster, the job size, the proc tables (with the pids of the local
+// ranks), an unknown key not found, a mix partially answered, a hook
+// (agent.Queries) answering a key of another capability.
+func TestQuery(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	out := &syncBuffer{}
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdout: out, Stderr: out,
+		Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Terminate(true); _, _ = r.Wait(context.Background()) })
+	ns := r.Nspaces()[0][len("A:"):]
+	// A client of another job on a1 asks.
+	if err := w.AddJob(t.Context(), agenttest.Job{Cluster: "A", Nspace: "asker", Nodes: []string{"a1"}, Detached: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Init(t.Context(), client.WithEnv(w.Env("A:asker.0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Finalize(context.Background()) })
+	w.Agent("a1").Queries().Handle(pmix.KeyQueryNumPsets, func(context.Context, pmix.Proc, string, []pmix.Info) (pmix.Value, error) {
+		return pmix.Uint64(2), nil
+	})
+	of := []pmix.Info{pmix.NewInfo(pmix.KeyNspace, pmix.String(ns))}
+	var got []pmix.Info
+	clustertest.WaitFor(t, waitTime, func() error {
+		got, err = c.Query(t.Context(), []query.Query{{Keys: []string{pmix.KeyQueryNamespaces}}, {Keys: []string{pmix.KeyJobSize, pmix.KeyQueryProcTable, pmix.KeyQueryLocalProcTable}, Qualifiers: of}})
+		if err != nil {
+			return err
+		}
+		if v, _ := got[0].Value.Str(); !strings.Contains(v, ns) || !strings.Contains(v, "asker") {
+			return fmt.Errorf("namespaces %q", v)
+		}
+		return nil
+	})
+	if n, _ := got[1].Value.Int(); n != 3 {
+		t.Errorf("job size %v", got[1].Value)
+	}
+	table, _ := got[2].Value.Infos()
+	local, _ := got[3].Value.Infos()
+	if len(table) != 3 || len(local) != 2 {
+		t.Fatalf("proc table %v, local %v", table, local)
+	}
+	for i, e := range table {
+		in, _ := e.Value.Infos()
+		rk, _ := pmix.LookupValue(in, pmix.KeyRank)
+		host, _ := pmix.LookupValue(in, pmix.KeyHostname)
+		_, hasPid := pmix.LookupValue(in, pmix.KeyProcPid)
+		if n, _ := rk.Int(); n != int64(i) || (i < 2) != (host.String() == `"a1"`) || (i < 2) != hasPid {
+			t.Errorf("entry %d: %v", i, in)
+		}
+	}
+	if _, err := c.Query(t.Context(), []query.Query{{Keys: []string{"pmix.qry.nosuch"}}}); !errors.Is(err, pmix.ErrNotFound) {
+		t.Errorf("unknown key: %v", err)
+	}
+	got, err = c.Query(t.Context(), []query.Query{{Keys: []string{"pmix.qry.nosuch", pmix.KeyQueryNumPsets}}})
+	if pmix.StatusOf(err) != pmix.QueryPartialSuccess || len(got) != 1 || got[0].Key != pmix.KeyQueryNumPsets {
+		t.Errorf("partial: %v %v", got, err)
 	}
 }

@@ -198,6 +198,9 @@ HIDDEN pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), 
  * attached: PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH for a singleton. */
 HIDDEN pmix_status_t info_request(unsigned type, void (*build)(struct fw *, void *), void *arg,
                                   pmix_info_cbfunc_t cbfunc, void *cbdata);
+/* info_deliver calls cb with info, which it frees when the caller calls
+ * the release function it is given (at once if it cannot give one). */
+HIDDEN void info_deliver(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, size_t n, void *cbdata);
 HIDDEN pmix_status_t info_request_wait(unsigned type, void (*build)(struct fw *, void *), void *arg,
                                        pmix_info_t **info, size_t *ninfo);
 

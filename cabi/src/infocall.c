@@ -40,13 +40,26 @@ static void release_info(void *cbdata)
     free(r);
 }
 
+void info_deliver(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, size_t n, void *cbdata)
+{
+    struct released *rel = calloc(1, sizeof(*rel));
+    if (NULL == rel) {
+        cb(st, info, n, cbdata, NULL, NULL);
+        PMIx_Info_free(info, n);
+        return;
+    }
+    rel->info = info;
+    rel->n = n;
+    cb(st, info, n, cbdata, release_info, rel);
+}
+
 static void info_reply(struct req *r, struct frame *f, pmix_status_t st)
 {
     pmix_info_cbfunc_t cb = (pmix_info_cbfunc_t)r->ctx;
     struct released *rel = calloc(1, sizeof(*rel));
     pmix_status_t rc = PMIX_ERR_NOMEM;
     if (NULL != rel) {
-        rc = reply_info(PMIX_SUCCESS == st || PMIX_ERR_PARTIAL_SUCCESS == st ? f : NULL, &rel->info, &rel->n);
+        rc = reply_info(PMIX_SUCCESS == st || PMIX_QUERY_PARTIAL_SUCCESS == st ? f : NULL, &rel->info, &rel->n);
     }
     if (PMIX_SUCCESS != rc) {
         st = rc;
@@ -91,7 +104,7 @@ pmix_status_t info_request_wait(unsigned type, void (*build)(struct fw *, void *
         return rc;
     }
     rc = await_reply(&r, -1, &f);
-    if ((PMIX_SUCCESS == rc || PMIX_ERR_PARTIAL_SUCCESS == rc) && NULL != info && NULL != ninfo) {
+    if ((PMIX_SUCCESS == rc || PMIX_QUERY_PARTIAL_SUCCESS == rc) && NULL != info && NULL != ninfo) {
         pmix_status_t drc = reply_info(&f, info, ninfo);
         if (PMIX_SUCCESS != drc) {
             rc = drc;

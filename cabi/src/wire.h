@@ -36,6 +36,7 @@ enum {
     T_IOF_DATA = 23, T_INVOKE_BATCH = 24, T_INVOKE_DONE_BATCH = 25,
     /* queries, job control (issue 29's api frames, 50-59) */
     T_JOB_CONTROL = 50,
+    T_QUERY = 51,
 };
 
 /* ---- the validator ---- */
