@@ -204,6 +204,10 @@ const (
 	KeyCmdLine                    = "pmix.cmd.line"     // string: a job's command line
 	KeyProcPid                    = "pmix.ppid"         // pid: a process's pid (PMIX_PROC_PID)
 	KeyProcStateStatus            = "pmix.proc.state"   // proc state: a process's state
+
+	KeyNodeList  = "pmix.nlist"     // string: the nodes a job runs on, comma-separated, in order of their first rank
+	KeyNumNodes  = "pmix.num.nodes" // uint32: their number
+	KeyServerURI = "pmix.srvr.uri"  // string: where the agent serving the caller listens
 )
 
 // knownKeys are the keys above: decoding an info whose key is one of
@@ -241,6 +245,7 @@ var knownKeys = func() map[string]string {
 		KeyQueryGroupMembership, KeyQuerySpawnSupport, KeyQueryAttributeSupport, KeyQuerySupportedKeys,
 		KeyQueryStableABIVersion, KeyQueryProvisionalABIVersion, KeyQueryRefreshCache, KeyPsetName,
 		KeyCmdLine, KeyProcPid, KeyProcStateStatus,
+		KeyNodeList, KeyNumNodes, KeyServerURI,
 	} {
 		m[k] = k
 	}

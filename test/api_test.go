@@ -239,3 +239,25 @@ func TestQuery(t *testing.T) {
 		t.Errorf("partial: %v %v", got, err)
 	}
 }
+
+// TestNodeInfo: a launched rank reads its job's node list, node count,
+// its node id and its agent's URI with Get, through real agents.
+func TestNodeInfo(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	p := prog(t)
+	nc := launcherConn(t, w, "A")
+	keys := strings.Join([]string{pmix.KeyNodeList, pmix.KeyNumNodes, pmix.KeyNodeID, pmix.KeyServerURI}, ",")
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-get", keys}}}}})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v\n%s", res, out)
+	}
+	for _, want := range []string{
+		`0: get pmix.nlist = "a1,a2"`, `2: get pmix.nlist = "a1,a2"`, "1: get pmix.num.nodes = 2 ",
+		"0: get pmix.nodeid = 0 ", "2: get pmix.nodeid = 1 ",
+		`0: get pmix.srvr.uri = "` + w.Agent("a1").Addr() + `"`, `2: get pmix.srvr.uri = "` + w.Agent("a2").Addr() + `"`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in output:\n%s", want, out)
+		}
+	}
+}

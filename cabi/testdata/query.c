@@ -6,6 +6,8 @@
  * the job size of the job (4), its proc table (four entries) and local
  * proc table (two), an unknown key (PMIX_ERR_NOT_FOUND) and a mix of
  * known and unknown (PMIX_QUERY_PARTIAL_SUCCESS with the one answer).
+ * Then the node info nodeinfo.c reads with PMIx_Get: PMIX_NODE_LIST,
+ * PMIX_SERVER_URI, a peer's PMIX_NODEID and PMIX_HOSTNAME.
  * Prints "queried"; failures print FAIL lines and exit 1. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,31 @@ int main(void)
           "a known and an unknown key: %s, %zu values", PMIx_Error_string(rc), n);
     PMIX_INFO_FREE(info, n);
     PMIX_QUERY_DESTRUCT(&q[0]);
+
+    /* node info (nodeinfo.c, simpclient.c): the job's node list, a
+     * peer's node id and hostname, the server's URI */
+    {
+        pmix_proc_t p;
+        pmix_value_t *v = NULL;
+        PMIX_LOAD_PROCID(&p, me.nspace, PMIX_RANK_WILDCARD);
+        rc = PMIx_Get(&p, PMIX_NODE_LIST, NULL, 0, &v);
+        CHECK(PMIX_SUCCESS == rc && PMIX_STRING == v->type && 0 == strcmp("a1,a2", v->data.string), "node list: %s",
+              PMIx_Error_string(rc));
+        PMIX_VALUE_RELEASE(v);
+        rc = PMIx_Get(&p, PMIX_SERVER_URI, NULL, 0, &v);
+        CHECK(PMIX_SUCCESS == rc && PMIX_STRING == v->type && NULL != strstr(v->data.string, "unix:"),
+              "server URI: %s", PMIx_Error_string(rc));
+        PMIX_VALUE_RELEASE(v);
+        PMIX_LOAD_PROCID(&p, me.nspace, 3);
+        rc = PMIx_Get(&p, PMIX_NODEID, NULL, 0, &v);
+        CHECK(PMIX_SUCCESS == rc && PMIX_UINT32 == v->type && 1 == v->data.uint32, "rank 3's node id: %s",
+              PMIx_Error_string(rc));
+        PMIX_VALUE_RELEASE(v);
+        rc = PMIx_Get(&p, PMIX_HOSTNAME, NULL, 0, &v);
+        CHECK(PMIX_SUCCESS == rc && PMIX_STRING == v->type && 0 == strcmp("a2", v->data.string),
+              "rank 3's hostname: %s", PMIx_Error_string(rc));
+        PMIX_VALUE_RELEASE(v);
+    }
 
     rc = PMIx_Finalize(NULL, 0);
     CHECK(PMIX_SUCCESS == rc, "PMIx_Finalize: %s", PMIx_Error_string(rc));
