@@ -25,6 +25,7 @@ import (
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
+	"github.com/pmixbus/pmixbus/query"
 	"github.com/pmixbus/pmixbus/router"
 	"github.com/pmixbus/pmixbus/security"
 )
@@ -70,7 +71,8 @@ type Agent struct {
 	// abortFuncs: the host's OnAbort functions, copy-on-write (lifecycle.go).
 	abortFuncs atomic.Pointer[[]func(AbortRequest)]
 
-	hellos helloGate // connections yet to say hello (conn.go)
+	hellos  helloGate      // connections yet to say hello (conn.go)
+	queries *query.Service // PMIx_Query_info (query.go)
 
 	mu       sync.Mutex
 	jobs     map[string]*job            // by nspace
@@ -163,6 +165,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.retention = router.NewRetention(router.RetentionConfig{Place: a.place(), Log: a.log, Ctx: a.ctx, GoFunc: a.goFunc})
+	a.queries = a.newQueries()
 	return a, nil
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"github.com/pmixbus/pmixbus/iof"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -61,6 +62,9 @@ type Config struct {
 	// PMIX_EVENT_ACTION_TIMEOUT: a handler that has not completed by then
 	// is passed over. Zero waits forever.
 	HandlerTimeout time.Duration
+	// Syslog writes a client's PMIX_LOG_SYSLOG messages (PMIx_Log); nil:
+	// this node's syslog (iof.LocalSyslog).
+	Syslog iof.SyslogFunc
 	// HelloTimeout bounds how long a new connection may take to
 	// authenticate.
 	HelloTimeout time.Duration

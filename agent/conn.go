@@ -288,6 +288,10 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		cc.iofRequest(f) // iofclient.go
 	case proto.TypeSpawn:
 		cc.spawn(f) // spawn.go
+	case proto.TypeJobControl:
+		cc.jobControl(f) // jobctl.go
+	case proto.TypeQuery:
+		cc.query(f) // query.go
 	case proto.TypeFinalize:
 		cc.a.finalized(cc.entry)
 		cc.release(cc.entry)

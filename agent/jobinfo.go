@@ -49,7 +49,14 @@ import (
 //     info: a client asks its agent for it;
 //   - hostname, pmix.hname (string): the proc's node in the map; for
 //     RankWildcard the agent's node;
-//   - pmix.clid (the agent's cluster), pmix.nspace, pmix.rank (Rank).
+//   - pmix.clid (the agent's cluster), pmix.nspace, pmix.rank (Rank);
+//   - node list, pmix.nlist (string: the job's nodes, comma-separated,
+//     in the order of their first rank), and their number, pmix.num.nodes
+//     (uint32);
+//   - node id, pmix.nodeid (uint32): the index of the proc's node in the
+//     node list (for RankWildcard, the agent's node's);
+//   - server URI, pmix.srvr.uri (string): where the agent listens (for
+//     RankWildcard and the ranks of its node).
 //
 // A value the host registered in Job.Info under the same key wins over
 // the computed one, except for the identity keys (nspace, rank, cluster,
@@ -67,6 +74,7 @@ var computedKeys = []string{
 	pmix.KeyJobSize, pmix.KeyUnivSize, pmix.KeyMaxProcs, pmix.KeyJobNumApps, pmix.KeyAppNum, pmix.KeyAppSize,
 	pmix.KeyAppLeader, pmix.KeyAppRank, pmix.KeyAppArgv, pmix.KeyLocalSize, pmix.KeyLocalPeers,
 	pmix.KeyLocalRank, pmix.KeyNodeRank, pmix.KeyHostname, pmix.KeyClusterID, pmix.KeyNspace, pmix.KeyRank,
+	pmix.KeyNodeList, pmix.KeyNumNodes, pmix.KeyNodeID, pmix.KeyServerURI,
 }
 
 // appKey reports whether key is about the app a rank runs.
@@ -94,6 +102,7 @@ func identityKey(key string) bool {
 type jobView struct {
 	cluster string
 	node    string
+	uri     string // where the agent listens
 	jobs    map[string]*job
 }
 
@@ -137,6 +146,19 @@ func (v jobView) value(proc pmix.Proc, key string) (val pmix.Value, found bool, 
 		return pmix.RankValue(proc.Rank), true, nil
 	case pmix.KeyNodeRank:
 		return rank16(key, proc, v.nodeRank(node, proc))
+	case pmix.KeyNodeList:
+		return pmix.String(strings.Join(j.nodeList(), ",")), true, nil
+	case pmix.KeyNumNodes:
+		return pmix.Uint32(uint32(len(j.nodeList()))), true, nil
+	case pmix.KeyNodeID:
+		if i := slices.Index(j.nodeList(), node); i >= 0 {
+			return pmix.Uint32(uint32(i)), true, nil
+		}
+	case pmix.KeyServerURI:
+		if node == v.node && v.uri != "" {
+			return pmix.String(v.uri), true, nil
+		}
+		return pmix.Value{}, true, pmix.Errorf(pmix.ErrNotFound, "%s of %v: its agent is not this one", pmix.Quote(key), proc)
 	}
 	peers := j.ranksOn(node)
 	if len(peers) == 0 {
@@ -342,6 +364,23 @@ func (j *job) on(node string) *nodeRanks {
 // it must not be modified.
 func (j *job) ranksOn(node string) []pmix.Rank { return j.on(node).ranks }
 
+// nodeList returns the job's nodes in the order of their first rank.
+func (j *job) nodeList() []string {
+	var nodes []string
+	for _, r := range slices.Sorted(func(yield func(pmix.Rank) bool) {
+		for r := range j.procs {
+			if !yield(r) {
+				return
+			}
+		}
+	}) {
+		if n := j.procs[r]; !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
 // peersOn returns the job's ranks on node as PMIX_LOCAL_PEERS lists them:
 // decimal, ascending, comma-separated.
 func (j *job) peersOn(node string) string {
@@ -362,7 +401,7 @@ func (j *job) peersOn(node string) string {
 // jobViewLocked returns the agent's job table. The caller holds a.mu
 // while it reads it.
 func (a *Agent) jobViewLocked() jobView {
-	return jobView{cluster: string(a.cfg.Cluster), node: a.cfg.Node, jobs: a.jobs}
+	return jobView{cluster: string(a.cfg.Cluster), node: a.cfg.Node, uri: a.addr, jobs: a.jobs}
 }
 
 // jobValue answers a Get of key for proc from the job map, by the rules

@@ -22,7 +22,7 @@ func testJobs() jobView {
 		}
 		return j
 	}
-	return jobView{cluster: "A", node: "n1", jobs: map[string]*job{
+	return jobView{cluster: "A", node: "n1", uri: "unix:/run/a.sock", jobs: map[string]*job{
 		"sim": mk("sim", []pmix.Info{pmix.NewInfo(pmix.KeyUnivSize, pmix.Uint32(64))}, "n1", "n1", "n1", "n2", "n2"),
 		"aaa": mk("aaa", nil, "n2", "n2"),
 		"zzz": mk("zzz", []pmix.Info{
@@ -105,7 +105,15 @@ func TestJobViewValue(t *testing.T) {
 		{"sim", wild, pmix.KeyRank, pmix.Value{}, false},
 		{"sim", 2, pmix.KeyNspace, pmix.String("sim"), false},
 		{"sim", wild, pmix.KeyClusterID, pmix.String("A"), false},
-		{"sim", 9, pmix.KeyJobSize, pmix.Value{}, true}, // no such rank
+		{"sim", wild, pmix.KeyNodeList, pmix.String("n1,n2"), false},
+		{"aaa", 0, pmix.KeyNodeList, pmix.String("n2"), false},
+		{"sim", 1, pmix.KeyNumNodes, pmix.Uint32(2), false},
+		{"sim", 4, pmix.KeyNodeID, pmix.Uint32(1), false},
+		{"sim", wild, pmix.KeyNodeID, pmix.Uint32(0), false}, // the agent's node, n1
+		{"aaa", wild, pmix.KeyNodeID, pmix.Value{}, true},    // none on n1
+		{"sim", wild, pmix.KeyServerURI, pmix.String("unix:/run/a.sock"), false},
+		{"sim", 3, pmix.KeyServerURI, pmix.Value{}, true}, // another agent's rank
+		{"sim", 9, pmix.KeyJobSize, pmix.Value{}, true},   // no such rank
 		{"sim", 9, pmix.KeyHostname, pmix.Value{}, true},
 		{"sim", 1, "user.key", pmix.Value{}, false},
 		{"sim", wild, "pmix.no.such", pmix.Value{}, false},

@@ -33,6 +33,13 @@ func launchWorld(t *testing.T) *agenttest.World {
 // slots each, with the library's directory as their PMIxLibDir.
 func launchClusters(t *testing.T, clusters ...agenttest.Cluster) *agenttest.World {
 	t.Helper()
+	return launchClustersWith(t, nil, clusters...)
+}
+
+// launchClustersWith is launchClusters with adjust applied to each
+// agent's config too.
+func launchClustersWith(t *testing.T, adjust func(*agent.Config), clusters ...agenttest.Cluster) *agenttest.World {
+	t.Helper()
 	dir := libDir(t)
 	if strings.Contains(os.Getenv("LD_LIBRARY_PATH"), dir) {
 		t.Fatalf("the test's own LD_LIBRARY_PATH names %s: the agent's would prove nothing", dir)
@@ -43,6 +50,9 @@ func launchClusters(t *testing.T, clusters ...agenttest.Cluster) *agenttest.Worl
 			c.Slots = 2
 			c.KillGrace = time.Second
 			c.PMIxLibDir = dir
+			if adjust != nil {
+				adjust(c)
+			}
 		},
 	})
 }

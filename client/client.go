@@ -68,6 +68,8 @@ type Client struct {
 
 	handlerTimeout time.Duration // the default of the local registry
 
+	model []pmix.Info // the model declared at Init (model.go)
+
 	wg      sync.WaitGroup
 	stopped chan struct{}
 }
@@ -86,6 +88,7 @@ type options struct {
 	env            func(string) string
 	logger         *slog.Logger
 	handlerTimeout time.Duration
+	model          []pmix.Info // WithInitInfo's model declaration
 }
 
 // Option adjusts Init.
@@ -194,6 +197,7 @@ func Init(ctx context.Context, opts ...Option) (*Client, error) {
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.runHandlers()
+	c.declareModel(o.model)
 	return c, nil
 }
 

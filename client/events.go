@@ -39,6 +39,7 @@ func (c *Client) RegisterEventHandler(ctx context.Context, codes []pmix.Status, 
 		c.abandon(reg)
 		return 0, err
 	}
+	c.replayModel(id, codes)
 	return id, nil
 }
 

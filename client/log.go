@@ -7,21 +7,27 @@ import (
 	"github.com/pmixbus/pmixbus/proto"
 )
 
-// Log logs data, as PMIx_Log does: each PMIX_LOG_STDERR or
-// PMIX_LOG_STDOUT string of data (pmix.KeyLogStderr, pmix.KeyLogStdout)
-// is stored, in order, as one diagnostic record of this process's output,
-// which its launcher writes to its stderr (pmixbus records both as
-// diagnostics). Directives: PMIX_LOG_KEY and PMIX_LOG_VAL (strings: a
-// help file and topic) make the message a help message, which the
-// launcher shows once per file and topic, counting the duplicates of
+// Log logs data, as PMIx_Log does (docs/protocol.md, *Log*): each
+// PMIX_LOG_STDERR or PMIX_LOG_STDOUT string of data (pmix.KeyLogStderr,
+// pmix.KeyLogStdout) is stored, in order, as one diagnostic record of
+// this process's output, which its launcher writes to its stderr (pmixbus
+// records both as diagnostics). Directives: PMIX_LOG_KEY and PMIX_LOG_VAL
+// (strings: a help file and topic) make the message a help message, which
+// the launcher shows once per file and topic, counting the duplicates of
 // every process of the run, unless PMIX_LOG_AGG (bool) is false, as
-// OpenPMIx's plog does. It returns once the agent has stored the message,
-// so it is shown even if the process exits at once.
+// OpenPMIx's plog does. pmix.KeyLogMsg is Open MPI 4.1's help message
+// (iof.ParseOMPIHelp). pmix.KeyLogSyslog (and its local and global forms)
+// go to the syslog of the agent's node at pmix.KeyLogSyslogPri, stamped
+// with pmix.KeyLogTimestamp (or the time now with
+// pmix.KeyLogGenerateTimestamp); pmix.KeyLogOnce logs the first entry a
+// channel takes only. It returns once the agent has stored the message, so
+// it is shown even if the process exits at once.
 //
-// Errors: PMIX_ERR_NOT_SUPPORTED naming a data key or directive other
-// than those; PMIX_ERR_BAD_PARAM for no data, a value of the wrong type,
-// an empty message or messages over proto.MaxLogText bytes;
-// ErrLostConnection; PMIX_ERR_TIMEOUT if ctx ends first.
+// Errors: PMIX_ERR_NOT_SUPPORTED naming a data key of another channel
+// (email) or a required directive pmixbus does not know;
+// PMIX_ERR_BAD_PARAM for no data, a value of the wrong type, an empty
+// message or messages over proto.MaxLogText bytes; ErrLostConnection;
+// PMIX_ERR_TIMEOUT if ctx ends first.
 func (c *Client) Log(ctx context.Context, data, directives []pmix.Info) error {
 	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeLog, Info: data, Results: directives})
 	return err

@@ -84,3 +84,16 @@ func TerminationID(t Termination) string {
 	}
 	return "term." + hex.EncodeToString(h.Sum(nil)[:16])
 }
+
+// AbortedEvent is the PMIX_ERR_PROC_ABORTED event that also reports an
+// abnormal end t of a process whose job runs on (pmixbus run
+// --continuous), as PRRTE raises it for a continuous job's failed
+// process, so that survivors registered for that code alone (OpenPMIx's
+// fault.c) hear of it: the info of TerminationEvent, the precise code in
+// its PMIX_PROC_TERM_STATUS, an id of its own.
+func AbortedEvent(t Termination) *Message {
+	m := TerminationEvent(t)
+	m.Code = pmix.ErrProcAborted
+	m.ID = "aborted." + m.ID
+	return m
+}

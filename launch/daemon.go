@@ -560,16 +560,24 @@ func (d *Daemon) reap(j *localJob, lp *localProc) {
 		state, raise = pmix.EventProcTerminated, true
 	}
 	if raise {
-		m := event.TerminationEvent(event.Termination{
+		t := event.Termination{
 			Proc: lp.proc, Cluster: string(d.cfg.Cluster), Node: d.cfg.Node, Session: j.req.Session,
 			Code: state, ExitCode: code, HasExitCode: true, Incarnation: j.incarnation(),
 			Text: fmt.Sprintf("%v on node %s %s", lp.proc, d.cfg.Node, text),
-		})
+		}
+		m := event.TerminationEvent(t)
 		if state == pmix.EventProcTerminated && !asked {
 			m.Info = append(m.Info, pmix.NewInfo(pmix.KeyEventNonDefault, pmix.Bool(true)), pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))
 		}
 		if err := d.cfg.Host.Raise(m); err != nil {
 			d.log.Warn("could not raise a process's termination event", "proc", lp.proc, "code", state, "err", err)
+		}
+		if state != pmix.EventProcTerminated && j.req.Continuous {
+			// The job runs on: its survivors hear of the end under
+			// PMIX_ERR_PROC_ABORTED too (event.AbortedEvent).
+			if err := d.cfg.Host.Raise(event.AbortedEvent(t)); err != nil {
+				d.log.Warn("could not raise a process's termination event", "proc", lp.proc, "code", pmix.ErrProcAborted, "err", err)
+			}
 		}
 	}
 	if err := d.cfg.Host.ProcTerminated(d.ctx, lp.proc, end.State != pmix.Success); err != nil && !errors.Is(err, ErrClosed) {
@@ -626,6 +634,10 @@ func (d *Daemon) Kill(req KillRequest) error {
 		if lp, ok := j.procs[r]; ok {
 			targets = append(targets, lp)
 		}
+	}
+	if req.Signal != 0 {
+		d.mu.Unlock()
+		return d.signal(targets, syscall.Signal(req.Signal))
 	}
 	for _, lp := range targets {
 		lp.killed = true

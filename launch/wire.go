@@ -133,6 +133,10 @@ type KillRequest struct {
 	// no per-process event is raised.
 	Silent bool   `json:"silent,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Signal, when set, sends the ranks that signal and nothing else
+	// (PMIx_Job_control's PMIX_JOB_CTRL_SIGNAL, _PAUSE, _RESUME): they
+	// are not marked killed, and Force and Silent do not apply.
+	Signal int `json:"signal,omitempty"`
 }
 
 // StdinRequest delivers bytes to the standard input of ranks of a job on

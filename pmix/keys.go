@@ -151,6 +151,65 @@ const (
 	KeyIOFTime = "pmixbus.iof.time"
 )
 
+// Keys of issue 29's queries, logging, job control and model declarations
+// (docs/cabi.md), with OpenPMIx's strings.
+const (
+	KeyProgrammingModel    = "pmix.pgm.model" // string: PMIx_Init's info, the programming model (PMIX_MODEL_DECLARED)
+	KeyModelLibraryName    = "pmix.mdl.name"  // string: likewise, the library's name
+	KeyModelLibraryVersion = "pmix.mld.vrs"   // string: likewise, its version
+	KeyThreadingModel      = "pmix.threads"   // string: likewise, its threading model
+
+	KeyLogMsg               = "pmix.log.msg"    // bytes: PMIx_Log data, Open MPI 4.1's show-help message (iof.ParseOMPIHelp)
+	KeyLogSyslog            = "pmix.log.syslog" // string: PMIx_Log data, a message for the syslog of the caller's node
+	KeyLogLocalSyslog       = "pmix.log.lsys"   // string: likewise
+	KeyLogGlobalSyslog      = "pmix.log.gsys"   // string: likewise (pmixbus has no "master" syslog)
+	KeyLogEmail             = "pmix.log.email"  // info array: PMIx_Log data by email, which pmixbus does not send
+	KeyLogSyslogPri         = "pmix.log.syspri" // int: PMIx_Log directive, the syslog priority (default LOG_ERR)
+	KeyLogTimestamp         = "pmix.log.tstmp"  // time: PMIx_Log directive, the time the syslog message gives
+	KeyLogGenerateTimestamp = "pmix.log.gtstmp" // bool: PMIx_Log directive, give the syslog message the time now
+	KeyLogOnce              = "pmix.log.once"   // bool: PMIx_Log directive, log to the first channel that takes it only
+	KeyLogSource            = "pmix.log.source" // proc: PMIx_Log directive, who logs (the caller regardless)
+	KeyLogTagOutput         = "pmix.log.tag"    // bool: PMIx_Log directive, accepted: the launcher's options format the output
+	KeyLogTimestampOutput   = "pmix.log.tsout"  // bool: likewise
+	KeyLogXMLOutput         = "pmix.log.xml"    // bool: likewise
+
+	KeyJobCtrlKill        = "pmix.jctrl.kill"     // bool: PMIx_Job_control, end the procs at once (SIGKILL)
+	KeyJobCtrlTerminate   = "pmix.jctrl.term"     // bool: end them politely (SIGTERM, SIGKILL after the kill grace)
+	KeyJobCtrlSignal      = "pmix.jctrl.sig"      // int: send them this signal
+	KeyJobCtrlPause       = "pmix.jctrl.pause"    // bool: stop them (SIGSTOP)
+	KeyJobCtrlResume      = "pmix.jctrl.resume"   // bool: let them go on (SIGCONT)
+	KeyJobCtrlID          = "pmix.jctrl.id"       // string: the request's name (informational)
+	KeyJobCtrlPreemptible = "pmix.jctrl.preempt"  // bool: the job may be pre-empted (informational)
+	KeyJobCtrlCkptMethod  = "pmix.jctrl.ckmethod" // info array: how the procs checkpoint (informational)
+	KeyJobCtrlCkptSignal  = "pmix.jctrl.ckptsig"  // int: likewise
+	KeyJobCtrlCkptEvent   = "pmix.jctrl.ckptev"   // bool: likewise
+
+	KeyQueryNamespaces            = "pmix.qry.ns"       // PMIx_Query_info: string, the active nspaces, comma-separated
+	KeyQueryNamespaceInfo         = "pmix.qry.nsinfo"   // info array: per nspace, its PMIX_NSPACE, PMIX_CMD_LINE, PMIX_JOB_SIZE
+	KeyQueryProcTable             = "pmix.qry.ptable"   // info array: a proc table of the job PMIX_NSPACE names (docs/cabi.md)
+	KeyQueryLocalProcTable        = "pmix.qry.lptable"  // info array: likewise, its procs on the caller's node
+	KeyQueryNumPsets              = "pmix.qry.psetnum"  // size: the number of process sets
+	KeyQueryPsetNames             = "pmix.qry.psets"    // string: their names, comma-separated
+	KeyQueryPsetMembership        = "pmix.qry.pmems"    // proc array: the members of the set PMIX_PSET_NAME names
+	KeyQueryNumGroups             = "pmix.qry.pgrpnum"  // size: the number of process groups
+	KeyQueryGroupNames            = "pmix.qry.pgrp"     // string: their names
+	KeyQueryGroupMembership       = "pmix.qry.pgrpmems" // proc array: the members of the group a qualifier names
+	KeyQuerySpawnSupport          = "pmix.qry.spawn"    // string: the spawn attributes supported, comma-separated
+	KeyQueryAttributeSupport      = "pmix.qry.attrs"    // the attributes supported
+	KeyQuerySupportedKeys         = "pmix.qry.keys"     // string: the query keys answered, comma-separated
+	KeyQueryStableABIVersion      = "pmix.qry.stabiver" // string: "0.0", as OpenPMIx 4.2.2
+	KeyQueryProvisionalABIVersion = "pmix.qry.prabiver" // string: likewise
+	KeyQueryRefreshCache          = "pmix.qry.rfsh"     // bool qualifier: ask again, do not use a cache
+	KeyPsetName                   = "pmix.pset.nm"      // string qualifier: a process set's name
+	KeyCmdLine                    = "pmix.cmd.line"     // string: a job's command line
+	KeyProcPid                    = "pmix.ppid"         // pid: a process's pid (PMIX_PROC_PID)
+	KeyProcStateStatus            = "pmix.proc.state"   // proc state: a process's state
+
+	KeyNodeList  = "pmix.nlist"     // string: the nodes a job runs on, comma-separated, in order of their first rank
+	KeyNumNodes  = "pmix.num.nodes" // uint32: their number
+	KeyServerURI = "pmix.srvr.uri"  // string: where the agent serving the caller listens
+)
+
 // knownKeys are the keys above: decoding an info whose key is one of
 // them takes the constant instead of allocating the string again (an event
 // info crosses a socket per handler it reaches). TestKnownKeysComplete
@@ -176,6 +235,17 @@ var knownKeys = func() map[string]string {
 		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
 		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
+		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
+		KeyLogMsg, KeyLogSyslog, KeyLogLocalSyslog, KeyLogGlobalSyslog, KeyLogEmail, KeyLogSyslogPri, KeyLogTimestamp,
+		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,
+		KeyJobCtrlKill, KeyJobCtrlTerminate, KeyJobCtrlSignal, KeyJobCtrlPause, KeyJobCtrlResume, KeyJobCtrlID,
+		KeyJobCtrlPreemptible, KeyJobCtrlCkptMethod, KeyJobCtrlCkptSignal, KeyJobCtrlCkptEvent,
+		KeyQueryNamespaces, KeyQueryNamespaceInfo, KeyQueryProcTable, KeyQueryLocalProcTable,
+		KeyQueryNumPsets, KeyQueryPsetNames, KeyQueryPsetMembership, KeyQueryNumGroups, KeyQueryGroupNames,
+		KeyQueryGroupMembership, KeyQuerySpawnSupport, KeyQueryAttributeSupport, KeyQuerySupportedKeys,
+		KeyQueryStableABIVersion, KeyQueryProvisionalABIVersion, KeyQueryRefreshCache, KeyPsetName,
+		KeyCmdLine, KeyProcPid, KeyProcStateStatus,
+		KeyNodeList, KeyNumNodes, KeyServerURI,
 	} {
 		m[k] = k
 	}

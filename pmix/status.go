@@ -64,6 +64,7 @@ const (
 	ErrInvalidTermination     Status = -112
 	ErrEventRegistration      Status = -144
 	EventJobEnd               Status = -145
+	EventModelDeclared        Status = -147 // PMIX_MODEL_DECLARED: PMIx_Init's info declared a programming model
 	ProcHasConnected          Status = -149
 	ConnectRequested          Status = -150
 	OperationInProgress       Status = -156
@@ -153,6 +154,7 @@ var statusNames = map[Status]string{
 	ErrProcCheckpoint:         "PMIX_ERR_PROC_CHECKPOINT",
 	ErrProcMigrate:            "PMIX_ERR_PROC_MIGRATE",
 	ErrProcAborted:            "PMIX_ERR_PROC_ABORTED",
+	EventModelDeclared:        "PMIX_MODEL_DECLARED",
 	ErrProcRequestedAbort:     "PMIX_ERR_PROC_REQUESTED_ABORT",
 	ErrProcAborting:           "PMIX_ERR_PROC_ABORTING",
 	ErrServerFailedRequest:    "PMIX_ERR_SERVER_FAILED_REQUEST",

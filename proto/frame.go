@@ -110,6 +110,10 @@ const (
 	TypeGroupInvite    Type = 42 // c→a: Nspace, Procs (the invitees), Info (directives)
 	TypeGroupJoin      Type = 43 // c→a: Nspace, Source (the leader), Status (1: accept, 0: decline), Info (directives)
 	TypeGroupLeave     Type = 44 // c→a: Nspace, Info (directives)
+	// Queries, job control (issue 29's api frames, 50-59;
+	// docs/protocol.md). Their replies carry Status, Message and Info.
+	TypeJobControl Type = 50 // c→a: Procs (the targets; none: the caller's job), Info (the directives); reply: Info
+	TypeQuery      Type = 51 // c→a: Info (each key asked, its value the qualifiers, an info array); reply: Info (the answers)
 )
 
 // MaxIOFPush bounds the payload of one push frame; beyond it the agent
@@ -129,6 +133,8 @@ var typeNames = map[Type]string{
 
 	TypeSpawn:          "spawn",
 	TypeGroupConstruct: "group-construct", TypeGroupDestruct: "group-destruct", TypeGroupInvite: "group-invite", TypeGroupJoin: "group-join", TypeGroupLeave: "group-leave",
+	TypeJobControl: "job-control",
+	TypeQuery:      "query",
 }
 
 func (t Type) String() string {

@@ -86,8 +86,8 @@ func TestLogBadInput(t *testing.T) {
 	}{
 		{"oversize", stderr(strings.Repeat("x", proto.MaxLogText+1)), nil, pmix.ErrBadParam, "at most 65536"},
 		{"oversize in two", append(stderr(strings.Repeat("x", proto.MaxLogText)), stderr("y")...), nil, pmix.ErrBadParam, "at most 65536"},
-		{"unknown directive", stderr("hi\n"), []pmix.Info{pmix.NewInfo("pmix.log.once", pmix.Bool(true))}, pmix.ErrNotSupported, `"pmix.log.once"`},
-		{"unknown channel", []pmix.Info{pmix.NewInfo("pmix.log.syslog", pmix.String("hi"))}, nil, pmix.ErrNotSupported, `"pmix.log.syslog"`},
+		{"unknown required directive", stderr("hi\n"), []pmix.Info{pmix.Required(pmix.NewInfo("x.unknown", pmix.Bool(true)))}, pmix.ErrNotSupported, `"x.unknown"`},
+		{"unknown channel", []pmix.Info{pmix.NewInfo("pmix.log.email", pmix.String("hi"))}, nil, pmix.ErrNotSupported, `"pmix.log.email"`},
 		{"no data", nil, nil, pmix.ErrBadParam, "no data"},
 		{"empty", stderr(""), nil, pmix.ErrBadParam, "empty"},
 		{"not a string", []pmix.Info{pmix.NewInfo(pmix.KeyLogStderr, pmix.Int32(3))}, nil, pmix.ErrBadParam, "not a string"},

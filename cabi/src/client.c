@@ -44,7 +44,7 @@ static int bad_key(const char key[])
 
 /* attached: PMIX_SUCCESS when a call may go to the agent, else the
  * status it returns (not initialised, or a singleton). */
-static pmix_status_t attached(void)
+pmix_status_t attached(void)
 {
     pmix_status_t rc = PMIX_SUCCESS;
     pthread_mutex_lock(&lib.mu);
@@ -123,9 +123,9 @@ static void op_reply(struct req *r, struct frame *f, pmix_status_t st)
 /* send_op sends a non-blocking request whose reply goes to cb on the
  * progress thread, with cbfunc, cbdata and ctx for it. On failure nothing
  * is kept: ctx stays the caller's to free. */
-static pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
-                             void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc,
-                             void *cbdata, void *ctx)
+pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                      void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc, void *cbdata,
+                      void *ctx)
 {
     pmix_status_t rc;
     struct req *r = calloc(1, sizeof(*r));
@@ -203,6 +203,7 @@ static void free_state(void)
         free(c);
     }
     lib.next_ref = 0;
+    model_forget_locked();
 }
 
 static int parse_rank(const char *s, pmix_rank_t *out)
@@ -233,8 +234,6 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
     pmix_status_t rc = PMIX_SUCCESS;
     const char *ns, *rk, *agent, *cred;
     pmix_rank_t rank = 0;
-    (void)info;
-    (void)ninfo;
     /* A nested Init only counts; the first one attaches under initmu,
      * which the last Finalize holds while it detaches. A callback on the
      * progress thread cannot wait for that (Finalize joins the thread). */
@@ -309,6 +308,7 @@ PMIX_EXPORT pmix_status_t PMIx_Init(pmix_proc_t *proc, pmix_info_t info[], size_
         *proc = lib.proc;
     }
     pthread_mutex_unlock(&lib.mu);
+    model_declare(info, ninfo);
     pthread_mutex_unlock(&lib.initmu);
     return rc;
 }
@@ -528,7 +528,9 @@ static struct reg *reg_new(const pmix_status_t *codes, size_t ncodes, const pmix
     for (i = 0; NULL != info && i < ninfo; i++) {
         const pmix_info_t *in = &info[i];
         const char *k = in->key;
-        if (0 == strcmp(k, PMIX_EVENT_HDLR_NAME) && PMIX_STRING == in->value.type && NULL != in->value.data.string) {
+        if (0 == strcmp(k, PMIX_EVENT_RETURN_OBJECT) && PMIX_POINTER == in->value.type) {
+            r->cbobject = in->value.data.ptr;
+        } else if (0 == strcmp(k, PMIX_EVENT_HDLR_NAME) && PMIX_STRING == in->value.type && NULL != in->value.data.string) {
             snprintf(r->name, sizeof(r->name), "%s", in->value.data.string);
         } else if (0 == strcmp(k, PMIX_EVENT_HDLR_FIRST) && flag_on(in)) {
             r->place = P_FIRST;
@@ -657,6 +659,7 @@ static pmix_status_t settle_reg(struct reg *g, pmix_status_t rc)
         reg_free(g);
     } else {
         g->returned = 1;
+        model_replay_locked(g);
         pthread_cond_broadcast(&lib.cv);
     }
     pthread_mutex_unlock(&lib.mu);
@@ -712,6 +715,7 @@ PMIX_EXPORT pmix_status_t PMIx_Register_event_handler(pmix_status_t codes[], siz
          * kept, and its handler is never called. */
         g->state = REG_OK;
         g->returned = 1;
+        model_replay_locked(g);
         pthread_mutex_unlock(&lib.mu);
         if (NULL != cbfunc) {
             later_regcb(cbfunc, PMIX_SUCCESS, ref, cbdata);
@@ -773,8 +777,15 @@ PMIX_EXPORT pmix_status_t PMIx_Deregister_event_handler(size_t ref, pmix_op_cbfu
     for (g = lib.regs; NULL != g && (g->ref != ref || g->dropped); g = g->next) {
     }
     if (NULL == g) {
+        /* A reference never handed out, or already removed: the callback
+         * is still called (with the error), as OpenPMIx calls it for
+         * every request, so a caller waiting on it does not hang. */
         pthread_mutex_unlock(&lib.mu);
-        return PMIX_ERR_NOT_FOUND;
+        if (NULL == cbfunc) {
+            return PMIX_ERR_NOT_FOUND;
+        }
+        later_op(cbfunc, PMIX_ERR_NOT_FOUND, cbdata);
+        return PMIX_SUCCESS;
     }
     reg_unplace_locked(g);
     if (lib.singleton || REG_OK != g->state || !g->returned) {

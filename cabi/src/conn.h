@@ -79,6 +79,7 @@ struct reg {
     pmix_proc_t *affected;
     size_t naffected;
     double timeout; /* PMIX_EVENT_ACTION_TIMEOUT in seconds, 0: the default */
+    void *cbobject; /* PMIX_EVENT_RETURN_OBJECT: given back in each call's info */
 };
 
 enum { REG_PENDING, REG_OK };
@@ -175,6 +176,39 @@ HIDDEN struct work *invoke_work(struct cur *c, int entry, struct frame *f);
 HIDDEN void local_event(pmix_status_t code, const pmix_info_t *info, size_t ninfo,
                         void (*done)(void *arg), void *arg);
 HIDDEN void internal_event_locked(pmix_status_t code, const char *msg);
+/* A chain of code with one handler, ref: an event the process kept,
+ * replayed to a handler registered after it. */
+HIDDEN void local_event_one_locked(size_t ref, pmix_status_t code, const pmix_info_t *info, size_t ninfo);
+
+/* client.c: attached is PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH
+ * without an agent (a singleton, a forked child), else success. */
+HIDDEN pmix_status_t attached(void);
+/* client.c: send_op sends a non-blocking request whose reply goes to cb
+ * on the progress thread, with cbfunc, cbdata and ctx for it. On failure
+ * nothing is kept: ctx stays the caller's to free. */
+HIDDEN pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                             void (*cb)(struct req *, struct frame *, pmix_status_t), pmix_op_cbfunc_t cbfunc,
+                             void *cbdata, void *ctx);
+
+/* infocall.c: requests whose reply carries info (Job_control, Query_info).
+ * info_request calls cbfunc from the progress thread with the reply's
+ * status and info, which the library frees when the caller calls the
+ * release function it is given; info_request_wait blocks and hands the
+ * info to the caller (PMIx_Info_free). Both check that the library is
+ * attached: PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH for a singleton. */
+HIDDEN pmix_status_t info_request(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                                  pmix_info_cbfunc_t cbfunc, void *cbdata);
+/* info_deliver calls cb with info, which it frees when the caller calls
+ * the release function it is given (at once if it cannot give one). */
+HIDDEN void info_deliver(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, size_t n, void *cbdata);
+HIDDEN pmix_status_t info_request_wait(unsigned type, void (*build)(struct fw *, void *), void *arg,
+                                       pmix_info_t **info, size_t *ninfo);
+
+/* model.c */
+HIDDEN void model_declare(const pmix_info_t *info, size_t ninfo);
+HIDDEN void model_replay_locked(const struct reg *g);
+HIDDEN int model_lookup_locked(const char *key, pmix_value_t *v);
+HIDDEN void model_forget_locked(void);
 /* The abort a running handler asks for (see events.c): 1 when taken. */
 HIDDEN int defer_abort(void);
 /* Passes over the local handlers whose timeout passed; returns the

@@ -337,6 +337,9 @@ static void unlink_timed_locked(struct invocation *inv)
 /* The invocation whose handler this thread is calling, until it returns
  * or completes. */
 static __thread struct invocation *current;
+/* An invocation completed inside its handler's call, which call_handler
+ * frees once the handler returns. */
+static __thread struct invocation *free_after;
 
 /* The 2016-04-07 minutes let a handler ask for an abort by notifying
  * PMIX_ERR_PROC_REQUESTED_ABORT: "Once the current event callback stack
@@ -453,6 +456,7 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
     size_t nadded = 0, i, j;
     char *matched = NULL;
     struct wbuf now = {0};
+    int inside = 0;
     if (NULL == inv || __atomic_exchange_n(&inv->completed, 1, __ATOMIC_ACQ_REL)) {
         return; /* a second completion, or one after its timeout */
     }
@@ -462,7 +466,8 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
         pthread_mutex_unlock(&lib.mu);
     }
     if (current == inv) {
-        current = NULL; /* completed inside its call: inv goes below */
+        current = NULL; /* completed inside its call */
+        inside = 1;
     }
     /* RFC0018: the prior results as the handler left them — edited in
      * place, a key emptied to remove an entry — and, of the results it
@@ -528,19 +533,42 @@ static void evhdlr_done(pmix_status_t status, pmix_info_t *results, size_t nresu
     free(edit);
     free(matched);
     PMIx_Info_free(added, nadded);
-    inv_free(inv);
+    if (inside) {
+        /* The handler may still read its info until it returns (OpenPMIx's
+         * fault.c prints its affected proc after completing): call_handler
+         * frees it then. */
+        free_after = inv;
+    } else {
+        inv_free(inv);
+    }
     /* The results are copied: the handler may release them now. */
     if (NULL != cbfunc) {
         cbfunc(PMIX_SUCCESS, thiscbdata);
     }
 }
 
-static void call_handler(pmix_notification_fn_t fn, size_t ref, struct invocation *inv)
+/* call_handler calls fn for inv; a registration's PMIX_EVENT_RETURN_OBJECT
+ * (cbobject) goes at the end of the info, as OpenPMIx gives it back. */
+static void call_handler(pmix_notification_fn_t fn, size_t ref, void *cbobject, struct invocation *inv)
 {
     struct invocation *outer = current;
+    if (NULL != cbobject) {
+        pmix_info_t *in = realloc(inv->info, (inv->ninfo + 1) * sizeof(*in));
+        if (NULL != in) {
+            memset(&in[inv->ninfo], 0, sizeof(*in));
+            PMIx_Info_load(&in[inv->ninfo], PMIX_EVENT_RETURN_OBJECT, cbobject, PMIX_POINTER);
+            inv->info = in;
+            inv->ninfo++;
+        }
+    }
     cabi_in_handler++;
     current = inv;
+    free_after = NULL;
     fn(ref, inv->code, &inv->source, inv->info, inv->ninfo, inv->results, inv->nresults, evhdlr_done, inv);
+    if (free_after == inv) {
+        inv_free(inv);
+    }
+    free_after = NULL;
     current = outer;
     cabi_in_handler--;
 }
@@ -551,6 +579,7 @@ void run_invoke(struct work *w)
     struct reg *r;
     pmix_notification_fn_t fn = NULL;
     size_t ref = 0;
+    void *cbobject = NULL;
     pthread_mutex_lock(&lib.mu);
     for (r = lib.regs; NULL != r; r = r->next) {
         if (REG_OK == r->state && !r->dropped && r->agent_id == inv->id) {
@@ -569,6 +598,7 @@ void run_invoke(struct work *w)
     if (NULL != r) {
         fn = r->fn;
         ref = r->ref;
+        cbobject = r->cbobject;
     }
     pthread_mutex_unlock(&lib.mu);
     if (NULL == fn) {
@@ -577,7 +607,7 @@ void run_invoke(struct work *w)
         inv_free(inv);
         return;
     }
-    call_handler(fn, ref, inv);
+    call_handler(fn, ref, cbobject, inv);
 }
 
 /* ---- local chains ---- */
@@ -706,12 +736,14 @@ static void chain_run(struct work *w)
         size_t ref = ch->refs[ch->next++];
         struct reg *r;
         pmix_notification_fn_t fn = NULL;
+        void *cbobject = NULL;
         struct invocation *inv;
         double timeout = 0;
         pthread_mutex_lock(&lib.mu);
         for (r = lib.regs; NULL != r; r = r->next) {
             if (r->ref == ref && r->placed && !r->dropped) {
                 fn = r->fn;
+                cbobject = r->cbobject;
                 timeout = r->timeout;
                 break;
             }
@@ -746,7 +778,7 @@ static void chain_run(struct work *w)
             lib.timed = inv;
             pthread_mutex_unlock(&lib.mu);
         }
-        call_handler(fn, ref, inv);
+        call_handler(fn, ref, cbobject, inv);
         return;
     }
     if (NULL != ch->done) {
@@ -830,6 +862,31 @@ void internal_event_locked(pmix_status_t code, const char *msg)
         }
         return;
     }
+    w->p = ch;
+    enqueue_locked(w);
+}
+
+void local_event_one_locked(size_t ref, pmix_status_t code, const pmix_info_t *info, size_t ninfo)
+{
+    struct chain *ch = calloc(1, sizeof(*ch));
+    struct work *w = work_new(chain_run);
+    if (NULL == ch || NULL == w) {
+        free(ch);
+        free(w);
+        return;
+    }
+    ch->code = code;
+    ch->info = info_copy(info, ninfo);
+    ch->ninfo = NULL == ch->info ? 0 : ninfo;
+    ch->refs = malloc(sizeof(size_t));
+    if (NULL == ch->refs) {
+        chain_free(ch);
+        free(w);
+        return;
+    }
+    ch->refs[0] = ref;
+    ch->n = 1;
+    lib.chains++;
     w->p = ch;
     enqueue_locked(w);
 }

@@ -1,12 +1,15 @@
 /*
- * jobctl.c — PMIx_Job_control (+_nb): the cleanup requests only, files
- * and directories the process asks to have removed once it ends
+ * jobctl.c — PMIx_Job_control (+_nb). The cleanup requests, files and
+ * directories the process asks to have removed once it ends
  * (PMIX_REGISTER_CLEANUP, PMIX_REGISTER_CLEANUP_DIR, with
  * PMIX_CLEANUP_RECURSIVE, _EMPTY, _IGNORE, _LEAVE_TOPDIR), as Open MPI 4.1
- * registers its session directory at MPI_Init. OpenPMIx's server removes
- * them when the client ends; here the process does it itself, at its last
- * PMIx_Finalize, after detaching. So only a request for the caller itself
- * is taken: any other request or target is PMIX_ERR_NOT_SUPPORTED.
+ * registers its session directory at MPI_Init, are the process's own:
+ * OpenPMIx's server removes them when the client ends; here the process
+ * does it itself, at its last PMIx_Finalize, after detaching. So only a
+ * request for the caller itself is taken. Every other request (kill,
+ * terminate, signal, pause, resume of procs or jobs, and the informational
+ * ones) goes to the agent in a job-control frame, which its launch service
+ * carries out (launch.ParseJobControl).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -196,6 +199,40 @@ static pmix_status_t parse_cleanup(const pmix_info_t *dirs, size_t n, struct cle
     return 0 == c->nfiles && 0 == c->ndirs ? PMIX_ERR_BAD_PARAM : PMIX_SUCCESS;
 }
 
+/* is_cleanup reports whether the directives are cleanup requests, which
+ * the process keeps. */
+static int is_cleanup(const pmix_info_t *dirs, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (0 == strncmp(dirs[i].key, PMIX_REGISTER_CLEANUP, PMIX_MAX_KEYLEN) ||
+            0 == strncmp(dirs[i].key, PMIX_REGISTER_CLEANUP_DIR, PMIX_MAX_KEYLEN)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+struct jctrl_args {
+    const pmix_proc_t *targets;
+    size_t ntargets;
+    const pmix_info_t *dirs;
+    size_t ndirs;
+};
+
+static void build_jctrl(struct fw *f, void *arg)
+{
+    struct jctrl_args *a = arg;
+    if (a->ntargets > 0) {
+        fw_key(f, "pc");
+        wb_procs(f->w, a->targets, a->ntargets, lib.proc.nspace);
+    }
+    if (a->ndirs > 0) {
+        fw_key(f, "in");
+        wb_infos(f->w, a->dirs, a->ndirs);
+    }
+}
+
 static pmix_status_t job_control(const pmix_proc_t targets[], size_t ntargets, const pmix_info_t directives[],
                                  size_t ndirs)
 {
@@ -245,6 +282,10 @@ PMIX_EXPORT pmix_status_t PMIx_Job_control(const pmix_proc_t targets[], size_t n
     if (NULL != nresults) {
         *nresults = 0;
     }
+    if (!is_cleanup(directives, ndirs)) {
+        struct jctrl_args a = {targets, ntargets, directives, ndirs};
+        return info_request_wait(T_JOB_CONTROL, build_jctrl, &a, results, nresults);
+    }
     return job_control(targets, ntargets, directives, ndirs);
 }
 
@@ -260,6 +301,18 @@ PMIX_EXPORT pmix_status_t PMIx_Job_control_nb(const pmix_proc_t targets[], size_
     pmix_status_t rc;
     if ((NULL == targets && 0 < ntargets) || (NULL == directives && 0 < ndirs)) {
         return PMIX_ERR_BAD_PARAM;
+    }
+    if (!is_cleanup(directives, ndirs)) {
+        struct jctrl_args a = {targets, ntargets, directives, ndirs};
+        if (NULL == cbfunc) {
+            pmix_info_t *res = NULL;
+            size_t nres = 0;
+            /* no callback to tell: wait here, as the cleanup path does */
+            rc = info_request_wait(T_JOB_CONTROL, build_jctrl, &a, &res, &nres);
+            PMIx_Info_free(res, nres);
+            return rc;
+        }
+        return info_request(T_JOB_CONTROL, build_jctrl, &a, cbfunc, cbdata);
     }
     rc = job_control(targets, ntargets, directives, ndirs);
     /* A NULL cbfunc is allowed, as OpenPMIx allows it: Open MPI 4.1 passes

@@ -35,7 +35,10 @@ enum {
     T_CONNECT = 16, T_DISCONNECT = 17, T_ABORT = 18, T_LOG = 19,
     T_IOF_DATA = 23, T_INVOKE_BATCH = 24, T_INVOKE_DONE_BATCH = 25,
     /* PMIx groups (group.c) */
-    T_GROUP_CONSTRUCT = 40, T_GROUP_DESTRUCT = 41, T_GROUP_INVITE = 42, T_GROUP_JOIN = 43, T_GROUP_LEAVE = 44
+    T_GROUP_CONSTRUCT = 40, T_GROUP_DESTRUCT = 41, T_GROUP_INVITE = 42, T_GROUP_JOIN = 43, T_GROUP_LEAVE = 44,
+    /* queries, job control (issue 29's api frames, 50-59) */
+    T_JOB_CONTROL = 50,
+    T_QUERY = 51,
 };
 
 /* ---- the validator ---- */

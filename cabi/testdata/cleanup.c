@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     PMIX_INFO_DESTRUCT(&info[0]);
     PMIX_INFO_DESTRUCT(&info[1]);
 
+    /* a kill goes to the agent: a singleton has none (PMIX_ERR_UNREACH) */
     PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_KILL, NULL, PMIX_BOOL);
     printf("kill %d\n", PMIx_Job_control_nb(&me, 1, info, 1, NULL, NULL));
     PMIX_INFO_DESTRUCT(&info[0]);

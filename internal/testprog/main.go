@@ -28,7 +28,7 @@ func main() {
 		fence    = flag.Bool("fence", false, "fence with every rank of the job once set up (registered with -watch), before failing")
 		codes    = flag.String("codes", "", "with -watch: register for these comma-separated codes instead of every event")
 		rdv      = flag.String("rendezvous", "", "mine,theirs: RFC0003's rendezvous and connect (rank 0 publishes the job's cluster:nspace as mine; every rank looks up theirs, then connects both jobs)")
-		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end")
+		await    = flag.Int("await", 0, "with -watch: once set up, wait for an event of this code, then disconnect (after -rendezvous) and end (the failing rank does not wait)")
 		help     = flag.String("help", "", "FILE/TOPIC: send a help message of that file and topic (client.ShowHelp)")
 		wantTerm = flag.Bool("want-term", false, "with -watch: the handler returns PMIX_EVENT_WANT_TERMINATION (RFC0018)")
 		spawnN   = flag.Int("spawn", 0, "rank 0 spawns a job of this many ranks (PMIx_Spawn) and prints its nspace or the error")
@@ -38,6 +38,7 @@ func main() {
 		spawnRk  = flag.Int("spawn-rank", 0, "with -spawn: the rank that spawns")
 		spawnMP  = flag.Int("spawn-apps", 1, "with -spawn: this many app contexts of -spawn ranks each (MPMD)")
 		endOn    = flag.Int("end-on", 0, "with -watch: a rank that does not fail ends once it has seen an event of this code (waiting -sleep at most)")
+		kill     = flag.Int("kill", -1, "after -fence, rank 0 ends this rank of the job with PMIx_Job_control (PMIX_JOB_CTRL_KILL) and prints what it returned")
 	)
 	flag.Parse()
 	if *noPMIx {
@@ -124,11 +125,16 @@ func main() {
 			os.Exit(92)
 		}
 	}
+	if *kill >= 0 && me.Rank == 0 {
+		_, err := c.JobControl(ctx, []pmix.Proc{{Rank: pmix.Rank(*kill)}}, []pmix.Info{pmix.NewInfo(pmix.KeyJobCtrlKill, pmix.Bool(true))})
+		fmt.Printf("%d: killed %d err=%v\n", me.Rank, *kill, err)
+	}
 	group := ""
 	if *rdv != "" {
 		group = rendezvous(ctx, c, *rdv)
 	}
-	if *await != 0 {
+	failing := *failRank == -1 || *failRank == int(me.Rank)
+	if *await != 0 && !failing {
 		<-heard
 		if group != "" {
 			if err := c.Disconnect(ctx, group, nil); err != nil {
@@ -138,7 +144,7 @@ func main() {
 			fmt.Printf("%d: disconnected\n", me.Rank)
 		}
 	}
-	if *failRank == -1 || *failRank == int(me.Rank) {
+	if failing {
 		how, arg, _ := strings.Cut(*fail, ":")
 		n, _ := strconv.Atoi(arg)
 		switch how {
