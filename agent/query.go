@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -29,6 +30,11 @@ func (a *Agent) newQueries() *query.Service {
 	s.Handle(pmix.KeyJobSize, a.queryJobSize)
 	s.Handle(pmix.KeyQueryProcTable, a.queryProcTable)
 	s.Handle(pmix.KeyQueryLocalProcTable, a.queryProcTable)
+	for _, k := range []string{pmix.KeyQueryNumPsets, pmix.KeyQueryPsetNames, pmix.KeyQueryPsetMembership,
+		pmix.KeyQueryNumGroups, pmix.KeyQueryGroupNames, pmix.KeyQueryGroupMembership} {
+		s.Handle(k, a.queryPsets)
+	}
+	s.Handle(pmix.KeyQuerySpawnSupport, a.querySpawnSupport)
 	return s
 }
 
@@ -182,4 +188,46 @@ func (cc *clientConn) query(f *proto.Frame) {
 	}) {
 		cc.reply(f, ErrClosed, nil)
 	}
+}
+
+// The process sets are the PMIx groups constructed (Psets): the pset keys
+// and the group keys answer the same sets. None known is
+// PMIX_ERR_NOT_FOUND, as before any group exists (OpenPMIx's hello.c
+// then prints what it prints under mpirun).
+func (a *Agent) queryPsets(_ context.Context, _ pmix.Proc, key string, qualifiers []pmix.Info) (pmix.Value, error) {
+	sets := a.Psets()
+	if len(sets) == 0 {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no process sets")
+	}
+	switch key {
+	case pmix.KeyQueryNumPsets, pmix.KeyQueryNumGroups:
+		return pmix.Uint64(uint64(len(sets))), nil
+	case pmix.KeyQueryPsetNames, pmix.KeyQueryGroupNames:
+		return pmix.String(strings.Join(slices.Sorted(maps.Keys(sets)), ",")), nil
+	}
+	qual := pmix.KeyPsetName
+	if key == pmix.KeyQueryGroupMembership {
+		qual = pmix.KeyGroupName
+	}
+	v, ok := pmix.LookupValue(qualifiers, qual)
+	name, isString := v.Str()
+	if !ok || !isString {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "%s needs the set's name as a %s qualifier", key, qual)
+	}
+	members, ok := sets[name]
+	if !ok {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrNotFound, "no process set %s", pmix.Quote(name))
+	}
+	return pmix.Procs(members), nil
+}
+
+// spawnSupport is what PMIX_QUERY_SPAWN_SUPPORT answers: the spawn
+// directives the launch service honours (docs/launch.md, Spawn).
+var spawnSupport = []string{pmix.KeyHost, pmix.KeyHostfile, pmix.KeyMapBy, pmix.KeyWdir, pmix.KeyNoOver, pmix.KeyTimeout, pmix.KeySpawnCluster}
+
+func (a *Agent) querySpawnSupport(context.Context, pmix.Proc, string, []pmix.Info) (pmix.Value, error) {
+	if a.cfg.NoLaunch {
+		return pmix.Value{}, pmix.Errorf(pmix.ErrNotSupported, "this agent launches nothing")
+	}
+	return pmix.String(strings.Join(spawnSupport, ",")), nil
 }

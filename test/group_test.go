@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/query"
 )
 
 // groupEvents records the group events a client's handler saw.
@@ -110,6 +112,20 @@ func TestGroupAcrossClusters(t *testing.T) {
 	// Group rank 2 is B:jb.0 (members sorted by cluster:nspace, rank).
 	checkGet(t, w.Client("A:ja.0"), pmix.Proc{Nspace: "xgrp", Rank: 2}, "ep", pmix.Uint32(102))
 	checkGet(t, w.Client("B:jb.1"), pmix.Proc{Nspace: "xgrp", Rank: 1}, "ep", pmix.Uint32(101))
+	// The group is a process set to PMIx_Query_info, on either cluster.
+	for _, n := range []string{"A:ja.1", "B:jb.0"} {
+		got, err := w.Client(n).Query(ctx, []query.Query{{Keys: []string{pmix.KeyQueryPsetNames}},
+			{Keys: []string{pmix.KeyQueryPsetMembership}, Qualifiers: []pmix.Info{pmix.NewInfo(pmix.KeyPsetName, pmix.String("xgrp"))}}})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("%s: pset query: %v, %v", n, got, err)
+		}
+		if v, _ := got[0].Value.Str(); !strings.Contains(v, "xgrp") {
+			t.Errorf("%s: pset names %q", n, v)
+		}
+		if ms, _ := got[1].Value.Procs(); len(ms) != 4 {
+			t.Errorf("%s: xgrp's members %v", n, ms)
+		}
+	}
 
 	// B:jb.1 leaves.
 	if err := w.Client("B:jb.1").GroupLeave(ctx, "xgrp", nil); err != nil {
