@@ -113,6 +113,15 @@ func (s *Service) contributed(m *nats.Msg) {
 	for _, p := range c.gone {
 		co.excused[p] = true
 	}
+	if co.kind == KindGroupDestruct {
+		// Members that left before this agent coordinated the destruct:
+		// the notice came first, and no leftLocked will excuse them again.
+		if _, gr := s.pgroupLocked(co.id); gr != nil {
+			for p := range gr.left {
+				co.excused[p] = true
+			}
+		}
+	}
 	if c.status != pmix.Success {
 		for _, p := range c.covers { // those that did arrive there
 			co.covered[p] = true
