@@ -169,7 +169,11 @@ func TestGroupMemberFailedAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := rs.waitCount(t, pmix.GroupLeft, 1)
-	if left[0].about != jp(2) || !slices.Equal(left[0].targets, []pmix.Proc{jp(0), jp(1)}) {
+	// The leaver's agent may not have heard of rank 3's death yet (its
+	// notice comes from n4): the dead member may be among the targets,
+	// which harms nothing; the live others must be, the leaver not.
+	targets := slices.DeleteFunc(slices.Clone(left[0].targets), func(p pmix.Proc) bool { return p == jp(3) })
+	if left[0].about != jp(2) || !slices.Equal(targets, []pmix.Proc{jp(0), jp(1)}) {
 		t.Errorf("left: %+v", left[0])
 	}
 	var wg sync.WaitGroup
