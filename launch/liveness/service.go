@@ -471,6 +471,18 @@ func (s *Service) deleteKey(ctx context.Context) error {
 		return nil // never claimed
 	}
 	err := s.kv.Delete(ctx, s.key, natsjs.LastRevision(s.rev))
+	if errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
+		// A refresh of ours whose answer was lost (a timeout under load)
+		// moved the revision: the key is still this agent's if its record
+		// says so, and must go, or it expires and the node is declared
+		// down after a clean stop. Another agent's is left alone.
+		err = nil
+		if e, gerr := s.kv.Get(ctx, s.key); gerr == nil {
+			if rec, _ := parseRecord(e.Value()); rec != nil && rec.Instance == s.instance {
+				err = s.kv.Delete(ctx, s.key, natsjs.LastRevision(e.Revision()))
+			}
+		}
+	}
 	if err != nil && !errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
 		return fmt.Errorf("deleting liveness key %s (it expires in %v, and the node is declared down): %w", s.key, s.cfg.TTL, err)
 	}

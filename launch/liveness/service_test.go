@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"slices"
 	"sync"
 	"testing"
@@ -485,5 +486,48 @@ func TestExpiryAfterOwnOutageIsConfirmed(t *testing.T) {
 	d := a.host.nodeDowns()[0]
 	if late := time.Since(d.At); late < time.Second {
 		t.Errorf("declared %v after the expiry, want a TTL", late)
+	}
+}
+
+// TestCleanStopAfterLostAnswer: a refresh whose answer was lost (written,
+// but the agent kept the old revision) leaves the key at a revision the
+// agent does not know; its clean stop still deletes it, and nobody
+// declares the node down.
+func TestCleanStopAfterLostAnswer(t *testing.T) {
+	srv := clustertest.StartServer(t, "A")
+	a := startNode(t, srv.ClientURL(), "n1")
+	b := startNode(t, srv.ClientURL(), "n2", liveness.HostedJob{Nspace: "sim", Ranks: []pmix.Rank{0}})
+	clustertest.WaitFor(t, waitTime, func() error {
+		if len(a.svc.Agents()) != 2 {
+			return errors.New("n2 not seen")
+		}
+		return nil
+	})
+	// Write n2's own record again behind its back, as a refresh whose
+	// acknowledgement never came back: same record, a new revision.
+	js, err := natsjs.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), liveness.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "n2", e.Value()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitBeats(t, 10, a) // twice the TTL
+	if d := a.host.nodeDowns(); len(d) != 0 {
+		t.Fatalf("declared after a clean stop: %+v", d)
+	}
+	if _, err := kv.Get(t.Context(), "n2"); !errors.Is(err, natsjs.ErrKeyNotFound) && !errors.Is(err, natsjs.ErrKeyDeleted) {
+		t.Fatalf("n2's key after its clean stop: %v", err)
 	}
 }
