@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +57,7 @@ func runTopologyHelper(ctx context.Context, path string) (string, error) {
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Stdout, cmd.Stderr = &limited{&out, maxTopology}, &limited{&errs, 4096}
 	if err := cmd.Run(); err != nil {
-		return "", errors.New(err.Error() + ": " + string(bytes.TrimSpace(errs.Bytes())))
+		return "", fmt.Errorf("%w: %s", err, bytes.TrimSpace(errs.Bytes()))
 	}
 	xml := out.Bytes()
 	if len(xml) >= maxTopology {

@@ -270,7 +270,7 @@ func (s *launchSetup) killLatency(ctx context.Context) ([]time.Duration, error) 
 			return nil, err
 		}
 	}
-	pids, err := s.pids(ctx, nspace)
+	pids, err := s.pids(ctx, launchNodes[1], nspace)
 	if err != nil {
 		return nil, err
 	}
@@ -318,10 +318,11 @@ func (l *lines) firstEvent(proc string) pmix.Status {
 	return pmix.Success
 }
 
-// pids are the processes of job nspace's ranks on the second agent.
-func (s *launchSetup) pids(ctx context.Context, nspace string) (map[pmix.Rank]int, error) {
+// pids are the processes of job nspace's ranks on node (none when it no
+// longer runs the job).
+func (s *launchSetup) pids(ctx context.Context, node, nspace string) (map[pmix.Rank]int, error) {
 	var reply launch.JobsReply
-	if err := launch.Control(ctx, s.nc, launchCluster, launchNodes[1], launch.OpJobs, nil, &reply); err != nil {
+	if err := launch.Control(ctx, s.nc, launchCluster, node, launch.OpJobs, nil, &reply); err != nil {
 		return nil, err
 	}
 	pids := map[pmix.Rank]int{}

@@ -140,20 +140,15 @@ func (s *launchSetup) cutLatency(ctx context.Context) (reports, waits []time.Dur
 		}
 		waits = append(waits, waited)
 		// The cut-off agent, back, must end the rank it kept: the job's
-		// key expired when the launcher left.
+		// key was released when the launcher left.
 		if err := poll(ctx, 50*time.Millisecond, 10*launch.DefaultJobTTL, func() error {
-			var reply launch.JobsReply
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if err := launch.Control(cctx, s.nc, launchCluster, victim, launch.OpJobs, nil, &reply); err != nil {
-				return err
+			left, err := s.pids(cctx, victim, nspace)
+			if err == nil && len(left) > 0 {
+				err = fmt.Errorf("%s still runs %d ranks of %s after the cut", victim, len(left), nspace)
 			}
-			for _, j := range reply.Jobs {
-				if j.Nspace == nspace {
-					return fmt.Errorf("%s still runs %d ranks of %s after the cut", victim, len(j.Ranks), nspace)
-				}
-			}
-			return nil
+			return err
 		}); err != nil {
 			return nil, nil, fmt.Errorf("cut %d: %w", i+1, err)
 		}

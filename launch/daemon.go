@@ -243,6 +243,15 @@ func (d *Daemon) Start(ctx context.Context) error {
 	return nil
 }
 
+// launcherGrace is how long j's processes live on once its launcher is
+// gone or this node lost NATS: the job's own, else the daemon's.
+func (d *Daemon) launcherGrace(j *localJob) time.Duration {
+	if g := time.Duration(j.req.LauncherGraceMS) * time.Millisecond; g > 0 {
+		return g
+	}
+	return d.cfg.LauncherGrace
+}
+
 // linkCheck is how often watchLink looks at the NATS connection.
 const linkCheck = 250 * time.Millisecond
 
@@ -272,10 +281,7 @@ func (d *Daemon) watchLink() {
 			var ending []string
 			d.mu.Lock()
 			for nspace, j := range d.jobs {
-				grace := time.Duration(j.req.LauncherGraceMS) * time.Millisecond
-				if grace <= 0 {
-					grace = d.cfg.LauncherGrace
-				}
+				grace := d.launcherGrace(j)
 				if !j.lost && now.Sub(since) >= grace {
 					j.lost = true
 					ending = append(ending, nspace)
@@ -812,10 +818,7 @@ func (d *Daemon) watchLaunchers(w natsjs.KeyWatcher) {
 			// unless it could not reach this node (cut off), whose ranks
 			// would then run for ever.
 			if j.orphan == nil {
-				grace := time.Duration(j.req.LauncherGraceMS) * time.Millisecond
-				if grace <= 0 {
-					grace = d.cfg.LauncherGrace
-				}
+				grace := d.launcherGrace(j)
 				d.log.Warn("the launcher of a job stopped beating; ending its processes unless it comes back", "nspace", nspace, "launcher", j.req.Launcher, "grace", grace)
 				j.orphan = time.AfterFunc(grace, func() {
 					_ = d.Kill(KillRequest{Nspace: nspace, Silent: true, Reason: "its launcher " + j.req.Launcher + " is gone"})

@@ -433,22 +433,35 @@ func (r *Run) plan(ctx context.Context) error {
 // whose leader it was elect another within seconds.
 const electionWait = 10 * time.Second
 
-// readAgentsThroughElection reads cluster c's agents, retrying for
-// electionWait while the bucket does not answer (a leader election, the
-// connection moving to another server), so that a run started just
-// after a server's loss starts, late, rather than fails.
+// readAgentsThroughElection reads cluster c's agents, again while the
+// bucket does not answer (a leader election, the connection moving to
+// another server), each read bounded by 2 s: a run started just after a
+// server's loss starts, late, rather than fails.
 func readAgentsThroughElection(ctx context.Context, nc *nats.Conn, c cluster.ID) ([]liveness.Entry, error) {
+	var entries []liveness.Entry
+	err := throughElection(ctx, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		entries, err = liveness.ReadAgents(actx, nc, c)
+		return err
+	}, func(err error) bool { return errors.Is(err, liveness.ErrUnreachable) })
+	return entries, err
+}
+
+// throughElection calls try until it succeeds, fails otherwise than
+// again says to retry, electionWait has passed or ctx ends, every 250 ms,
+// and returns its last error.
+func throughElection(ctx context.Context, try func(context.Context) error, again func(error) bool) error {
 	deadline := time.Now().Add(electionWait)
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		entries, err := liveness.ReadAgents(actx, nc, c)
-		cancel()
-		if err == nil || !errors.Is(err, liveness.ErrUnreachable) || time.Now().After(deadline) || ctx.Err() != nil {
-			return entries, err
+		err := try(ctx)
+		if err == nil || !again(err) || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return err
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -539,14 +552,12 @@ func (r *Run) spawn(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, r.cfg.SpawnTimeout)
 				defer cancel()
 				var reply SpawnReply
-				err := Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
 				// An agent listed up but not subscribed (reconnecting after
 				// its server's loss) received nothing: asked again, within
-				// bounds.
-				for deadline := time.Now().Add(electionWait); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) && ctx.Err() == nil; {
-					time.Sleep(250 * time.Millisecond)
-					err = Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
-				}
+				// bounds. One that may have acted is not.
+				err := throughElection(ctx, func(ctx context.Context) error {
+					return Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
+				}, func(err error) bool { return errors.Is(err, nats.ErrNoResponders) })
 				if err != nil {
 					return fmt.Errorf("job %s, node %s of cluster %s: %w", j.nspace, node, j.cluster, err)
 				}
@@ -986,22 +997,21 @@ func (r *Run) jobEnded(j *runJob) {
 		pmix.NewInfo(pmix.KeyNspace, pmix.String(j.nspace)),
 		pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String(text)),
 	)
-	m := &event.Message{
-		ID:     "jobend." + string(j.cluster) + "." + j.nspace + "." + j.rec.Started.Format(time.RFC3339Nano),
-		Code:   pmix.EventJobEnd,
-		Range:  pmix.RangeNamespace,
-		Source: bus.Origin{Cluster: string(j.cluster)},
-		Info:   info,
-		Time:   time.Now(),
-	}
-	scopes, err := event.Scopes(event.Place{Cluster: j.cluster}, m, nil, nil)
+	r.raise(j.cluster, "jobend."+string(j.cluster)+"."+j.nspace+"."+j.rec.Started.Format(time.RFC3339Nano), pmix.EventJobEnd, info, "the job's end")
+	r.releaseKey(j)
+}
+
+// raise publishes an event of the run's host RM, NAMESPACE range, to the
+// job's part in cluster c; a failure is logged (what says of what).
+func (r *Run) raise(c cluster.ID, id string, code pmix.Status, info []pmix.Info, what string) {
+	m := &event.Message{ID: id, Code: code, Range: pmix.RangeNamespace, Source: bus.Origin{Cluster: string(c)}, Info: info, Time: time.Now()}
+	scopes, err := event.Scopes(event.Place{Cluster: c}, m, nil, nil)
 	if err == nil {
 		err = event.Publish(r.cfg.Conn, m, scopes)
 	}
 	if err != nil {
-		r.log.Warn("raising the job's end", "nspace", j.nspace, "err", err)
+		r.log.Warn("raising "+what, "nspace", r.nspace, "err", err)
 	}
-	r.releaseKey(j)
 }
 
 // jobStatus is how the job ended: its PMIX_JOB_TERM_STATUS, the proc the

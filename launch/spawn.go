@@ -14,9 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
-	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -401,25 +399,11 @@ func (r *Run) onChild(m *nats.Msg) {
 // aborts them, as mpirun ends a job whose spawn failed.
 func (r *Run) childFailed(parent pmix.Proc, err error) {
 	for _, j := range r.jobs {
-		m := &event.Message{
-			ID:     fmt.Sprintf("spawnfail.%s.%s.%d.%d", j.cluster, r.nspace, parent.Rank, time.Now().UnixNano()),
-			Code:   pmix.ErrJobFailedToLaunch,
-			Range:  pmix.RangeNamespace,
-			Source: bus.Origin{Cluster: string(j.cluster)},
-			Info: []pmix.Info{
-				pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(parent)),
-				pmix.NewInfo(pmix.KeyNspace, pmix.String(r.nspace)),
-				pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("spawn by "+parent.String()+" failed: "+pmix.MessageOf(err))),
-			},
-			Time: time.Now(),
-		}
-		scopes, perr := event.Scopes(event.Place{Cluster: j.cluster}, m, nil, nil)
-		if perr == nil {
-			perr = event.Publish(r.cfg.Conn, m, scopes)
-		}
-		if perr != nil {
-			r.log.Warn("raising a failed spawn", "nspace", r.nspace, "err", perr)
-		}
+		r.raise(j.cluster, fmt.Sprintf("spawnfail.%s.%s.%d.%d", j.cluster, r.nspace, parent.Rank, time.Now().UnixNano()), pmix.ErrJobFailedToLaunch, []pmix.Info{
+			pmix.NewInfo(pmix.KeyEventAffectedProc, pmix.ProcValue(parent)),
+			pmix.NewInfo(pmix.KeyNspace, pmix.String(r.nspace)),
+			pmix.NewInfo(pmix.KeyEventTextMessage, pmix.String("spawn by "+parent.String()+" failed: "+pmix.MessageOf(err))),
+		}, "a failed spawn")
 	}
 }
 

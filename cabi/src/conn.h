@@ -198,6 +198,10 @@ HIDDEN pmix_status_t send_op(unsigned type, void (*build)(struct fw *, void *), 
  * attached: PMIX_ERR_INIT before Init, PMIX_ERR_UNREACH for a singleton. */
 HIDDEN pmix_status_t info_request(unsigned type, void (*build)(struct fw *, void *), void *arg,
                                   pmix_info_cbfunc_t cbfunc, void *cbdata);
+/* raw_infos decodes a reply field's list of info (none when the field is
+ * absent): PMIX_ERR_UNPACK_FAILURE, and nothing handed out, when it is
+ * malformed. */
+HIDDEN pmix_status_t raw_infos(struct raw field, pmix_info_t **info, size_t *n);
 /* info_deliver calls cb with info, which it frees when the caller calls
  * the release function it is given (at once if it cannot give one). */
 HIDDEN void info_deliver(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, size_t n, void *cbdata);

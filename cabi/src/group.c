@@ -60,21 +60,6 @@ static pmix_status_t group_attached(void)
 
 static int group_blocking_forbidden(void) { return cabi_in_handler > 0 || on_progress_thread(); }
 
-/* results decodes a reply's results; a malformed list is no results. */
-static void results_of(struct frame *f, pmix_info_t **out, size_t *n)
-{
-    struct cur c = cur_of(f->res);
-    *out = NULL;
-    *n = 0;
-    if (NULL == f->res.p) {
-        return;
-    }
-    if (0 != cur_infos(&c, out, n, 0) || c.bad) {
-        *out = NULL;
-        *n = 0;
-    }
-}
-
 /* run sends a group request and waits for its reply. */
 static pmix_status_t run(unsigned type, struct group_args *a, pmix_info_t **results, size_t *nresults)
 {
@@ -100,7 +85,7 @@ static pmix_status_t run(unsigned type, struct group_args *a, pmix_info_t **resu
     }
     rc = await_reply(&r, -1, &f);
     if (PMIX_SUCCESS == rc && NULL != results && NULL != nresults) {
-        results_of(&f, results, nresults);
+        (void) raw_infos(f.res, results, nresults); /* a malformed list is no results */
     }
     req_release(&r);
     return rc;
@@ -126,7 +111,7 @@ static void info_reply(struct req *r, struct frame *f, pmix_status_t st)
 {
     struct info_cb *k = r->ctx;
     if (NULL != f && PMIX_SUCCESS == st) {
-        results_of(f, &k->info, &k->ninfo);
+        (void) raw_infos(f->res, &k->info, &k->ninfo);
     }
     k->cbfunc(st, k->info, k->ninfo, k->cbdata, release_results, k);
     req_release(r);

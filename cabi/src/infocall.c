@@ -9,23 +9,19 @@
 
 #include "conn.h"
 
-/* reply_info decodes a reply's info; a malformed list is an error. */
-static pmix_status_t reply_info(const struct frame *f, pmix_info_t **info, size_t *n)
+/* raw_infos decodes a list of info from a reply's field (none when the
+ * field is absent); a malformed list is PMIX_ERR_UNPACK_FAILURE, with
+ * nothing handed out (cur_infos frees what it made). */
+pmix_status_t raw_infos(struct raw field, pmix_info_t **info, size_t *n)
 {
     struct cur c;
     *info = NULL;
     *n = 0;
-    if (NULL == f || NULL == f->in.p) {
+    if (NULL == field.p) {
         return PMIX_SUCCESS;
     }
-    c = cur_of(f->in);
-    if (cur_infos(&c, info, n, 0) < 0 || c.bad) {
-        PMIx_Info_free(*info, *n);
-        *info = NULL;
-        *n = 0;
-        return PMIX_ERR_UNPACK_FAILURE;
-    }
-    return PMIX_SUCCESS;
+    c = cur_of(field);
+    return cur_infos(&c, info, n, 0) < 0 ? PMIX_ERR_UNPACK_FAILURE : PMIX_SUCCESS;
 }
 
 struct released {
@@ -55,20 +51,15 @@ void info_deliver(pmix_info_cbfunc_t cb, pmix_status_t st, pmix_info_t *info, si
 
 static void info_reply(struct req *r, struct frame *f, pmix_status_t st)
 {
-    pmix_info_cbfunc_t cb = (pmix_info_cbfunc_t)r->ctx;
-    struct released *rel = calloc(1, sizeof(*rel));
-    pmix_status_t rc = PMIX_ERR_NOMEM;
-    if (NULL != rel) {
-        rc = reply_info(PMIX_SUCCESS == st || PMIX_QUERY_PARTIAL_SUCCESS == st ? f : NULL, &rel->info, &rel->n);
+    pmix_info_t *info = NULL;
+    size_t n = 0;
+    if (PMIX_SUCCESS == st || PMIX_QUERY_PARTIAL_SUCCESS == st) {
+        pmix_status_t rc = raw_infos(f->in, &info, &n);
+        if (PMIX_SUCCESS != rc) {
+            st = rc;
+        }
     }
-    if (PMIX_SUCCESS != rc) {
-        st = rc;
-    }
-    if (NULL == rel) {
-        cb(st, NULL, 0, r->cbdata, NULL, NULL);
-    } else {
-        cb(st, rel->info, rel->n, r->cbdata, release_info, rel);
-    }
+    info_deliver((pmix_info_cbfunc_t)r->ctx, st, info, n, r->cbdata);
     req_release(r);
     free(r);
 }
@@ -105,7 +96,7 @@ pmix_status_t info_request_wait(unsigned type, void (*build)(struct fw *, void *
     }
     rc = await_reply(&r, -1, &f);
     if ((PMIX_SUCCESS == rc || PMIX_QUERY_PARTIAL_SUCCESS == rc) && NULL != info && NULL != ninfo) {
-        pmix_status_t drc = reply_info(&f, info, ninfo);
+        pmix_status_t drc = raw_infos(f.in, info, ninfo);
         if (PMIX_SUCCESS != drc) {
             rc = drc;
         }
