@@ -34,7 +34,7 @@ func TestTopDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = mc.Shutdown(t.Context()) })
+	clustertest.ShutdownAtCleanup(t, "multi-cluster", mc.Shutdown)
 	urls := []string{mc.HubURL(), mc.Cluster("A").URL(), mc.Cluster("B").Server(0).ClientURL(), mc.Cluster("B").Server(1).ClientURL()}
 	for _, url := range urls {
 		if d, err := topOf(url); d != "central" || err != nil {

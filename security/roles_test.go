@@ -33,7 +33,7 @@ func startSecured(t *testing.T) (*cluster.Server, *security.Keys) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+	clustertest.ShutdownAtCleanup(t, "server", s.Shutdown)
 	return s, keys
 }
 

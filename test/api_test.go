@@ -42,7 +42,7 @@ func TestModelDeclared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Finalize(t.Context()) })
+	t.Cleanup(func() { finalizeBounded(c) })
 	def := newRecorder()
 	if _, err := c.RegisterEventHandler(t.Context(), nil, nil, def.handler(pmix.EventNoActionTaken)); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func TestLogSyslog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Finalize(t.Context()) })
+	t.Cleanup(func() { finalizeBounded(c) })
 	at := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	email := pmix.NewInfo(pmix.KeyLogEmail, pmix.String("x"))
 	if err := c.Log(t.Context(), []pmix.Info{pmix.NewInfo(pmix.KeyLogSyslog, pmix.String("disk full"))}, []pmix.Info{
@@ -260,4 +260,12 @@ func TestNodeInfo(t *testing.T) {
 			t.Errorf("no %q in output:\n%s", want, out)
 		}
 	}
+}
+
+// finalizeBounded finalizes c at cleanup, when t.Context() is already
+// canceled, waiting for the agent's answer 10 s at most.
+func finalizeBounded(c *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Finalize(ctx)
 }

@@ -31,7 +31,7 @@ func StartServer(t testing.TB, id cluster.ID) *cluster.Server {
 	if err != nil {
 		t.Fatalf("start server of cluster %s: %v", id, err)
 	}
-	cleanup(t, "server "+s.Name(), s.Shutdown)
+	ShutdownAtCleanup(t, "server "+s.Name(), s.Shutdown)
 	return s
 }
 
@@ -45,7 +45,7 @@ func StartCluster(t testing.TB, id cluster.ID, servers int) *cluster.Cluster {
 	if err != nil {
 		t.Fatalf("start cluster %s: %v", id, err)
 	}
-	cleanup(t, "cluster "+string(id), c.Shutdown)
+	ShutdownAtCleanup(t, "cluster "+string(id), c.Shutdown)
 	return c
 }
 
@@ -60,7 +60,7 @@ func StartMultiCluster(t testing.TB, clusters ...cluster.ClusterSpec) *cluster.M
 	if err != nil {
 		t.Fatalf("start multi-cluster: %v", err)
 	}
-	cleanup(t, "multi-cluster", m.Shutdown)
+	ShutdownAtCleanup(t, "multi-cluster", m.Shutdown)
 	return m
 }
 
@@ -107,9 +107,12 @@ func storeDir(t testing.TB) string {
 	return dir
 }
 
-// cleanup registers shutdown of a topology, failing t if it does not end in
-// time.
-func cleanup(t testing.TB, what string, shutdown func(context.Context) error) {
+// ShutdownAtCleanup registers a t.Cleanup that calls shutdown with a
+// context of its own, bounded by 30 s, and reports its error. Not
+// t.Context(): that one is canceled before cleanups run, so a shutdown
+// given it returns before the server has stopped, and t.TempDir's removal
+// then races the server's last writes to its store ("directory not empty").
+func ShutdownAtCleanup(t testing.TB, what string, shutdown func(context.Context) error) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
