@@ -126,6 +126,9 @@ func (s *Service) notifyArrivalLocked(l *local, self pmix.Proc, flags Flags) {
 // member that terminates at once is heard of.
 func (s *Service) groupOfLocked(nspace string, gr *group) bool {
 	s.groups[nspace] = gr
+	if gr.flags&FlagGroup != 0 {
+		s.applyEarlyLeftLocked(gr)
+	}
 	subscribed := false
 	for _, m := range gr.members {
 		subscribed = s.watchGoneLocked(m.Nspace, false) || subscribed

@@ -189,6 +189,30 @@ func TestGroupMemberFailedAndLeave(t *testing.T) {
 	}
 }
 
+// TestGroupLeaveNoticeBeforeRelease: a member's leave notice that reaches
+// an agent before that agent had the group's release (the leaver's agent
+// had it first, and the member left at once) still excuses the member
+// from the group's destruct there. Dropped, the leader's destruct waited
+// for the departed member for ever (cabi's TestGroupInvite under load).
+func TestGroupLeaveNoticeBeforeRelease(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n2"}, nil)
+	// n1 hears that rank 1 left "early" before it knows the group.
+	leaver, err := w.svc(0).qualify(jr(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.svc(0).memberLeft("early", leaver)
+	_, errs := w.construct([]pmix.Rank{0, 1}, GroupRequest{Name: "early", Procs: []pmix.Proc{jr(0), jr(1)}, Flags: FlagGroup})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if err := w.svc(0).Destruct(t.Context(), jr(0), "early", 5*time.Second); err != nil {
+		t.Errorf("destruct by the member that stayed: %v", err)
+	}
+}
+
 // TestGroupInviteJoinDecline: the leader invites three; one accepts, one
 // declines, one terminates: the group is the leader and the one that
 // accepted, the leader heard each answer, and a join to an invitation

@@ -78,6 +78,11 @@ type Service struct {
 	// invites: the PMIx group invitations this agent's leaders have out
 	// (pgroup.go), by leader and group name.
 	invites map[inviteKey]*nats.Subscription
+	// earlyLeft: leave notices for PMIx groups this agent does not know
+	// (yet), by group name as the members gave it: a member may leave as
+	// soon as its own agent had the construct's or invitation's release,
+	// before this agent had it (pgroup.go, memberLeft).
+	earlyLeft map[string]map[pmix.Proc]time.Time
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -129,7 +134,7 @@ func New(cfg Config) (*Service, error) {
 		coord:    map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
 		invites: map[inviteKey]*nats.Subscription{},
-		dead:    map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{},
+		dead:    map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{}, earlyLeft: map[string]map[pmix.Proc]time.Time{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
