@@ -68,16 +68,22 @@ func newSetup(ctx context.Context, nAgents, nClients int, tune func(*agent.Confi
 	for r := range nClients {
 		ranks[r] = nodes[r%nAgents]
 	}
+	return setupOf(ctx, agenttest.Cluster{ID: benchCluster, Nodes: nodes}, ranks, tune)
+}
+
+// setupOf starts a setup on cluster c, with one job of benchCluster whose
+// rank r runs on ranks[r], each agent's configuration adjusted by tune.
+func setupOf(ctx context.Context, c agenttest.Cluster, ranks []string, tune func(*agent.Config)) (*setup, error) {
 	w, err := agenttest.New(ctx, agenttest.Spec{
-		Clusters: []agenttest.Cluster{{ID: benchCluster, Nodes: nodes}},
-		Jobs:     []agenttest.Job{{Cluster: benchCluster, Nspace: "bench", Session: "s", Nodes: ranks}},
+		Clusters: []agenttest.Cluster{c},
+		Jobs:     []agenttest.Job{{Cluster: c.ID, Nspace: "bench", Session: "s", Nodes: ranks}},
 		Agent:    tune,
 	}, "", nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{w: w, url: w.URL(benchCluster)}
-	for _, n := range nodes {
+	s := &setup{w: w, url: w.URL(c.ID)}
+	for _, n := range c.Nodes {
 		s.agents = append(s.agents, w.Agent(n))
 	}
 	for _, p := range w.Procs() {
@@ -92,16 +98,12 @@ func (s *setup) close() {
 	_ = s.w.Close(ctx)
 }
 
-// Latency measures notify→first-handler latency from a client on one agent
-// to a client on another, serially, returning every sample. A cached event
-// is captured by the event cache on the way; an uncached one carries
-// PMIX_EVENT_DO_NOT_CACHE.
-func (s *setup) latency(ctx context.Context, rounds int, cached bool) ([]time.Duration, error) {
-	code := pmix.ExternalErrBase - 1
-	if !cached {
-		code = pmix.ExternalErrBase - 3 // -2 is the fan-out's
-	}
-	src, dst := s.clients[0], s.clients[1] // rank 1 lives on the second agent
+// notifyMeasure prepares one serial notify→first-handler measurement
+// from the setup's first client to its second (a cached event unless
+// cached is false): the handler is registered once, each call notifies
+// once and waits for the handler.
+func (s *setup) notifyMeasure(ctx context.Context, code pmix.Status, cached bool) (measure, error) {
+	src, dst := s.clients[0], s.clients[1]
 	got := make(chan time.Time, 1)
 	if _, err := dst.RegisterEventHandler(ctx, []pmix.Status{code}, nil, func(_ *bus.Call, done bus.Done) {
 		got <- time.Now()
@@ -113,21 +115,43 @@ func (s *setup) latency(ctx context.Context, rounds int, cached bool) ([]time.Du
 	if !cached {
 		target = append(target, pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true)))
 	}
-	out := make([]time.Duration, 0, rounds)
-	for i := range rounds + rounds/10 { // the first tenth warms up
+	return func(i int) (time.Duration, error) {
 		start := time.Now()
 		if err := src.NotifyEvent(ctx, code, pmix.RangeCustom, target); err != nil {
-			return nil, err
+			return 0, err
 		}
 		select {
 		case t := <-got:
-			if i >= rounds/10 {
-				out = append(out, t.Sub(start))
-			}
+			return t.Sub(start), nil
 		case <-time.After(10 * time.Second):
-			return nil, fmt.Errorf("event %d never reached its handler", i)
+			return 0, fmt.Errorf("event %d never reached its handler", i)
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return 0, ctx.Err()
+		}
+	}, nil
+}
+
+// Latency measures notify→first-handler latency from a client on one agent
+// to a client on another, serially, returning every sample. A cached event
+// is captured by the event cache on the way; an uncached one carries
+// PMIX_EVENT_DO_NOT_CACHE.
+func (s *setup) latency(ctx context.Context, rounds int, cached bool) ([]time.Duration, error) {
+	code := pmix.ExternalErrBase - 1
+	if !cached {
+		code = pmix.ExternalErrBase - 3 // -2 is the fan-out's
+	}
+	m, err := s.notifyMeasure(ctx, code, cached)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, rounds)
+	for i := range rounds + rounds/10 { // the first tenth warms up
+		d, err := m(i)
+		if err != nil {
+			return nil, err
+		}
+		if i >= rounds/10 {
+			out = append(out, d)
 		}
 	}
 	return out, nil
