@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
@@ -137,7 +138,7 @@ func Open(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		MaxAge:      cfg.MaxAge,
 		MaxBytes:    cfg.StreamBytes,
 		Discard:     natsjs.DiscardOld,
-		Duplicates:  time.Minute,
+		Duplicates:  jetstream.DuplicateWindow(cfg.MaxAge),
 		AllowDirect: true,
 		Replicas:    max(cfg.Replicas, 1),
 	})

@@ -304,3 +304,13 @@ func TestParseMessageRejects(t *testing.T) {
 		t.Errorf("round trip: %+v", p)
 	}
 }
+
+// TestShortMaxAge: output kept less than the stream's usual duplicate
+// window (a minute) opens: the window shrinks to the age (JetStream
+// refuses a longer one; the agent failed to start with OutputMaxAge 10s).
+func TestShortMaxAge(t *testing.T) {
+	svc, _ := openService(t, ServiceConfig{MaxAge: 10 * time.Second})
+	if svc == nil {
+		t.Fatal("no service")
+	}
+}

@@ -162,7 +162,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		MaxBytes:    orNoLimit(cfg.MaxBytes),
 		Storage:     storage,
 		Replicas:    replicas,
-		Duplicates:  time.Minute,
+		Duplicates:  DuplicateWindow(cfg.MaxAge),
 		AllowDirect: true,
 		RePublish:   &natsjs.RePublish{Source: cfg.CopyFrom, Destination: cfg.CopyTo},
 	})
@@ -370,4 +370,14 @@ func (r *Retainer) Delete(ctx context.Context) error {
 		return kvError(err, "deleting job event consumer")
 	}
 	return nil
+}
+
+// DuplicateWindow is the duplicate window of a stream whose messages
+// live maxAge (0: no limit): a minute, or maxAge if shorter (JetStream
+// refuses a window longer than the stream's max age).
+func DuplicateWindow(maxAge time.Duration) time.Duration {
+	if maxAge > 0 && maxAge < time.Minute {
+		return maxAge
+	}
+	return time.Minute
 }

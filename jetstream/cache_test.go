@@ -518,3 +518,13 @@ func TestMarkWaitsWhileTheStreamStores(t *testing.T) {
 	}
 	t.Logf("the barrier waited %v behind %d messages", time.Since(start), n)
 }
+
+// TestCacheShortMaxAge: a cache whose events live less than a minute
+// opens, its duplicate window shortened to their age.
+func TestCacheShortMaxAge(t *testing.T) {
+	s := clustertest.StartServer(t, "A")
+	nc := clustertest.Connect(t, s.ClientURL())
+	if _, err := OpenEventCache(t.Context(), nc, EventCacheConfig{Cluster: "A", Subjects: []string{"ev.*"}, JobSubjects: []string{"job.*"}, CopyFrom: "ev.j", CopyTo: "job.j", MaxMsgs: 10, MaxAge: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+}
