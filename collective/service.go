@@ -38,6 +38,11 @@ type Service struct {
 	closed bool
 	open   map[string][]*local // by signature, oldest first
 	gens   map[string]uint64   // by signature: the last instance begun here
+	// sigsOf: the signatures in gens of operations among one job's
+	// processes, by its qualified nspace, so that the job's end forgets
+	// their counts (forgetJobLocked): without it gens grew by every job's
+	// operations for the agent's life.
+	sigsOf map[string]map[string]bool
 	leads  map[string]*nats.Subscription
 
 	// homes are the clusters that name the jobs of the agent's table
@@ -129,7 +134,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		run: nuid.Next(),
 		cfg: cfg, log: cfg.Logger, kv: newStore(),
-		open: map[string][]*local{}, gens: map[string]uint64{}, leads: map[string]*nats.Subscription{}, homes: map[string]cluster.ID{},
+		open: map[string][]*local{}, gens: map[string]uint64{}, sigsOf: map[string]map[string]bool{}, leads: map[string]*nats.Subscription{}, homes: map[string]cluster.ID{},
 		askHomes: map[cluster.ID]*nats.Subscription{},
 		coord:    map[opKey]*coordinated{}, finished: map[opKey]finished{}, late: map[string]map[pmix.Proc]finished{},
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
@@ -258,6 +263,7 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 				delete(s.direct, p)
 			}
 		}
+		s.forgetJobLocked(q)
 	}
 	sub := s.leads[nspace]
 	switch {
@@ -283,6 +289,41 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 		return pmix.Errorf(pmix.ErrUnreach, "waiting for NATS to know the collective subscriptions: %w", err)
 	}
 	return nil
+}
+
+// forgetJobLocked forgets what this agent kept for the operations of
+// nspace q, a job deregistered here: its operations' instance counts
+// (none is open here: its processes here are gone), and its termination
+// notices' subscription unless a group here still has a member of it or
+// an operation coordinated here involves it. A long-lived agent kept one
+// count and, where it coordinated, one subscription per job it ever ran
+// (the 2000-run soak, TestRunLoopLeavesNothing). A job run again under
+// the same nspace starts counting afresh, at every agent alike.
+func (s *Service) forgetJobLocked(q string) {
+	for sig := range s.sigsOf[q] {
+		if len(s.open[sig]) == 0 {
+			delete(s.gens, sig)
+			delete(s.late, sig)
+		}
+	}
+	delete(s.sigsOf, q)
+	sub := s.goneSubs[q]
+	if sub == nil {
+		return
+	}
+	for _, gr := range s.groups {
+		if slices.ContainsFunc(gr.members, func(m pmix.Proc) bool { return m.Nspace == q }) {
+			return
+		}
+	}
+	for _, co := range s.coord {
+		if slices.ContainsFunc(co.procs, func(p pmix.Proc) bool { return p.Nspace == q }) {
+			return
+		}
+	}
+	_ = sub.Unsubscribe()
+	delete(s.goneSubs, q)
+	delete(s.asked, q)
 }
 
 // Commit stores what a local process put since its last commit: what
@@ -772,6 +813,16 @@ func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) 
 		for _, p := range o.procs {
 			s.watchGoneLocked(p.Nspace, false)
 		}
+	}
+	if ns := o.procs[0].Nspace; s.gens[sig] == 0 && !slices.ContainsFunc(o.procs, func(p pmix.Proc) bool { return p.Nspace != ns }) {
+		// An operation of one job's processes alone (a fence, a group of
+		// them): forgotten with the job. Those of several jobs (a connect)
+		// are kept: one job's end here does not end the others', whose
+		// agents go on counting.
+		if s.sigsOf[ns] == nil {
+			s.sigsOf[ns] = map[string]bool{}
+		}
+		s.sigsOf[ns][sig] = true
 	}
 	s.gens[sig]++
 	l.key = opKey{sig: sig, gen: s.gens[sig]}

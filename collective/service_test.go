@@ -370,3 +370,57 @@ func TestFenceOnOneNodeDecidedThere(t *testing.T) {
 		t.Fatalf("a fence of one node's processes sent %s on NATS", m.Subject)
 	}
 }
+
+// TestJobEndForgetsItsOperations: once a job is deregistered at its
+// agents, they keep nothing of its fences — no instance count, and at the
+// coordinator no subscription to its terminations — so a long-lived agent
+// does not grow with every job it ran; and the same nspace run again
+// fences afresh.
+func TestJobEndForgetsItsOperations(t *testing.T) {
+	var ended atomic.Bool
+	ranks := map[pmix.Rank]string{0: "n1", 1: "n2"}
+	w := newWorld(t, []string{"n1", "n2"}, func(c *Config) {
+		c.Jobs = func(ns string) map[pmix.Rank]string {
+			if ns != "job" || ended.Load() {
+				return nil
+			}
+			return ranks
+		}
+	})
+	fence := func() {
+		t.Helper()
+		for r, err := range w.fence([]pmix.Rank{0, 1}, Request{Kind: KindFence, Procs: []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}, Timeout: 10 * time.Second}) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+	}
+	fence()
+	fence()
+	lead := w.svc(0)
+	lead.mu.Lock()
+	gens, subs := len(lead.gens), len(lead.goneSubs)
+	lead.mu.Unlock()
+	if gens != 1 || subs != 1 {
+		t.Fatalf("while the job runs: %d counts, %d termination subscriptions at the coordinator; want 1 and 1", gens, subs)
+	}
+	ended.Store(true)
+	for _, s := range w.svcs {
+		if err := s.JobChanged(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		gens, subs, sigs, asked := len(s.gens), len(s.goneSubs), len(s.sigsOf), len(s.asked)
+		s.mu.Unlock()
+		if gens+subs+sigs+asked != 0 {
+			t.Errorf("after the job's end: %d counts, %d subscriptions, %d signature sets, %d asks kept", gens, subs, sigs, asked)
+		}
+	}
+	ended.Store(false)
+	for _, s := range w.svcs {
+		if err := s.JobChanged(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fence()
+}
