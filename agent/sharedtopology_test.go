@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/pmixbus/pmixbus/agent"
-	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -33,17 +32,7 @@ printf '<?xml version="1.0"?>\n<topology version="2.0"></topology>\n'`
 			shutdown(t, a)
 		}
 	})
-	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
-		t.Fatal(err)
-	}
-	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Init(t.Context(), client.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := attachOne(t, a)
 	job := pmix.Proc{Nspace: "j", Rank: pmix.RankWildcard}
 	get := func(key string) pmix.Value {
 		t.Helper()

@@ -1,15 +1,12 @@
 package cabi
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
@@ -34,14 +31,7 @@ func topologyLibDir(t *testing.T) string {
 	}
 	topoLib.once.Do(func() {
 		dir := filepath.Join(scratch, "topolib")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		args := []string{"-s", "-C", "..", "LIBDIR=" + dir, filepath.Join(dir, agent.TopologyHelper)}
-		if sanitize {
-			args = append(args, "CFLAGS="+strings.Join(sanitizeFlags, " "))
-		}
-		if b, err := exec.CommandContext(ctx, "make", args...).CombinedOutput(); err != nil {
-			topoLib.err = fmt.Errorf("building %s: %v\n%s", agent.TopologyHelper, err, b)
+		if topoLib.err = makeInto(dir, filepath.Join(dir, agent.TopologyHelper)); topoLib.err != nil {
 			return
 		}
 		for _, name := range []string{"libpmix.so.2", "libpmix.so"} {
