@@ -42,8 +42,8 @@ type Agent struct {
 	// or the cluster's default once connected.
 	replicas int
 	ln       net.Listener
-	topology string // the node's hwloc XML for the clients (loadTopology); set before any attaches
-	addr     string // what clients dial, "unix:/…" or "tcp:…"
+	topo     topology // the node's topology for the clients (loadTopology); set before any attaches
+	addr     string   // what clients dial, "unix:/…" or "tcp:…"
 
 	seq      atomic.Uint64 // event ids
 	idPrefix string        // "<nuid>." : unique per agent run
@@ -447,6 +447,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	// still be raised and reported.
 	a.stopLaunch(ctx)
 	a.stopOutput()
+	a.removeSharedTopology()
 	a.goMu.Lock()
 	a.stopping = true
 	a.goMu.Unlock()

@@ -159,7 +159,11 @@ type Config struct {
 	// as PMIX_LOCAL_TOPO (pmix.ltopo), as mpirun's daemon gives it, so
 	// that Open MPI's ranks load it rather than each discover it. Empty:
 	// the agent runs PMIxLibDir's pmixbus-topology once at Start (make
-	// builds it where libhwloc-dev is installed), or gives none.
+	// builds it where libhwloc-dev is installed), or gives none. The
+	// helper's topology is also written to a shared-memory file of the
+	// agent's, removed when it stops, which the clients of its uid adopt
+	// (PMIX_HWLOC_SHMEM_FILE/ADDR/SIZE; docs/launch.md); a configured one
+	// is given as XML only.
 	Topology string
 
 	// Output (package iof, docs/iof.md): what the launched processes write

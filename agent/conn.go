@@ -233,7 +233,7 @@ func (cc *clientConn) hello() error {
 	cc.entry, cc.reg, cc.uid, cc.gid = e, reg, uid, gid
 	cc.version = min(f.Version, proto.Version)
 	cc.mu.Unlock()
-	info := cc.a.attachInfo(e) // jobinfo.go
+	info := cc.a.attachInfo(e, uid) // jobinfo.go
 	cc.reply(f, nil, func(r *proto.Frame) {
 		r.Version = cc.version
 		r.Info = slices.Concat([]pmix.Info{

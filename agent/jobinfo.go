@@ -433,14 +433,15 @@ func getDirectives(key string, info []pmix.Info) []pmix.Info {
 }
 
 // attachInfo is the info of a client attaching (see jobView.attachInfo),
-// from the job as registered now.
-func (a *Agent) attachInfo(e *clientEntry) []pmix.Info {
+// from the job as registered now, with the node's topology; uid is the
+// client process's (SO_PEERCRED; -1 unknown).
+func (a *Agent) attachInfo(e *clientEntry, uid int) []pmix.Info {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if info := a.jobViewLocked().attachInfo(e.proc); info != nil {
-		return a.withTopology(info)
+		return a.withTopology(info, uid)
 	}
-	return a.withTopology(e.job.info)
+	return a.withTopology(e.job.info, uid)
 }
 
 // connectInfo is a job's job-level info as a connect carries it to the

@@ -177,6 +177,14 @@ func TestSecondAgentOnSameSocketRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "another agent is listening on") {
 		t.Fatalf("second agent: %v", err)
 	}
+	c := attachOne(t, a) // the first agent's socket still works
+	_ = c.Finalize(t.Context())
+}
+
+// attachOne registers job j, one rank on n1, with a and attaches its
+// client.
+func attachOne(t *testing.T, a *agent.Agent) *client.Client {
+	t.Helper()
 	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +194,9 @@ func TestSecondAgentOnSameSocketRefused(t *testing.T) {
 	}
 	c, err := client.Init(t.Context(), client.WithEnv(env))
 	if err != nil {
-		t.Fatalf("the first agent's socket no longer works: %v", err)
+		t.Fatalf("attaching j.0: %v", err)
 	}
-	_ = c.Finalize(t.Context())
+	return c
 }
 
 // A socket file left by an agent that died is taken over.

@@ -56,24 +56,29 @@ func libDir(t testing.TB) string {
 	needCC(t)
 	lib.once.Do(func() {
 		lib.dir = filepath.Join(scratch, "lib")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
 		// The C library, built by the repository's Makefile as `make`
 		// builds lib/libpmix.so.2, into the test's own directory.
-		args := []string{"-s", "-C", "..", "LIBDIR=" + lib.dir, "lib"}
-		if sanitize {
-			args = append(args, "CFLAGS="+strings.Join(sanitizeFlags, " "))
-		}
-		cmd := exec.CommandContext(ctx, "make", args...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			lib.err = fmt.Errorf("building libpmix.so.2: %v\n%s", err, b)
-			return
-		}
+		lib.err = makeInto(lib.dir, "lib")
 	})
 	if lib.err != nil {
 		t.Fatal(lib.err)
 	}
 	return lib.dir
+}
+
+// makeInto runs the repository's Makefile for target with LIBDIR=dir,
+// with the sanitizers' flags under sanitize.
+func makeInto(dir, target string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"-s", "-C", "..", "LIBDIR=" + dir, target}
+	if sanitize {
+		args = append(args, "CFLAGS="+strings.Join(sanitizeFlags, " "))
+	}
+	if b, err := exec.CommandContext(ctx, "make", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("make %s: %v\n%s", target, err, b)
+	}
+	return nil
 }
 
 func needCC(t testing.TB) string {

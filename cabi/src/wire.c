@@ -349,7 +349,8 @@ static pmix_data_type_t c_type(const char *key, pmix_data_type_t wire)
         {"pmix.job.time", PMIX_INT32, PMIX_INT},  {"pmix.sp.time", PMIX_INT32, PMIX_INT},
         {"pmix.ppid", PMIX_INT32, PMIX_PID},      {"pmix.grp.ctxid", PMIX_UINT64, PMIX_SIZE},
         {"pmix.grp.lclid", PMIX_UINT64, PMIX_SIZE}, {"pmix.fab.idx", PMIX_UINT64, PMIX_SIZE},
-        {"pmix.fab.nverts", PMIX_UINT64, PMIX_SIZE},
+        {"pmix.fab.nverts", PMIX_UINT64, PMIX_SIZE}, {"pmix.hwlocaddr", PMIX_UINT64, PMIX_SIZE},
+        {"pmix.hwlocsize", PMIX_UINT64, PMIX_SIZE},
     };
     size_t i;
     if (NULL == key) {
