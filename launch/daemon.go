@@ -167,6 +167,31 @@ func mpirunEnv(j *localJob, r pmix.Rank) map[string]string {
 	}
 }
 
+// ompiBoundAtLaunch tells Open MPI that the launcher applied its binding
+// policy, so that MPI_Init does not bind the process itself. mpirun sets it
+// whenever it binds (2 ranks or fewer: to a core each), and Cray's native
+// launch always, for what it spares: Open MPI's MPI_Init then loads no
+// topology at start. pmixbus binds no rank, and sets it too: without it
+// each Open MPI rank loaded the node's topology in MPI_Init, hwloc's
+// plugins with it (~14 ms of a rank's CPU here: most of what a 2-rank
+// MPI_Init took more than under mpirun). Open MPI still loads the topology
+// later where it needs it.
+const ompiBoundAtLaunch = "OMPI_MCA_orte_bound_at_launch"
+
+// asksOpenMPIToBind reports whether the rank's environment, or the
+// agent's, asks Open MPI to bind the process itself
+// (OMPI_MCA_hwloc_base_binding_policy): then it must not hear that the
+// launcher did. (A binding policy in an MCA parameter file is not seen:
+// give it with -x, docs/launch.md.)
+func asksOpenMPIToBind(env map[string]string) bool {
+	const policy = "OMPI_MCA_hwloc_base_binding_policy"
+	if _, set := env[policy]; set {
+		return true
+	}
+	_, set := os.LookupEnv(policy)
+	return set
+}
+
 // incarnation tells this run of the job from an earlier one of the same
 // nspace: its launcher and start.
 func (j *localJob) incarnation() string {
@@ -487,6 +512,9 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 		if _, set := merged[k]; !set {
 			merged[k] = v
 		}
+	}
+	if _, set := merged[ompiBoundAtLaunch]; !set && !asksOpenMPIToBind(merged) {
+		merged[ompiBoundAtLaunch] = "1"
 	}
 	maps.Copy(merged, env)
 	if dir := d.cfg.LibDir; dir != "" {

@@ -706,19 +706,25 @@ func TestLauncherGone(t *testing.T) {
 
 // The ranks get the variables Open MPI's mpirun sets besides PMIx's, which
 // scripts read: their rank, the job's size, their rank and count on the
-// node.
+// node; and Open MPI hears that the launcher applied its binding policy
+// (none), unless the rank's environment asks Open MPI to bind itself.
 func TestLaunchMPIRunEnvironment(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/bin/sh", Args: []string{"-c",
-		`echo "r=$OMPI_COMM_WORLD_RANK/$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE pmix=$PMIX_RANK"`}}}}})
+	script := `echo "r=$OMPI_COMM_WORLD_RANK/$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE pmix=$PMIX_RANK bound=$OMPI_MCA_orte_bound_at_launch"`
+	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script}}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
 	for r := range 4 { // by slot: 0, 1 on a1 and 2, 3 on a2
-		if want := fmt.Sprintf("r=%d/4 local=%d/2 pmix=%d\n", r, r%2, r); !strings.Contains(out.String(), want) {
+		if want := fmt.Sprintf("r=%d/4 local=%d/2 pmix=%d bound=1\n", r, r%2, r); !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
+	}
+	res, out = runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script},
+		Env: map[string]string{"OMPI_MCA_hwloc_base_binding_policy": "core"}}}}})
+	if res.ExitCode != 0 || !strings.Contains(out.String(), "r=0/1 local=0/1 pmix=0 bound=\n") {
+		t.Errorf("a rank whose environment asks Open MPI to bind: %+v\n%s", res, out)
 	}
 }
 
