@@ -558,3 +558,36 @@ func TestGetEndsWithPeerOrFinalize(t *testing.T) {
 		}
 	}
 }
+
+// TestDataArraysAcrossAgents: data arrays of other element types than
+// info and proc (pmix.Array) put by one process are read by processes of
+// another agent and another cluster as they were put, nested ones too.
+func TestDataArraysAcrossAgents(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	ctx := t.Context()
+	arrays := map[string]pmix.Value{
+		"sizes":   pmix.Array(4, []pmix.Value{pmix.Uint64(0), pmix.Uint64(1 << 40)}), // PMIX_SIZE
+		"strings": pmix.Array(3, []pmix.Value{pmix.String("a"), pmix.String("")}),
+		"bytes":   pmix.Array(27, []pmix.Value{pmix.Bytes([]byte{0, 1}), pmix.Bytes(nil)}),
+		"values": pmix.Array(pmix.ElemValue, []pmix.Value{pmix.String("x"), pmix.Float64(2.5),
+			pmix.Array(14, []pmix.Value{pmix.Uint32(7)})}),
+		"empty": pmix.Array(13, nil),
+	}
+	c := w.Client("A:jobA.0")
+	for k, v := range arrays {
+		if err := c.Put(pmix.ScopeGlobal, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []string{"A:jobA.3", "B:jobB.1"} {
+		for k, want := range arrays {
+			got, err := w.Client(reader).Get(ctx, pmix.Proc{Nspace: "A:jobA", Rank: 0}, k, nil)
+			if err != nil || !got.Equal(want) {
+				t.Errorf("%s gets %s: %v, %v; want %v", reader, k, got, err, want)
+			}
+		}
+	}
+}
