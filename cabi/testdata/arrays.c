@@ -27,6 +27,20 @@ static const float floats[] = {1.5f, -0.25f};
 static const double doubles[] = {3.25, -1e300};
 static const char *strs[] = {"a", "", "bc"};
 
+/* flat: the arrays of plain elements, which rank 1 compares byte for
+ * byte. */
+static const struct {
+    const char *key;
+    pmix_data_type_t type;
+    const void *elems;
+    size_t n, size;
+} flat[] = {
+    {"arr.u32", PMIX_UINT32, u32s, 3, sizeof(u32s[0])},     {"arr.size", PMIX_SIZE, sizes, 3, sizeof(sizes[0])},
+    {"arr.int", PMIX_INT, ints, 3, sizeof(ints[0])},        {"arr.bool", PMIX_BOOL, bools, 2, sizeof(bools[0])},
+    {"arr.float", PMIX_FLOAT, floats, 2, sizeof(floats[0])}, {"arr.double", PMIX_DOUBLE, doubles, 2, sizeof(doubles[0])},
+    {"arr.empty", PMIX_UINT16, NULL, 0, 2},
+};
+
 static pmix_data_array_t *mkarray(size_t n, pmix_data_type_t t)
 {
     pmix_data_array_t *da;
@@ -34,9 +48,21 @@ static pmix_data_array_t *mkarray(size_t n, pmix_data_type_t t)
     return da;
 }
 
-static void put_array(const char *key, pmix_data_type_t t, const void *elems, size_t n, size_t es)
+/* put_da puts da (GLOBAL) and frees it. */
+static pmix_status_t put_da(const char *key, pmix_data_array_t *da)
 {
     pmix_value_t v;
+    pmix_status_t rc;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_DATA_ARRAY;
+    v.data.darray = da;
+    rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+    PMIX_VALUE_DESTRUCT(&v);
+    return rc;
+}
+
+static void put_array(const char *key, pmix_data_type_t t, const void *elems, size_t n, size_t es)
+{
     pmix_data_array_t *da = mkarray(n, t);
     pmix_status_t rc;
     if (n > 0) {
@@ -49,41 +75,30 @@ static void put_array(const char *key, pmix_data_type_t t, const void *elems, si
             s[k] = strdup(s[k]);
         }
     }
-    PMIX_VALUE_CONSTRUCT(&v);
-    v.type = PMIX_DATA_ARRAY;
-    v.data.darray = da;
-    rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+    rc = put_da(key, da);
     CHECK(PMIX_SUCCESS == rc, "put %s: %s", key, PMIx_Error_string(rc));
-    PMIX_VALUE_DESTRUCT(&v);
 }
 
 static void put_all(void)
 {
-    pmix_value_t v, *vals;
+    pmix_value_t *vals;
     pmix_data_array_t *da, *inner;
     pmix_byte_object_t *bo;
     struct timeval tv[1] = {{1, 2}};
     pmix_status_t rc;
-    put_array("arr.u32", PMIX_UINT32, u32s, 3, sizeof(u32s[0]));
-    put_array("arr.size", PMIX_SIZE, sizes, 3, sizeof(sizes[0]));
-    put_array("arr.int", PMIX_INT, ints, 3, sizeof(ints[0]));
-    put_array("arr.bool", PMIX_BOOL, bools, 2, sizeof(bools[0]));
-    put_array("arr.float", PMIX_FLOAT, floats, 2, sizeof(floats[0]));
-    put_array("arr.double", PMIX_DOUBLE, doubles, 2, sizeof(doubles[0]));
+    size_t k;
+    for (k = 0; k < sizeof(flat) / sizeof(flat[0]); k++) {
+        put_array(flat[k].key, flat[k].type, flat[k].elems, flat[k].n, flat[k].size);
+    }
     put_array("arr.str", PMIX_STRING, strs, 3, sizeof(strs[0]));
-    put_array("arr.empty", PMIX_UINT16, NULL, 0, 2);
 
     da = mkarray(2, PMIX_BYTE_OBJECT);
     bo = da->array;
     bo[0].bytes = malloc(3);
     memcpy(bo[0].bytes, "\0x\1", 3);
     bo[0].size = 3;
-    PMIX_VALUE_CONSTRUCT(&v);
-    v.type = PMIX_DATA_ARRAY;
-    v.data.darray = da;
-    rc = PMIx_Put(PMIX_GLOBAL, "arr.bytes", &v);
+    rc = put_da("arr.bytes", da);
     CHECK(PMIX_SUCCESS == rc, "put arr.bytes: %s", PMIx_Error_string(rc));
-    PMIX_VALUE_DESTRUCT(&v);
 
     /* as client2.c: an array of values */
     da = mkarray(3, PMIX_VALUE);
@@ -94,20 +109,12 @@ static void put_all(void)
     memcpy(inner->array, u32s, 2 * sizeof(u32s[0]));
     vals[2].type = PMIX_DATA_ARRAY;
     vals[2].data.darray = inner;
-    PMIX_VALUE_CONSTRUCT(&v);
-    v.type = PMIX_DATA_ARRAY;
-    v.data.darray = da;
-    rc = PMIx_Put(PMIX_GLOBAL, "arr.values", &v);
+    rc = put_da("arr.values", da);
     CHECK(PMIX_SUCCESS == rc, "put arr.values: %s", PMIx_Error_string(rc));
-    PMIX_VALUE_DESTRUCT(&v);
 
     da = mkarray(1, PMIX_TIMEVAL);
     memcpy(da->array, tv, sizeof(tv));
-    PMIX_VALUE_CONSTRUCT(&v);
-    v.type = PMIX_DATA_ARRAY;
-    v.data.darray = da;
-    printf("put-timeval %d\n", PMIx_Put(PMIX_GLOBAL, "arr.tv", &v));
-    PMIX_VALUE_DESTRUCT(&v);
+    printf("put-timeval %d\n", put_da("arr.tv", da));
 }
 
 static pmix_data_array_t *get_array(const char *key, pmix_data_type_t t, size_t n, pmix_value_t **keep)
@@ -153,13 +160,9 @@ static void check_all(void)
     pmix_value_t *keep;
     pmix_data_array_t *da;
     size_t k;
-    check_same("arr.u32", PMIX_UINT32, u32s, 3, sizeof(u32s[0]));
-    check_same("arr.size", PMIX_SIZE, sizes, 3, sizeof(sizes[0]));
-    check_same("arr.int", PMIX_INT, ints, 3, sizeof(ints[0]));
-    check_same("arr.bool", PMIX_BOOL, bools, 2, sizeof(bools[0]));
-    check_same("arr.float", PMIX_FLOAT, floats, 2, sizeof(floats[0]));
-    check_same("arr.double", PMIX_DOUBLE, doubles, 2, sizeof(doubles[0]));
-    check_same("arr.empty", PMIX_UINT16, NULL, 0, 2);
+    for (k = 0; k < sizeof(flat) / sizeof(flat[0]); k++) {
+        check_same(flat[k].key, flat[k].type, flat[k].elems, flat[k].n, flat[k].size);
+    }
 
     da = get_array("arr.str", PMIX_STRING, 3, &keep);
     for (k = 0; NULL != da && k < 3; k++) {
