@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +110,34 @@ func TestGetEndsWhenPeerEnds(t *testing.T) {
 	}
 	if err := result(t, got); !errors.Is(err, ErrClosed) {
 		t.Errorf("get waiting while the service closes: %v, want ErrClosed", err)
+	}
+}
+
+// TestGetEndsWithJob: a get waiting for a key of a proc whose job is
+// deregistered ends with ErrPeerTerminated, on the proc's agent and on
+// another.
+func TestGetEndsWithJob(t *testing.T) {
+	var table atomic.Pointer[map[pmix.Rank]string]
+	ranks := map[pmix.Rank]string{0: "n1", 1: "n1", 2: "n2"}
+	table.Store(&ranks)
+	w := newWorld(t, []string{"n1", "n1", "n2"}, func(c *Config) {
+		c.Jobs = func(ns string) map[pmix.Rank]string {
+			if m := table.Load(); ns == "job" && m != nil {
+				return *m
+			}
+			return nil
+		}
+	})
+	same, other := w.getLater(t.Context(), 1, "k", nil), w.getLater(t.Context(), 2, "k", nil)
+	table.Store(nil)
+	for _, n := range []string{"n1", "n2"} {
+		if err := w.svcs[n].JobChanged(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, got := range map[string]<-chan error{"same agent": same, "another agent": other} {
+		if err := result(t, got); !errors.Is(err, ErrPeerTerminated) {
+			t.Errorf("%s: get waiting while the job is deregistered: %v, want ErrPeerTerminated", name, err)
+		}
 	}
 }
