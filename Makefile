@@ -16,7 +16,12 @@ LIB_HDRS    = $(wildcard cabi/src/*.h) cabi/include/pmix.h cabi/include/pmix_com
 # With hwloc's headers (Debian: libhwloc-dev), also lib/pmixbus-topology,
 # which the agent runs once to give its ranks the node's topology
 # (PMIX_LOCAL_TOPO); without them the ranks discover it themselves.
+# With them the library's PMIx_Load_topology works too (cabi/src/topology.c:
+# hwloc's headers only, libhwloc.so.15 is opened at run time).
 HWLOC := $(shell pkg-config --exists hwloc 2>/dev/null && echo yes)
+ifeq ($(HWLOC),yes)
+LIB_CFLAGS += -DPMIXBUS_HWLOC $(shell pkg-config --cflags hwloc)
+endif
 
 .PHONY: all lib pmixbus fuzz clean
 all: pmixbus lib

@@ -134,3 +134,72 @@ func TestKeyValueExchangeSanitized(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectModex runs testdata/dmodex.c as three ranks on two nodes,
+// with no fence: a get of a peer's key not committed yet waits for its
+// commit, of the same node and of another; PMIX_TIMEOUT bounds the wait
+// (PMIX_ERR_TIMEOUT, -24), PMIX_OPTIONAL does not wait
+// (PMIX_ERR_NOT_FOUND, -46); a wait for a peer that exits without
+// finalizing ends with PMIX_ERR_NOT_FOUND; a Finalize with a get still
+// waiting returns.
+func TestDirectModex(t *testing.T) {
+	forEachHeader(t, "dmodex.c", dmodexWorld(), func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		r0 := start(t, ctx, bin, w.Env("A:dm.0"), "waiting")
+		r1 := start(t, ctx, bin, w.Env("A:dm.1"), "init")
+		r2 := start(t, ctx, bin, w.Env("A:dm.2"), "init")
+		if out := r2.wait(t); !strings.Contains(out, "dying\n") || strings.Contains(out, "FAIL") {
+			t.Errorf("rank 2:\n%s", out)
+		}
+		if out := r1.wait(t); !strings.Contains(out, "finalize 0\n") || strings.Contains(out, "FAIL") {
+			t.Errorf("rank 1:\n%s", out)
+		}
+		out := r0.wait(t)
+		for _, want := range []string{"late 1 0", "late 2 0", "timeout -24", "optional -46", "dead -46", "finalize 0"} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("rank 0's output lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "FAIL") {
+			t.Errorf("rank 0:\n%s", out)
+		}
+	})
+}
+
+func dmodexWorld() agenttest.Spec {
+	return agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "dm", Nodes: []string{"n1", "n1", "n2"}, Detached: true}},
+	}
+}
+
+// TestDataArrays runs testdata/arrays.c as two ranks on two nodes: data
+// arrays of uint32, size_t, int, bool, float, double, strings, byte
+// objects and values (nested), and an empty one, put by rank 0 and read
+// by rank 1 with their C types and elements; an array of struct timeval
+// is refused with PMIX_ERR_NOT_SUPPORTED (-47).
+func TestDataArrays(t *testing.T) {
+	forEachHeader(t, "arrays.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "arr", Nodes: []string{"n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		r0 := start(t, ctx, bin, w.Env("A:arr.0"), "init")
+		r1 := start(t, ctx, bin, w.Env("A:arr.1"), "init")
+		out1 := r1.wait(t)
+		for _, k := range []string{"u32", "size", "int", "bool", "float", "double", "empty", "str", "bytes", "values"} {
+			if !strings.Contains(out1, "arr."+k+" ok\n") {
+				t.Errorf("rank 1 did not check arr.%s:\n%s", k, out1)
+			}
+		}
+		out0 := r0.wait(t)
+		if !strings.Contains(out0, "put-timeval -47\n") {
+			t.Errorf("rank 0: want put-timeval -47:\n%s", out0)
+		}
+		for r, out := range []string{out0, out1} {
+			if strings.Contains(out, "FAIL") || !strings.Contains(out, "finalize 0\n") {
+				t.Errorf("rank %d:\n%s", r, out)
+			}
+		}
+	})
+}

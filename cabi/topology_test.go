@@ -69,7 +69,10 @@ func TestSharedTopology(t *testing.T) {
 
 	t.Run("open mpi", func(t *testing.T) {
 		mpi := buildMPIHello(t)
-		env := map[string]string{"TMPDIR": t.TempDir(), "OMPI_MCA_hwloc_base_verbose": "5"}
+		// A binding policy of the rank's own: the launcher then does not
+		// tell Open MPI it bound the ranks, and MPI_Init loads the
+		// topology (docs/launch.md, Binding).
+		env := map[string]string{"TMPDIR": t.TempDir(), "OMPI_MCA_hwloc_base_verbose": "5", "OMPI_MCA_hwloc_base_binding_policy": "none"}
 		res, out := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 2, App: launch.App{Path: mpi, Env: env}})
 		if res.ExitCode != 0 || !strings.Contains(out, "hello from 1 of 2, appnum 0, sum 1") {
 			t.Fatalf("result %+v\noutput:\n%s", res, out)
@@ -78,4 +81,39 @@ func TestSharedTopology(t *testing.T) {
 			t.Errorf("%d ranks of 2 adopted the shared topology:\n%s", n, out)
 		}
 	})
+}
+
+// TestLoadTopology runs testdata/topo.c under an agent that gives its
+// ranks a synthetic topology of 12 PUs as PMIX_LOCAL_TOPO: PMIx_Load_topology
+// loads it with hwloc (source "hwloc", the same topology for every call);
+// before PMIx_Init it is PMIX_ERR_INIT (-31), with a NULL topology
+// PMIX_ERR_BAD_PARAM (-27), with another library's source
+// PMIX_ERR_NOT_SUPPORTED (-47). Skipped without hwloc's headers.
+func TestLoadTopology(t *testing.T) {
+	if err := exec.Command("pkg-config", "--exists", "hwloc").Run(); err != nil {
+		t.Skip("hwloc's headers are not installed (libhwloc-dev): the library has no PMIx_Load_topology")
+	}
+	for _, h := range headers(t) {
+		t.Run(h.name, func(t *testing.T) {
+			bin := compileWith(t, "topo.c", h, true, "-lhwloc")
+			xml, err := exec.Command(bin, "export").Output()
+			if err != nil || !strings.Contains(string(xml), "<topology") {
+				t.Fatalf("export: %v\n%s", err, xml)
+			}
+			w := agenttest.Start(t, agenttest.Spec{
+				Clusters: []agenttest.Cluster{{ID: "A"}},
+				Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "topo", Nodes: []string{"n1"}, Detached: true}},
+				Agent:    func(c *agent.Config) { c.Topology = string(xml) },
+			})
+			out := run(t, testContext(t), bin, w.Env("A:topo.0"), "load")
+			for _, want := range []string{"before-init -31", "load 0", "pus 12", "bad -27", "other-source -47", "finalize 0"} {
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "FAIL") {
+				t.Error(out)
+			}
+		})
+	}
 }

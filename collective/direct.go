@@ -97,7 +97,10 @@ func (s *Service) serveDirectLocked(proc pmix.Proc) {
 }
 
 // answerDirect answers another agent's request for proc's data, waiting
-// for the key as long as the request says.
+// for the key as long as the request says: with the proc's REMOTE and
+// GLOBAL data once the key is among them or the wait passed, or with
+// ErrNotFound when the proc committed the key with a LOCAL scope, or
+// ErrPeerTerminated when it ended without committing it.
 func (s *Service) answerDirect(proc pmix.Proc, m *nats.Msg) {
 	var a directAnswer
 	r, err := unmarshalDirectRequest(m.Data)
@@ -105,9 +108,9 @@ func (s *Service) answerDirect(proc pmix.Proc, m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(s.ctx, r.wait)
 		// "" and "" as the reader's place: another node, where REMOTE and
 		// GLOBAL values are visible.
-		_, _, err = s.kv.waitFor(ctx, proc, r.key, "", "")
+		_, err = s.await(ctx, proc, r.key, "", "")
 		cancel()
-		if err != nil {
+		if !errors.Is(err, pmix.ErrNotFound) {
 			err = nil // answer with what there is
 		}
 	}
@@ -125,45 +128,148 @@ func (s *Service) answerDirect(proc pmix.Proc, m *nats.Msg) {
 	}
 }
 
-// fetch asks the agent hosting proc for its data and stores it; it keeps
-// asking until wait passed while no agent answers (the proc has not
-// committed yet).
-func (s *Service) fetch(ctx context.Context, proc pmix.Proc, key string, wait time.Duration) error {
+// directWait bounds one direct request's wait at the proc's agent: a Get
+// that waits longer asks again, so that it learns soon of an agent lost
+// while it waited.
+const directWait = 5 * time.Second
+
+// await waits until proc's key is visible to a reader on (cluster, node),
+// or ctx ends. A key the proc committed with a scope the reader is
+// outside of is ErrNotFound at once; a proc that terminated, or whose job
+// ended, without committing it ErrPeerTerminated.
+//
+// Errors: those; ctx.Err(); ErrClosed.
+func (s *Service) await(ctx context.Context, proc pmix.Proc, key, cluster, node string) (pmix.Value, error) {
+	for {
+		v, changed, err := s.lookup(proc, key, cluster, node)
+		if v != nil || err != nil {
+			return deref(v), err
+		}
+		ends, err := s.ended(proc)
+		if err != nil {
+			return pmix.Value{}, err
+		}
+		select {
+		case <-changed:
+		case <-ends.Done():
+		case <-ctx.Done():
+			return pmix.Value{}, ctx.Err()
+		}
+	}
+}
+
+// fetch waits for the key of a proc of another agent, asking that agent
+// for the proc's data until the key is there (see await).
+func (s *Service) fetch(ctx context.Context, proc pmix.Proc, key string) (pmix.Value, error) {
+	// Lost with its node, the proc is announced by the agents that
+	// declared the node down, not by its own.
+	s.mu.Lock()
+	s.watchGoneLocked(proc.Nspace, true)
+	s.mu.Unlock()
+	for {
+		v, _, err := s.lookup(proc, key, string(s.cfg.Cluster), s.cfg.Node)
+		if v != nil || err != nil {
+			return deref(v), err
+		}
+		ends, err := s.ended(proc)
+		if err != nil {
+			return pmix.Value{}, err
+		}
+		if err := s.ask(ctx, ends, proc, key); err != nil {
+			return pmix.Value{}, err
+		}
+	}
+}
+
+// lookup returns proc's value of key if a reader on (cluster, node) sees
+// it, ErrNotFound if it is outside the value's scope, and otherwise a
+// channel closed at the store's next change.
+func (s *Service) lookup(proc pmix.Proc, key, cluster, node string) (*pmix.Value, <-chan struct{}, error) {
+	v, found, visible, changed := s.kv.get(proc, key, cluster, node)
+	switch {
+	case found && visible:
+		return &v, nil, nil
+	case found:
+		return nil, nil, fmt.Errorf("%w: %v put %s with a scope the reader is outside of", ErrNotFound, proc, pmix.Quote(key))
+	}
+	return nil, changed, nil
+}
+
+func deref(v *pmix.Value) pmix.Value {
+	if v == nil {
+		return pmix.Value{}
+	}
+	return *v
+}
+
+// ended returns ErrPeerTerminated if proc terminated or its job ended,
+// ErrClosed if the service closed, and otherwise a context that ends at
+// the next such news.
+func (s *Service) ended(proc pmix.Proc) (context.Context, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := s.jobsEnded[proc.Nspace]; ok {
+		return nil, fmt.Errorf("%w: %v: its job ended", ErrPeerTerminated, proc)
+	}
+	if dp, ok := s.dead[proc]; ok {
+		return nil, fmt.Errorf("%w: %v %s without committing it", ErrPeerTerminated, proc, dp.notice.how())
+	}
+	return s.ends, nil
+}
+
+// endsLocked wakes the waiting gets: a process terminated or a job ended.
+func (s *Service) endsLocked() {
+	s.endNews()
+	s.ends, s.endNews = context.WithCancel(s.ctx)
+}
+
+// ask sends one direct request for proc's data and stores the answer. It
+// returns nil to be called again: the answer came without the key, no
+// agent answered yet (the proc has not committed anything), or ends
+// ended.
+func (s *Service) ask(ctx, ends context.Context, proc pmix.Proc, key string) error {
+	wait := directWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(min(wait, time.Until(dl)), time.Millisecond)
+	}
 	b, err := directRequest{key: key, wait: wait}.marshal()
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 0)+s.cfg.AckWait)
-		m, err := s.cfg.Conn.RequestWithContext(rctx, DirectSubject(proc), b)
-		cancel()
-		if err == nil {
-			a, err := unmarshalDirectAnswer(m.Data)
-			if err != nil {
-				return err
-			}
-			if err := a.err(); err != nil {
-				return err
-			}
-			for _, d := range a.data {
-				s.kv.add(d)
-			}
-			return nil
+	rctx, cancel := context.WithTimeout(ctx, wait+s.cfg.AckWait)
+	defer cancel()
+	defer context.AfterFunc(ends, cancel)()
+	m, err := s.cfg.Conn.RequestWithContext(rctx, DirectSubject(proc), b)
+	switch {
+	case err == nil:
+		a, err := unmarshalDirectAnswer(m.Data)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if err := a.err(); err != nil {
+			return err
 		}
-		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-			return pmix.Errorf(pmix.ErrUnreach, "asking for the data of %v: %w", proc, err)
+		for _, d := range a.data {
+			s.kv.add(d)
 		}
-		if time.Until(deadline) <= 0 {
-			return fmt.Errorf("%w: no agent holds data of %v", ErrNotFound, proc)
-		}
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case ends.Err() != nil:
+		return nil
+	case errors.Is(err, nats.ErrNoResponders):
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(min(s.cfg.Retry, time.Until(deadline))):
+		case <-ends.Done():
+		case <-time.After(s.cfg.Retry):
 		}
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return nil
 	}
+	return pmix.Errorf(pmix.ErrUnreach, "asking for the data of %v: %w", proc, err)
 }

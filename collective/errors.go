@@ -30,6 +30,11 @@ var (
 	// lets the caller read (PMIX_ERR_NOT_FOUND).
 	ErrNotFound = pmix.NewCodedError(pmix.ErrNotFound, "collective.not_found", "not found")
 
+	// ErrPeerTerminated: Get waited for a key of a process that
+	// terminated, or whose job ended, without committing it
+	// (PMIX_ERR_NOT_FOUND: it will never be there).
+	ErrPeerTerminated = pmix.NewCodedError(pmix.ErrNotFound, "collective.peer_terminated", "the process ended without committing the key")
+
 	// ErrClosed: the service was closed.
 	ErrClosed = pmix.NewCodedError(pmix.ErrInvalidOperation, "collective.closed", "collective service closed")
 )

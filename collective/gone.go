@@ -323,6 +323,7 @@ func (s *Service) procGone(g goneNotice, from origin) {
 		return
 	}
 	s.dead[p] = deadProc{at: now, notice: g, told: from != fromNotice}
+	s.endsLocked()
 	if from == fromHost {
 		for _, ls := range s.open {
 			for _, l := range slices.Clone(ls) {

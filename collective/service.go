@@ -88,6 +88,14 @@ type Service struct {
 	// soon as its own agent had the construct's or invitation's release,
 	// before this agent had it (pgroup.go, memberLeft).
 	earlyLeft map[string]map[pmix.Proc]time.Time
+	// ends is cancelled and replaced whenever a process terminated or a
+	// job was deregistered (endsLocked): the gets waiting for a key
+	// (direct.go) look again whether theirs will ever come.
+	ends    context.Context
+	endNews context.CancelFunc
+	// jobsEnded: the jobs of this agent's table deregistered, by qualified
+	// nspace, and when: a get waiting for one of their procs ends.
+	jobsEnded map[string]time.Time
 }
 
 // opKey names one instance of an operation: the n-th time the same
@@ -140,8 +148,10 @@ func New(cfg Config) (*Service, error) {
 		direct: map[pmix.Proc]*nats.Subscription{}, groups: map[string]*group{}, jobInfo: map[string][]pmix.Info{},
 		invites: map[inviteKey]*nats.Subscription{},
 		dead:    map[pmix.Proc]deadProc{}, goneSubs: map[string]*nats.Subscription{}, asked: map[string]bool{}, goneMembers: map[pmix.Proc]bool{}, earlyLeft: map[string]map[pmix.Proc]time.Time{},
+		jobsEnded: map[string]time.Time{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ends, s.endNews = context.WithCancel(s.ctx)
 	return s, nil
 }
 
@@ -257,6 +267,14 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 	if ranks == nil {
 		q := cluster.Qualify(home, nspace)
 		s.kv.forget(func(p pmix.Proc) bool { return p.Nspace == q })
+		now := time.Now()
+		for ns, at := range s.jobsEnded {
+			if now.Sub(at) > s.cfg.Remember {
+				delete(s.jobsEnded, ns)
+			}
+		}
+		s.jobsEnded[q] = now
+		s.endsLocked()
 		for p, sub := range s.direct {
 			if p.Nspace == q {
 				_ = sub.Unsubscribe()
@@ -264,6 +282,8 @@ func (s *Service) JobChanged(ctx context.Context, nspace string) error {
 			}
 		}
 		s.forgetJobLocked(q)
+	} else {
+		delete(s.jobsEnded, cluster.Qualify(home, nspace))
 	}
 	sub := s.leads[nspace]
 	switch {
@@ -350,13 +370,18 @@ func (s *Service) Commit(proc pmix.Proc, puts []proto.Put) error {
 // Get returns the value of key that proc committed, as the local process
 // who may see it (a LOCAL value only on proc's node, a REMOTE one only
 // elsewhere). A value of a proc of another agent that no fence collected
-// is fetched from that agent (direct.go). Directives: PMIX_IMMEDIATE
-// answers from what this agent holds now; PMIX_TIMEOUT waits that long for
-// a value not committed (or not collected) yet; without either a value
-// that is not there is ErrNotFound at once.
+// is fetched from that agent (direct.go). A value not committed yet is
+// waited for, as OpenPMIx's direct modex does: until proc commits it,
+// PMIX_TIMEOUT passes, proc terminates, its job ends, ctx ends (the
+// client detached or finalized) or the service closes. PMIX_IMMEDIATE
+// answers from what this agent holds now. A key proc committed with a
+// scope who is outside of is ErrNotFound at once, and so is a key of who
+// itself it did not commit.
 //
-// Errors: ErrNotFound; ErrTimeout (pmix.ErrTimeout) when PMIX_TIMEOUT
-// passed first; pmix.ErrBadParam; ctx.Err() if ctx ended first.
+// Errors: ErrNotFound; ErrPeerTerminated (pmix.ErrNotFound) when proc
+// terminated, or its job ended, without committing key; ErrTimeout
+// (pmix.ErrTimeout) when PMIX_TIMEOUT passed first; pmix.ErrBadParam;
+// ErrClosed; ctx.Err() if ctx ended first.
 func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, directives []pmix.Info) (pmix.Value, error) {
 	if key == "" {
 		return pmix.Value{}, pmix.Errorf(pmix.ErrBadParam, "get of an empty key")
@@ -385,36 +410,29 @@ func (s *Service) Get(ctx context.Context, who, proc pmix.Proc, key string, dire
 		return pmix.Value{}, fmt.Errorf("%w: %v put %s with a scope this process is outside of", ErrNotFound, proc, pmix.Quote(key))
 	case pmix.Flag(directives, pmix.KeyImmediate):
 		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
-	case !s.hosts(q):
-		// Direct modex: ask the proc's agent, which waits for the key as
-		// long as PMIX_TIMEOUT says.
-		if err := s.fetch(ctx, q, key, timeout); err != nil {
-			if errors.Is(err, ErrNotFound) && timeout > 0 {
-				return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
-			}
-			return pmix.Value{}, fmt.Errorf("%s of %v: %w", pmix.Quote(key), proc, err)
-		}
-		v, found, visible, _ = s.kv.get(q, key, string(s.cfg.Cluster), s.cfg.Node)
-		switch {
-		case found && visible:
-			return v, nil
-		case timeout > 0 && !found:
-			return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
-		}
-		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
-	case timeout == 0:
-		return pmix.Value{}, fmt.Errorf("%w: %s of %v", ErrNotFound, pmix.Quote(key), proc)
+	case self:
+		// As OpenPMIx's client answers its own keys: from what it put.
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v: this process did not put it", ErrNotFound, pmix.Quote(key), proc)
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
-	v, _, err = s.kv.waitFor(wctx, q, key, string(s.cfg.Cluster), s.cfg.Node)
+	if s.hosts(q) {
+		v, err = s.await(wctx, q, key, string(s.cfg.Cluster), s.cfg.Node)
+	} else {
+		v, err = s.fetch(wctx, q, key)
+	}
 	switch {
 	case err == nil:
 		return v, nil
 	case ctx.Err() != nil:
 		return pmix.Value{}, ctx.Err()
+	case wctx.Err() != nil:
+		return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
 	}
-	return pmix.Value{}, fmt.Errorf("%w: %s of %v not committed within %v", ErrTimeout, pmix.Quote(key), proc, timeout)
+	return pmix.Value{}, fmt.Errorf("%s of %v: %w", pmix.Quote(key), proc, err)
 }
 
 // JobInfo returns the job-level info of an nspace of another cluster that

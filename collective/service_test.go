@@ -114,21 +114,33 @@ func TestFenceCollectsData(t *testing.T) {
 	}
 	me := pmix.Proc{Nspace: "job", Rank: 0} // on n1
 	ctx := t.Context()
+	immediate := []pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))}
 	for _, tc := range []struct {
 		peer pmix.Rank
 		key  string
 		ok   bool
+		info []pmix.Info
 	}{
-		{4, "g", true}, {4, "r", true}, {4, "l", false}, // another node
-		{1, "g", true}, {1, "l", true}, {1, "r", false}, // the same node
-		{4, "nope", false},
+		// A key committed with a scope outside the reader's is not
+		// waited for.
+		{4, "g", true, nil}, {4, "r", true, nil}, {4, "l", false, nil}, // another node
+		{1, "g", true, nil}, {1, "l", true, nil}, {1, "r", false, nil}, // the same node
+		// One never committed would be waited for (direct modex).
+		{4, "nope", false, immediate},
+		{1, "nope", false, immediate},
 	} {
-		v, err := w.svc(0).Get(ctx, me, pmix.Proc{Nspace: "job", Rank: tc.peer}, tc.key, nil)
+		v, err := w.svc(0).Get(ctx, me, pmix.Proc{Nspace: "job", Rank: tc.peer}, tc.key, tc.info)
 		if tc.ok && (err != nil || !v.Equal(pmix.Uint32(uint32(tc.peer)))) {
 			t.Errorf("get %s of rank %d: %v, %v", tc.key, tc.peer, v, err)
 		}
 		if !tc.ok && !errors.Is(err, pmix.ErrNotFound) {
 			t.Errorf("get %s of rank %d: %v, %v; want PMIX_ERR_NOT_FOUND", tc.key, tc.peer, v, err)
+		}
+	}
+	for _, peer := range []pmix.Rank{1, 4} {
+		_, err := w.svc(0).Get(ctx, me, pmix.Proc{Nspace: "job", Rank: peer}, "nope", []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(1))})
+		if !errors.Is(err, pmix.ErrTimeout) {
+			t.Errorf("get of a key rank %d never commits, PMIX_TIMEOUT 1: %v, want PMIX_ERR_TIMEOUT", peer, err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package collective
 
 import (
-	"context"
 	"slices"
 	"sync"
 
@@ -95,21 +94,6 @@ func (s *store) forget(drop func(pmix.Proc) bool) {
 	for p := range s.procs {
 		if drop(p) {
 			delete(s.procs, p)
-		}
-	}
-}
-
-// waitFor waits for proc's key until ctx ends.
-func (s *store) waitFor(ctx context.Context, proc pmix.Proc, key, cluster, node string) (pmix.Value, bool, error) {
-	for {
-		v, found, visible, changed := s.get(proc, key, cluster, node)
-		if found && visible {
-			return v, true, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return pmix.Value{}, found, ctx.Err()
 		}
 	}
 }

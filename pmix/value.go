@@ -38,7 +38,14 @@ const (
 	TypeRange       Type = 33 // PMIX_DATA_RANGE
 	TypeProcArray   Type = 39 // PMIX_DATA_ARRAY of PMIX_PROC
 	TypeRank        Type = 40 // PMIX_PROC_RANK
+	// TypeArray is a PMIX_DATA_ARRAY of any other element type (Array):
+	// pmixbus's own wire number, beyond OpenPMIx's types.
+	TypeArray Type = 1039
 )
+
+// ElemValue is the element type of an [Array] whose elements are values
+// of any type each (OpenPMIx's PMIX_VALUE).
+const ElemValue Type = 21
 
 var typeNames = map[Type]string{
 	TypeUndef: "undef", TypeBool: "bool", TypeString: "string",
@@ -46,7 +53,7 @@ var typeNames = map[Type]string{
 	TypeUint8: "uint8", TypeUint16: "uint16", TypeUint32: "uint32", TypeUint64: "uint64",
 	TypeFloat64: "float64", TypeTime: "time", TypeStatus: "status", TypeProc: "proc",
 	TypeInfoArray: "infos", TypeBytes: "bytes", TypePersistence: "persistence",
-	TypeRange: "range", TypeProcArray: "procs", TypeRank: "rank",
+	TypeRange: "range", TypeProcArray: "procs", TypeRank: "rank", TypeArray: "array",
 }
 
 // String returns a short lower-case name ("int32", "procs").
@@ -76,9 +83,10 @@ type Value struct {
 }
 
 // The lists of the types that have one; nil for the others.
-func (v *Value) bytes() []byte { b, _ := v.list.([]byte); return b }
-func (v *Value) procs() []Proc { p, _ := v.list.([]Proc); return p }
-func (v *Value) infos() []Info { i, _ := v.list.([]Info); return i }
+func (v *Value) bytes() []byte   { b, _ := v.list.([]byte); return b }
+func (v *Value) values() []Value { e, _ := v.list.([]Value); return e }
+func (v *Value) procs() []Proc   { p, _ := v.list.([]Proc); return p }
+func (v *Value) infos() []Info   { i, _ := v.list.([]Info); return i }
 
 // Constructors.
 
@@ -113,6 +121,17 @@ func Procs(ps []Proc) Value { return Value{typ: TypeProcArray, list: slices.Clon
 
 // Infos copies the slice (not deeply: Values are immutable).
 func Infos(is []Info) Value { return Value{typ: TypeInfoArray, list: slices.Clone(is)} }
+
+// Array is a PMIX_DATA_ARRAY of another element type than info and proc
+// (Infos, Procs): elem is the C library's pmix_data_type_t of the
+// elements (PMIX_SIZE is 4, PMIX_INT 6, PMIX_FLOAT 16: types a Value
+// carries as another of the same family), ElemValue for values of any
+// type each; vals are the elements, each of the type elem travels as
+// (Uint64 for PMIX_SIZE, Int32 for PMIX_INT, Float64 for PMIX_FLOAT…).
+// It copies the slice.
+func Array(elem Type, vals []Value) Value {
+	return Value{typ: TypeArray, num: uint64(elem), list: slices.Clone(vals)}
+}
 
 // Time keeps the instant to the nanosecond; the location is not kept
 // (decoded times are UTC) and neither is the monotonic reading.
@@ -155,6 +174,15 @@ func (v Value) Procs() ([]Proc, bool) {
 // Infos returns the infos of a TypeInfoArray value. Do not modify the result.
 func (v Value) Infos() ([]Info, bool) { return v.infos(), v.typ == TypeInfoArray }
 
+// Array returns the element type and the elements of a TypeArray value.
+// Do not modify the result.
+func (v Value) Array() (elem Type, vals []Value, ok bool) {
+	if v.typ != TypeArray {
+		return 0, nil, false
+	}
+	return Type(v.num), v.values(), true
+}
+
 // Time returns the instant of a TypeTime value, in UTC.
 func (v Value) Time() (time.Time, bool) {
 	return time.Unix(int64(v.num), int64(v.nsec)).UTC(), v.typ == TypeTime
@@ -188,6 +216,8 @@ func (v Value) Equal(o Value) bool {
 		return slices.Equal(v.procs(), o.procs())
 	case TypeInfoArray:
 		return InfosEqual(v.infos(), o.infos())
+	case TypeArray:
+		return slices.EqualFunc(v.values(), o.values(), Value.Equal)
 	}
 	return true
 }
@@ -231,13 +261,20 @@ func (v Value) String() string {
 		return "[" + strings.Join(parts, " ") + "]"
 	case TypeInfoArray:
 		return "{" + FormatInfos(v.infos()) + "}"
+	case TypeArray:
+		parts := make([]string, len(v.values()))
+		for i, e := range v.values() {
+			parts[i] = e.String()
+		}
+		return "array(" + strconv.FormatUint(v.num, 10) + ")[" + strings.Join(parts, " ") + "]"
 	}
 	return "<" + v.typ.String() + ">"
 }
 
 // GoValue returns v as a plain Go value for JSON output and the like:
 // bool, string, int64, uint64, float64, []byte, time.Time, Status, Range,
-// Persistence, Rank, Proc, []Proc or []Info; nil for undef.
+// Persistence, Rank, Proc, []Proc, []Info or []Value (Array); nil for
+// undef.
 func (v Value) GoValue() any {
 	switch v.typ {
 	case TypeBool:
@@ -269,6 +306,8 @@ func (v Value) GoValue() any {
 		return v.procs()
 	case TypeInfoArray:
 		return v.infos()
+	case TypeArray:
+		return v.values()
 	}
 	return nil
 }

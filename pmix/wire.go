@@ -35,7 +35,7 @@ import (
 // fits the declared type. An error is [Status] and message: [status: int,
 // message: str].
 
-// MaxNesting bounds how deeply Info arrays may nest inside Values on the
+// MaxNesting bounds how deeply Info and data arrays may nest inside Values on the
 // wire, so that hostile input cannot exhaust the stack.
 const MaxNesting = 32
 
@@ -317,6 +317,23 @@ func encodeValue(enc *msgpack.Encoder, v Value) error {
 		return enc.EncodeBytes(v.bytes())
 	case TypeProcArray:
 		return encodeProcs(enc, v.procs())
+	case TypeArray:
+		// [elem: uint, [Value]]
+		if err := enc.EncodeArrayLen(2); err != nil {
+			return err
+		}
+		if err := enc.EncodeUint(v.num); err != nil {
+			return err
+		}
+		if err := enc.EncodeArrayLen(len(v.values())); err != nil {
+			return err
+		}
+		for _, e := range v.values() {
+			if err := encodeValue(enc, e); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return Errorf(ErrUnknownDataType, "cannot encode value of %s", v.typ)
 }
@@ -442,6 +459,29 @@ func decodeValue(dec *msgpack.Decoder, v *Value, depth int) error {
 			return err
 		}
 		out.list = procs
+	case TypeArray:
+		if depth > MaxNesting {
+			return Errorf(ErrUnpackFailure, "data arrays nested deeper than %d", MaxNesting)
+		}
+		if err := expectArray(dec, 2, "data array"); err != nil {
+			return err
+		}
+		elem, err := decodeUint(dec, math.MaxUint16, "data array element type")
+		if err != nil {
+			return err
+		}
+		n, err := decodeArrayLen(dec, "data array")
+		if err != nil {
+			return err
+		}
+		vals := make([]Value, min(n, 256))[:0]
+		for range n {
+			vals = append(vals, Value{})
+			if err := decodeValue(dec, &vals[len(vals)-1], depth+1); err != nil {
+				return err
+			}
+		}
+		out.num, out.list = elem, vals
 	default:
 		return Errorf(ErrUnknownDataType, "unknown value type %d", t)
 	}

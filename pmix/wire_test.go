@@ -46,6 +46,9 @@ func sampleValues() map[string]Value {
 		"rank":         RankValue(RankWildcard),
 		"proc":         ProcValue(Proc{Nspace: "A:job.1", Rank: 3}),
 		"procs":        Procs([]Proc{{"a", 0}, {"b", RankUndef}}),
+		"array":        Array(4, []Value{Uint64(1), Uint64(math.MaxUint64)}), // PMIX_SIZE
+		"values array": Array(ElemValue, []Value{String("x"), Int16(-2), Array(3, []Value{String("in")})}),
+		"empty array":  Array(3, nil),
 		"empty procs":  Procs(nil),
 		"infos":        Infos(nested),
 		"time":         Time(time.Date(2026, 11, 21, 7, 43, 1, 123456789, time.UTC)),
@@ -220,6 +223,7 @@ func FuzzValueRoundTrip(f *testing.F) {
 			RangeValue(Range(u)), PersistValue(Persistence(u)), RankValue(Rank(u)),
 			ProcValue(Proc{s, Rank(u)}), Procs([]Proc{{s, Rank(u)}, {string(b), 0}}),
 			Time(time.Unix(i%(1<<40), int64(u%1e9))),
+			Array(ElemValue, []Value{String(s), Bytes(b), Int64(i)}),
 		}
 		v := vals[int(kind)%len(vals)]
 		in := []Info{NewInfo(s, v), NewInfo("nested", Infos([]Info{NewInfo(string(b), v)}))}

@@ -15,6 +15,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/client"
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -137,11 +138,17 @@ func TestFenceExchangesDataAcrossAgentsAndClusters(t *testing.T) {
 		{pmix.Proc{Nspace: "A:jobA", Rank: 3}, "r", "A:jobA.3"},
 		{pmix.Proc{Nspace: "jobA", Rank: 1}, "l", "A:jobA.1"}, // the same agent
 		{pmix.Proc{Nspace: "jobA", Rank: 1}, "r", ""},
-		{pmix.Proc{Nspace: "jobA", Rank: 1}, "i", ""},         // never leaves its process
+		// Never leaves its process: a get would wait for ever (direct
+		// modex) but with PMIX_IMMEDIATE.
+		{pmix.Proc{Nspace: "jobA", Rank: 1}, "i", ""},
 		{pmix.Proc{Nspace: "jobA", Rank: 0}, "i", "A:jobA.0"}, // but it reads its own
 		{pmix.Proc{Nspace: "B:jobB", Rank: 0}, "no such key", ""},
 	} {
-		v, err := a0.Get(ctx, tc.peer, tc.key, nil)
+		var info []pmix.Info
+		if tc.key == "i" || tc.key == "no such key" {
+			info = []pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))}
+		}
+		v, err := a0.Get(ctx, tc.peer, tc.key, info)
 		if tc.want == "" {
 			if !errors.Is(err, pmix.ErrNotFound) {
 				t.Errorf("get %s of %v: %v, %v; want PMIX_ERR_NOT_FOUND", tc.key, tc.peer, v, err)
@@ -209,7 +216,8 @@ func TestGetDirectives(t *testing.T) {
 
 // TestGetWithoutFence: without a collecting fence, a get of a value of a
 // proc of another agent, of this cluster or another, fetches it from that
-// agent ("direct modex"), waiting for its commit under PMIX_TIMEOUT.
+// agent ("direct modex"), waiting for its commit with no PMIX_TIMEOUT as
+// with one; PMIX_OPTIONAL does not wait.
 func TestGetWithoutFence(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	ctx := t.Context()
@@ -219,12 +227,13 @@ func TestGetWithoutFence(t *testing.T) {
 		peer pmix.Proc
 	}{{"B:jobB.2", pmix.Proc{Nspace: "B:jobB", Rank: 2}}, {"A:jobA.3", pmix.Proc{Nspace: "jobA", Rank: 3}}} {
 		c := w.Client(tc.name)
-		if _, err := a0.Get(ctx, tc.peer, "k", nil); !errors.Is(err, pmix.ErrNotFound) {
-			t.Fatalf("get of %s's k before it put any: %v, want PMIX_ERR_NOT_FOUND", tc.name, err)
+		optional := []pmix.Info{pmix.NewInfo(pmix.KeyOptional, pmix.Bool(true))}
+		if _, err := a0.Get(ctx, tc.peer, "k", optional); !errors.Is(err, pmix.ErrNotFound) {
+			t.Fatalf("PMIX_OPTIONAL get of %s's k before it put any: %v, want PMIX_ERR_NOT_FOUND", tc.name, err)
 		}
 		got := make(chan error, 1)
 		go func() {
-			v, err := a0.Get(ctx, tc.peer, "k", []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(20))})
+			v, err := a0.Get(ctx, tc.peer, "k", nil)
 			if s, _ := v.Str(); err == nil && s != tc.name {
 				err = fmt.Errorf("got %v", v)
 			}
@@ -500,5 +509,85 @@ func TestFenceWithoutCoordinator(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+// TestGetEndsWithPeerOrFinalize: a get waiting for a key with no
+// PMIX_TIMEOUT ends with PMIX_ERR_NOT_FOUND when the proc terminates
+// without committing it, of another agent of this cluster or of another
+// cluster; and a Finalize of the waiting process is not held up by it.
+func TestGetEndsWithPeerOrFinalize(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	ctx := t.Context()
+	a0 := w.Client("A:jobA.0") // on a1
+	for _, tc := range []struct {
+		node string
+		peer pmix.Proc
+	}{{"a2", pmix.Proc{Nspace: "jobA", Rank: 3}}, {"b2", pmix.Proc{Nspace: "B:jobB", Rank: 2}}} {
+		got := make(chan error, 1)
+		go func() {
+			_, err := a0.Get(ctx, tc.peer, "never", nil)
+			got <- err
+		}()
+		_, ns, _ := cluster.Split(tc.peer.Nspace)
+		if err := w.Agent(tc.node).ProcTerminated(ctx, pmix.Proc{Nspace: ns, Rank: tc.peer.Rank}, true); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if !errors.Is(err, pmix.ErrNotFound) || !strings.Contains(err.Error(), "terminated") {
+				t.Errorf("get of a key %v never committed, %v terminated: %v, want PMIX_ERR_NOT_FOUND saying so", tc.peer, tc.peer, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("get of a key of %v still waiting a minute after it terminated", tc.peer)
+		}
+	}
+	a1 := w.Client("A:jobA.1")
+	got := make(chan error, 1)
+	go func() {
+		_, err := a1.Get(ctx, pmix.Proc{Nspace: "jobA", Rank: 2}, "never", nil)
+		got <- err
+	}()
+	done := make(chan error, 1)
+	go func() { done <- a1.Finalize(ctx) }()
+	for _, ch := range []chan error{done, got} {
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatal("Finalize, or the get it interrupted, still waiting after a minute")
+		}
+	}
+}
+
+// TestDataArraysAcrossAgents: data arrays of other element types than
+// info and proc (pmix.Array) put by one process are read by processes of
+// another agent and another cluster as they were put, nested ones too.
+func TestDataArraysAcrossAgents(t *testing.T) {
+	w := agenttest.Start(t, collSpec())
+	ctx := t.Context()
+	arrays := map[string]pmix.Value{
+		"sizes":   pmix.Array(4, []pmix.Value{pmix.Uint64(0), pmix.Uint64(1 << 40)}), // PMIX_SIZE
+		"strings": pmix.Array(3, []pmix.Value{pmix.String("a"), pmix.String("")}),
+		"bytes":   pmix.Array(27, []pmix.Value{pmix.Bytes([]byte{0, 1}), pmix.Bytes(nil)}),
+		"values": pmix.Array(pmix.ElemValue, []pmix.Value{pmix.String("x"), pmix.Float64(2.5),
+			pmix.Array(14, []pmix.Value{pmix.Uint32(7)})}),
+		"empty": pmix.Array(13, nil),
+	}
+	c := w.Client("A:jobA.0")
+	for k, v := range arrays {
+		if err := c.Put(pmix.ScopeGlobal, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []string{"A:jobA.3", "B:jobB.1"} {
+		for k, want := range arrays {
+			got, err := w.Client(reader).Get(ctx, pmix.Proc{Nspace: "A:jobA", Rank: 0}, k, nil)
+			if err != nil || !got.Equal(want) {
+				t.Errorf("%s gets %s: %v, %v; want %v", reader, k, got, err, want)
+			}
+		}
 	}
 }

@@ -60,6 +60,7 @@ var sentinels = map[string]error{
 	"collective.ErrNotFound":              collective.ErrNotFound,
 	"collective.ErrClosed":                collective.ErrClosed,
 	"collective.ErrParticipantTerminated": collective.ErrParticipantTerminated,
+	"collective.ErrPeerTerminated":        collective.ErrPeerTerminated,
 	"iof.ErrClosed":                       iof.ErrClosed,
 	"iof.ErrNoJob":                        iof.ErrNoJob,
 	"launch.ErrNspaceTaken":               launch.ErrNspaceTaken,

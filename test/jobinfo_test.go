@@ -124,7 +124,8 @@ func TestGetNotFound(t *testing.T) {
 		{pmix.Proc{Nspace: "sim", Rank: 3}, "pmix.no.such", nil},
 		{pmix.Proc{Nspace: "sim", Rank: 3}, "pmix.no.such", []pmix.Info{wait}}, // never waited for
 		{pmix.Proc{Nspace: "sim", Rank: 1}, "pmix.no.such", []pmix.Info{wait}},
-		{pmix.Proc{Nspace: "sim", Rank: 3}, "user.key", nil}, // not committed: not waited for either
+		// Not committed: waited for (direct modex) but with PMIX_IMMEDIATE.
+		{pmix.Proc{Nspace: "sim", Rank: 3}, "user.key", []pmix.Info{pmix.NewInfo(pmix.KeyImmediate, pmix.Bool(true))}},
 		{pmix.Proc{Nspace: "sim", Rank: 9}, pmix.KeyJobSize, nil},
 		{pmix.Proc{Nspace: "nojob", Rank: pmix.RankWildcard}, pmix.KeyJobSize, nil},
 		{pmix.Proc{Nspace: "nojob", Rank: 0}, pmix.KeyHostname, nil},

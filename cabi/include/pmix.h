@@ -84,6 +84,10 @@ PMIX_EXPORT pmix_status_t PMIx_Spawn(const pmix_info_t job_info[], size_t ninfo,
 PMIX_EXPORT pmix_status_t PMIx_Spawn_nb(const pmix_info_t job_info[], size_t ninfo,
                                         const pmix_app_t apps[], size_t napps,
                                         pmix_spawn_cbfunc_t cbfunc, void *cbdata);
+/* The node's hwloc topology (source "hwloc"): the library's, shared, until
+ * the last PMIx_Finalize; PMIX_ERR_NOT_SUPPORTED in a library built
+ * without hwloc's headers or where libhwloc.so.15 is missing. */
+PMIX_EXPORT pmix_status_t PMIx_Load_topology(pmix_topology_t *topo);
 /* ---- PMIX_ERR_NOT_SUPPORTED for now ---- */
 PMIX_EXPORT pmix_status_t PMIx_Resolve_peers(const char *nodename, const pmix_nspace_t nspace,
                                              pmix_proc_t **procs, size_t *nprocs);

@@ -378,6 +378,7 @@ PMIX_EXPORT pmix_status_t PMIx_Finalize(const pmix_info_t info[], size_t ninfo)
         }
     }
     conn_close();
+    topology_release();
     pthread_mutex_lock(&lib.mu);
     free_state();
     free_timed_locked();

@@ -166,6 +166,9 @@ HIDDEN void req_release(struct req *r);
 HIDDEN pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank, const char *cred);
 HIDDEN void conn_close(void);
 HIDDEN int hello_lookup(const char *key, pmix_value_t *v);
+/* topology_release destroys the topology PMIx_Load_topology loaded
+ * (topology.c), at the last PMIx_Finalize. */
+HIDDEN void topology_release(void);
 
 /* events.c */
 HIDDEN void reg_place_locked(struct reg *r);

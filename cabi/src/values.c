@@ -29,7 +29,7 @@ static char *dupstr(const char *s) { return NULL == s ? NULL : strdup(s); }
 
 /* elemsize is the size of one element of a data array of type t, 0 for a
  * type pmixbus cannot copy. */
-static size_t elemsize(pmix_data_type_t t)
+size_t elemsize(pmix_data_type_t t)
 {
     switch (t) {
     case PMIX_BOOL: return sizeof(bool);

@@ -377,12 +377,89 @@ static char *dupn(const char *s, uint32_t n)
     return out;
 }
 
+static int wire_type(const pmix_value_t *v);
+
+/* elem_wire is the wire type the elements of a data array of C type t
+ * travel as (WIRE_ARRAY's), -1 for a type whose arrays cannot leave the
+ * process. PMIX_VALUE elements travel each as its own type. */
+static int elem_wire(pmix_data_type_t t)
+{
+    pmix_value_t probe;
+    if (PMIX_TIMEVAL == t || PMIX_DATA_ARRAY == t || PMIX_PROC == t || PMIX_INFO == t || 0 == elemsize(t)) {
+        return -1; /* TIMEVAL: its microseconds would not come back */
+    }
+    if (PMIX_VALUE == t) {
+        return 0;
+    }
+    memset(&probe, 0, sizeof(probe));
+    probe.type = t;
+    return wire_type(&probe);
+}
+
+/* cur_array_value reads WIRE_ARRAY's payload into v, a PMIX_DATA_ARRAY
+ * of the element type it names; each element must travel as that type
+ * does. */
+static int cur_array_value(struct cur *c, pmix_value_t *v, int depth)
+{
+    pmix_data_array_t *da;
+    uint64_t et;
+    uint32_t n, k;
+    size_t es;
+    int want;
+    if (depth > WIRE_MAX_NESTING || 2 != cur_array(c) || cur_uint(c, UINT16_MAX, &et) < 0 ||
+        (want = elem_wire((pmix_data_type_t)et)) < 0) {
+        cur_fail(c);
+        return -1;
+    }
+    da = calloc(1, sizeof(*da));
+    if (NULL == da) {
+        cur_fail(c);
+        return -1;
+    }
+    da->type = (pmix_data_type_t)et;
+    v->data.darray = da;
+    v->type = PMIX_DATA_ARRAY;
+    n = cur_array(c);
+    if (c->bad || 0 == n) {
+        return c->bad ? -1 : 0;
+    }
+    es = elemsize(da->type);
+    da->array = calloc(n, es);
+    if (NULL == da->array) {
+        cur_fail(c);
+        return -1;
+    }
+    da->size = n; /* zeroed elements destruct as nothing if one fails */
+    for (k = 0; k < n; k++) {
+        char *slot = (char *)da->array + (size_t)k * es;
+        pmix_value_t e;
+        if (cur_value(c, &e, NULL, depth + 1) < 0) {
+            PMIx_Value_destruct(&e);
+            return -1;
+        }
+        if (PMIX_VALUE == da->type) {
+            memcpy(slot, &e, sizeof(e));
+            continue;
+        }
+        if (wire_type(&e) != want) {
+            PMIx_Value_destruct(&e);
+            cur_fail(c);
+            return -1;
+        }
+        if (PMIX_FLOAT == da->type) {
+            e.data.fval = (float)e.data.dval;
+        }
+        memcpy(slot, &e.data, es); /* the element's storage moves into the array */
+    }
+    return 0;
+}
+
 int cur_value(struct cur *c, pmix_value_t *v, const char *key, int depth)
 {
     uint64_t t, u;
     int64_t i;
     memset(v, 0, sizeof(*v));
-    if (2 != cur_array(c) || cur_uint(c, 255, &t) < 0) {
+    if (2 != cur_array(c) || cur_uint(c, UINT16_MAX, &t) < 0) {
         cur_fail(c);
         return -1;
     }
@@ -546,6 +623,11 @@ int cur_value(struct cur *c, pmix_value_t *v, const char *key, int depth)
         }
         break;
     }
+    case WIRE_ARRAY:
+        if (cur_array_value(c, v, depth) < 0) {
+            return -1;
+        }
+        break;
     default:
         cur_fail(c);
         return -1;
@@ -975,9 +1057,43 @@ static int wire_type(const pmix_value_t *v)
         if (PMIX_INFO == v->data.darray->type) {
             return 24;
         }
-        return -1;
+        if (elem_wire(v->data.darray->type) < 0) {
+            return -1;
+        }
+        if (PMIX_VALUE == v->data.darray->type) {
+            const pmix_value_t *e = v->data.darray->array;
+            size_t k;
+            for (k = 0; NULL != e && k < v->data.darray->size; k++) {
+                if (wire_type(&e[k]) < 0) {
+                    return -1;
+                }
+            }
+        }
+        return WIRE_ARRAY;
     }
     return -1;
+}
+
+/* wb_array_value writes WIRE_ARRAY's payload: the element type, then
+ * each element as a value of that type (wire_type checked they can). */
+static void wb_array_value(struct wbuf *w, const pmix_data_array_t *da)
+{
+    size_t n = NULL == da->array ? 0 : da->size, es = elemsize(da->type), k;
+    wb_array(w, 2);
+    wb_uint(w, da->type);
+    wb_patch32(w, wb_array32(w), (uint32_t)n);
+    for (k = 0; k < n; k++) {
+        const char *slot = (const char *)da->array + k * es;
+        pmix_value_t e;
+        if (PMIX_VALUE == da->type) {
+            (void)wb_value(w, (const pmix_value_t *)slot);
+            continue;
+        }
+        memset(&e, 0, sizeof(e));
+        e.type = da->type;
+        memcpy(&e.data, slot, es);
+        (void)wb_value(w, &e);
+    }
 }
 
 int wb_value(struct wbuf *w, const pmix_value_t *v)
@@ -1021,7 +1137,9 @@ int wb_value(struct wbuf *w, const pmix_value_t *v)
         wb_bin(w, v->data.bo.bytes, NULL == v->data.bo.bytes ? 0 : v->data.bo.size);
         break;
     case PMIX_DATA_ARRAY:
-        if (39 == t) {
+        if (WIRE_ARRAY == t) {
+            wb_array_value(w, v->data.darray);
+        } else if (39 == t) {
             wb_procs(w, v->data.darray->array, NULL == v->data.darray->array ? 0 : v->data.darray->size, NULL);
         } else {
             wb_infos(w, v->data.darray->array, NULL == v->data.darray->array ? 0 : v->data.darray->size);

@@ -104,6 +104,14 @@ void cur_skip(struct cur *c);
 /* The PMIx structures, from C malloc. key selects OpenPMIx's type for the
  * keys the wire carries as another of the same width (cabi/doc.go). */
 int cur_value(struct cur *c, pmix_value_t *v, const char *key, int depth);
+
+/* WIRE_ARRAY is the wire type of a PMIX_DATA_ARRAY of another element
+ * type than info and proc: [elem: uint (the C type), [value]]. */
+#define WIRE_ARRAY 1039
+
+/* elemsize is the size of one element of a data array of type t, 0 for a
+ * type whose arrays the library does not know (values.c). */
+size_t elemsize(pmix_data_type_t t);
 int cur_proc(struct cur *c, pmix_proc_t *p);
 /* An info list as a calloc'd array (the last flagged ARRAY_END); NULL for
  * none. */

@@ -3,7 +3,8 @@
  * when run as "collect", without it as "direct": then each Get fetches
  * from the peer's agent), and reads every peer's values with PMIx_Get
  * and PMIx_Get_nb, checking types and contents and freeing each value as
- * OpenPMIx's macros do. It also checks an unknown key, PMIx_Store_internal,
+ * OpenPMIx's macros do. It also checks an unknown key (with PMIX_IMMEDIATE:
+ * a peer's key not committed is otherwise waited for), PMIx_Store_internal,
  * and calls with bad arguments, and ends with PMIx_Fence_nb. It prints
  * "name value" lines and exits 0, or prints "FAIL ..." and exits 1. */
 #include <stdio.h>
@@ -79,16 +80,25 @@ static void check(const pmix_proc_t *peer, const char *key, const pmix_value_t *
 
 static const char *keys[] = {"kvs.str", "kvs.u16", "kvs.rank", "kvs.proc", "kvs.dbl", "kvs.bytes", PMIX_EXIT_CODE, NULL};
 
-static pmix_status_t get(const pmix_proc_t *p, const char *key, int want)
+/* immediate: PMIX_IMMEDIATE, for the keys a peer never commits, which a
+ * get would otherwise wait for (direct modex). */
+static pmix_info_t immediate;
+
+static pmix_status_t get_with(const pmix_proc_t *p, const char *key, int want, const pmix_info_t *info, size_t ninfo)
 {
     pmix_value_t *v = NULL;
-    pmix_status_t rc = PMIx_Get(p, key, NULL, 0, &v);
+    pmix_status_t rc = PMIx_Get(p, key, info, ninfo, &v);
     if (PMIX_SUCCESS == rc) {
         check(p, key, v);
         PMIX_VALUE_RELEASE(v);
     }
     CHECK(want == rc, "get %s of %u: %s, want %s", key, p->rank, PMIx_Error_string(rc), PMIx_Error_string(want));
     return rc;
+}
+
+static pmix_status_t get(const pmix_proc_t *p, const char *key, int want)
+{
+    return get_with(p, key, want, NULL, 0);
 }
 
 struct getnb {
@@ -150,6 +160,7 @@ int main(int argc, char **argv)
         return 2;
     }
     collect = 0 == strcmp(argv[1], "collect");
+    PMIX_INFO_LOAD(&immediate, PMIX_IMMEDIATE, NULL, PMIX_BOOL);
     rc = PMIx_Init(&me, NULL, 0);
     if (PMIX_SUCCESS != rc) {
         printf("FAIL init: %s\n", PMIx_Error_string(rc));
@@ -199,8 +210,8 @@ int main(int argc, char **argv)
         /* the launch places ranks 0 and 1 on one node, 2 on another */
         get(&peer, "kvs.local", (me.rank < 2) == (r < 2) ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND);
         get(&peer, "kvs.u32", (me.rank < 2) == (r < 2) ? PMIX_ERR_NOT_FOUND : PMIX_SUCCESS);
-        get(&peer, "kvs.internal", PMIX_ERR_NOT_FOUND);
-        get(&peer, "kvs.unknown", PMIX_ERR_NOT_FOUND);
+        get_with(&peer, "kvs.internal", PMIX_ERR_NOT_FOUND, &immediate, 1);
+        get_with(&peer, "kvs.unknown", PMIX_ERR_NOT_FOUND, &immediate, 1);
 
         g.peer = &peer;
         g.key = "kvs.str";
@@ -225,7 +236,7 @@ int main(int argc, char **argv)
     g.peer = &peer;
     g.key = "kvs.unknown";
     g.want = PMIX_ERR_NOT_FOUND;
-    printf("get_nb-unknown %d\n", completed(PMIx_Get_nb(&peer, g.key, NULL, 0, valuecb, &g)));
+    printf("get_nb-unknown %d\n", completed(PMIx_Get_nb(&peer, g.key, &immediate, 1, valuecb, &g)));
 
     bad_arguments(&peer);
 
