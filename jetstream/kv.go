@@ -261,6 +261,17 @@ func (k *NATSKV) Create(ctx context.Context, key string, value []byte) (uint64, 
 	m := &nats.Msg{Subject: KVPutSubject(k.cfg.Domain, k.cfg.Bucket, key), Data: value, Header: nats.Header{}}
 	m.Header[natsjs.ExpectedLastSubjSeqHeader] = []string{"0"}
 	resp, err := k.cfg.Conn.RequestMsgWithContext(ctx, m)
+	// No responders: the bucket's stream has no leader yet (a replicated
+	// stream just created, or electing one). Asked again, as nats.go's
+	// own publish asks again (250 ms apart), within the call's time.
+	for try := 1; errors.Is(err, nats.ErrNoResponders) && try <= createRetries; try++ {
+		select {
+		case <-time.After(createRetryWait):
+		case <-ctx.Done():
+			return 0, kvError(natsjs.ErrNoStreamResponse, "create "+key+" in "+k.Name())
+		}
+		resp, err = k.cfg.Conn.RequestMsgWithContext(ctx, m)
+	}
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			err = natsjs.ErrNoStreamResponse
@@ -273,6 +284,13 @@ func (k *NATSKV) Create(ctx context.Context, key string, value []byte) (uint64, 
 	rev, err := kv.Create(ctx, key, value)
 	return rev, kvError(err, "create "+key+" in "+k.Name())
 }
+
+// createRetries and createRetryWait bound how often, and how far apart, a
+// create nobody answered is sent again.
+const (
+	createRetries   = 8
+	createRetryWait = 250 * time.Millisecond
+)
 
 // pubAckSequence returns the sequence of a JetStream publish
 // acknowledgement, {"stream":…,"seq":N,…}; false for an error

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
@@ -286,4 +288,31 @@ func nextChange(t *testing.T, changes <-chan KVChange, kind KVChangeKind) KVChan
 		t.Fatalf("no report of kind %d", kind)
 	}
 	return KVChange{}
+}
+
+// TestCreateWhileNobodyAnswers: a create that no stream answers (a
+// replicated bucket with no leader yet, or electing one) is sent again
+// until the stream answers, within the call's time, as nats.go's own
+// publishes are; without, a publish right after a cluster of three came
+// up failed (bench's TestReplicasSmoke under load: "no response from
+// stream").
+func TestCreateWhileNobodyAnswers(t *testing.T) {
+	kv, nc := openNATSKV(t)
+	if _, err := kv.Create(t.Context(), "first", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	js, err := natsjs.NewWithDomain(nc, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := natsjs.KeyValueConfig{Bucket: "TEST", History: 1}
+	if err := js.DeleteKeyValue(t.Context(), "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	// The bucket comes back while the create is asking again.
+	back := time.AfterFunc(400*time.Millisecond, func() { _, _ = js.CreateKeyValue(context.Background(), cfg) })
+	defer back.Stop()
+	if _, err := kv.Create(t.Context(), "second", []byte("2")); err != nil {
+		t.Fatalf("create while the bucket came back: %v", err)
+	}
 }
