@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,15 @@ func newSetup(ctx context.Context, nAgents, nClients int, tune func(*agent.Confi
 	ranks := make([]string, nClients)
 	for r := range nClients {
 		ranks[r] = nodes[r%nAgents]
+	}
+	if os.Getenv("PMIXBUS_SEQUENCED_EVENTS") == "1" { // the handoff by sequence, until it is the default
+		prev := tune
+		tune = func(c *agent.Config) {
+			c.SequencedEvents = true
+			if prev != nil {
+				prev(c)
+			}
+		}
 	}
 	w, err := agenttest.New(ctx, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: benchCluster, Nodes: nodes}},

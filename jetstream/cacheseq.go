@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -142,7 +141,7 @@ func (c *EventCache) readCopies(ctx context.Context, lo, hi uint64, filters []st
 	b, e := info.State.FirstSeq, info.State.LastSeq+1
 	for b < e {
 		mid := b + (e-b)/2
-		m, err := directOne(ctx, c.js.Conn(), api, directGetRequest{Seq: mid, NextFor: ">"})
+		m, err := directGetOne(ctx, c.js.Conn(), api, directGetRequest{Seq: mid, NextFor: ">"})
 		if err != nil {
 			return err
 		}
@@ -171,30 +170,6 @@ func (c *EventCache) readCopies(ctx context.Context, lo, hi uint64, filters []st
 		return nil
 	}
 	return err
-}
-
-// directOne answers one direct get request; nil when the stream has no
-// such message.
-func directOne(ctx context.Context, nc *nats.Conn, api string, req directGetRequest) (*CachedMsg, error) {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	data, _ := json.Marshal(req)
-	m, err := nc.RequestWithContext(rctx, api, data)
-	if err != nil {
-		return nil, kvError(err, "cache read")
-	}
-	if status := m.Header.Get(hdrStatus); status != "" && len(m.Data) == 0 {
-		if status == "404" {
-			return nil, nil
-		}
-		return nil, statusError(status, m.Header.Get(hdrDescription), "cache read")
-	}
-	seq, err := strconv.ParseUint(lastHeader(m.Header, hdrSequence), 10, 64)
-	if err != nil {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", lastHeader(m.Header, hdrSequence))
-	}
-	cm := directMsg(m.Header, m.Data, seq)
-	return &cm, nil
 }
 
 // leaderGet returns the events stream's message seq as its leader has it

@@ -129,7 +129,13 @@ func (r *Router) CheckTail() {
 			r.log.Warn("reading the events stream's last sequence", "err", err)
 			return
 		}
-		r.fillTo(last)
+		// Only once the inbox is empty: copies still in it are no gap,
+		// and fetching them ahead of it could find the oldest evicted
+		// already (a burst longer than the stream's limit). The next
+		// check comes soon enough for a tail that stays behind.
+		if len(r.msgs) == 0 {
+			r.fillTo(last)
+		}
 	})
 }
 

@@ -17,11 +17,12 @@ import (
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
-// On a cluster of three routed NATS servers with R3 streams, the server
-// the agent is connected to is killed during a flood of job events and
-// while a registration is being replayed to: each registration gets every
-// event the stream stored for it once, in order — the copies lost with
-// the server are fetched by sequence, those sent again are skipped.
+// On a cluster of three routed NATS servers with R3 streams, a server
+// (the agent's, unless it is the publisher's) is killed during a flood of
+// job events and while a registration is being replayed to: each
+// registration gets every event the stream stored for it once, in order —
+// the copies lost with the server are fetched by sequence, those sent
+// again are skipped.
 func TestSequencedR3ServerKilled(t *testing.T) {
 	c := clustertest.StartCluster(t, "A", 3)
 	ctx := t.Context()
@@ -113,6 +114,7 @@ func TestSequencedR3ServerKilled(t *testing.T) {
 		defer cancel()
 		last, err := cache.LastSeq(rctx)
 		if err != nil {
+			t.Logf("last sequence: %v", err)
 			return nil
 		}
 		var out []int
@@ -133,6 +135,7 @@ func TestSequencedR3ServerKilled(t *testing.T) {
 			return nil
 		})
 		if err != nil {
+			t.Logf("reading the stream: %v", err)
 			return nil
 		}
 		return out
@@ -140,8 +143,11 @@ func TestSequencedR3ServerKilled(t *testing.T) {
 	clustertest.WaitFor(t, 30*time.Second, func() error {
 		r.CheckTail() // as the agent does after a reconnect, and now and then
 		w := want()
-		if len(w) < n/2 {
-			return fmt.Errorf("the stream holds %d events", len(w))
+		// Core NATS publishes routed to the killed server before the
+		// cluster knew are lost (up to hundreds): what is owed is what
+		// the stream stored.
+		if len(w) == 0 {
+			return fmt.Errorf("the stream holds no event")
 		}
 		for name, g := range map[string]*seqReg{"early": early, "late": late} {
 			if got := g.received(); !slices.Equal(got, w) {
