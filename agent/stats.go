@@ -166,6 +166,9 @@ func (a *Agent) watchNATS(nc *nats.Conn) {
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		a.stats.natsReconnects.Add(1)
 		a.log.Info("NATS connection back", "url", c.ConnectedUrl())
+		if a.router != nil {
+			a.router.CheckTail() // copies sent while it was away
+		}
 		if prevRec != nil {
 			prevRec(c)
 		}

@@ -332,6 +332,13 @@ func For(at Place, sc subjects.Scope, m *Message, proc pmix.Proc, session string
 		if sc.Target().Session != session {
 			return false
 		}
+	case subjects.KindNode, subjects.KindAgent:
+		// A node's scope is its agent's alone: an agent that takes every
+		// cached event of its cluster (the events stream's copies) gets
+		// the other nodes' too.
+		if sc.Target().Node != at.Node {
+			return false
+		}
 	case subjects.KindRM:
 		return false // the host RM's, never a client's
 	}

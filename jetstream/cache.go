@@ -218,6 +218,10 @@ type CachedMsg struct {
 	Data    []byte
 	Time    time.Time // when the stream stored it
 	Seq     uint64    // in the stream it was read from
+	// EventSeq is the event's sequence in the events stream: Seq for a
+	// message of the events stream, the sequence its copy carries for one
+	// of the job-events stream.
+	EventSeq uint64
 }
 
 // barrierSubject is a subject a cache stream captures only for Sync: nothing

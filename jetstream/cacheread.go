@@ -521,7 +521,11 @@ func (cu *cursor) fill(ctx context.Context) error {
 // data, at sequence seq.
 func directMsg(h nats.Header, data []byte, seq uint64) CachedMsg {
 	ts, _ := time.Parse(time.RFC3339Nano, lastHeader(h, natsjs.TimeStampHeaer))
-	return CachedMsg{ID: h.Get(MsgIDHeader), Subject: lastHeader(h, hdrSubject), Data: data, Time: ts, Seq: seq}
+	m := CachedMsg{ID: h.Get(MsgIDHeader), Subject: lastHeader(h, hdrSubject), Data: data, Time: ts, Seq: seq, EventSeq: seq}
+	if v := h.Values(hdrSequence); len(v) > 1 { // a copy: its event's, then its own
+		m.EventSeq, _ = strconv.ParseUint(v[0], 10, 64)
+	}
+	return m
 }
 
 // lastHeader returns the last value of a header. A direct get appends the

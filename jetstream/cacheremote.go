@@ -71,9 +71,10 @@ func directGetOne(ctx context.Context, nc *nats.Conn, api string, req directGetR
 		}
 		return nil, statusError(status, m.Header.Get(hdrDescription), "cache read")
 	}
-	seq, err := strconv.ParseUint(m.Header.Get(hdrSequence), 10, 64)
+	seq, err := strconv.ParseUint(lastHeader(m.Header, hdrSequence), 10, 64)
 	if err != nil {
-		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", m.Header.Get(hdrSequence))
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", lastHeader(m.Header, hdrSequence))
 	}
-	return &CachedMsg{ID: m.Header.Get(MsgIDHeader), Subject: m.Header.Get(hdrSubject), Data: m.Data, Seq: seq}, nil
+	cm := directMsg(m.Header, m.Data, seq)
+	return &cm, nil
 }

@@ -88,7 +88,7 @@ func decodeCached(log *slog.Logger, msgs []jetstream.CachedMsg) []cachedEvent {
 			log.Warn("skipping a malformed cached event", "subject", cm.Subject, "err", err)
 			continue
 		}
-		out = append(out, cachedEvent{sc: p.Scope, m: m, seq: cm.Seq, cp: strings.HasPrefix(cm.Subject, subjects.JobCachePrefix+".")})
+		out = append(out, cachedEvent{sc: p.Scope, m: m, seq: cm.Seq, evSeq: cm.EventSeq, cp: strings.HasPrefix(cm.Subject, subjects.JobCachePrefix+".")})
 	}
 	return out
 }
@@ -125,4 +125,18 @@ func (c *jsCache) readCache(ctx context.Context, proc pmix.Proc, session string,
 		c.log.Warn("reading the event cache for a new registration; it misses what was not read yet", "client", proc.String(), "err", err)
 	}
 	return readPoint{events: rp.Events, jobs: rp.Jobs, known: true}, err
+}
+
+// jsSeq is the events stream read by sequence (sequence.go).
+type jsSeq struct {
+	c   *jetstream.EventCache
+	log *slog.Logger
+}
+
+func (s jsSeq) lastSeq(ctx context.Context) (uint64, error) { return s.c.LastSeq(ctx) }
+
+func (s jsSeq) readSeqs(ctx context.Context, from, to uint64, jobFilters []string, f func([]cachedEvent) error) (uint64, error) {
+	return s.c.ReadSeqs(ctx, from, to, jobFilters, func(msgs []jetstream.CachedMsg) error {
+		return f(decodeCached(s.log, msgs))
+	})
 }

@@ -115,7 +115,13 @@ type recoveryState struct {
 // slowConsumer is called by NATS's error handler when a Subscription
 // dropped events (once each time one of them starts dropping): the
 // dispatch goroutine checks, as it does whenever it finds the inbox full.
-func (r *Router) SlowConsumer(*nats.Subscription) { r.post(r.checkDrops) }
+func (r *Router) SlowConsumer(*nats.Subscription) {
+	if r.seq != nil {
+		r.CheckTail() // what followed the drop, if no copy came since
+		return
+	}
+	r.post(r.checkDrops)
+}
 
 // checkDrops starts a recovery if NATS dropped events since the last
 // check. The dispatch goroutine calls it before it handles an event it
@@ -125,6 +131,12 @@ func (r *Router) SlowConsumer(*nats.Subscription) { r.post(r.checkDrops) }
 func (r *Router) checkDrops() {
 	d := r.dropped()
 	if d == r.dropsSeen || r.recov != nil {
+		return
+	}
+	if r.seq != nil {
+		// The next copy shows the gap; the tail is checked.
+		r.dropsSeen = d
+		r.CheckTail()
 		return
 	}
 	r.dropsSeen = d

@@ -100,6 +100,7 @@ type heldClient struct {
 	// has its reply), and the client's live events wait here, in order,
 	// for the last release; deferredIDs are their ids.
 	waiting     bool
+	upTo        uint64 // with the sequenced dispatch: its holds' place
 	deferred    []heldEvent
 	deferredIDs map[string]struct{}
 }
@@ -161,7 +162,11 @@ func (r *Router) claimReadLocked(h *hold) bool {
 // startRead starts h's read on a goroutine of the agent's; false once the
 // agent stops.
 func (r *Router) startRead(h *hold) bool {
-	if !r.host.GoFunc(func() { r.read(h) }) {
+	read := r.read
+	if r.seq != nil {
+		read = r.readSeq
+	}
+	if !r.host.GoFunc(func() { read(h) }) {
 		h.cancel()
 		return false
 	}
@@ -473,7 +478,7 @@ func (r *Router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.
 func (r *Router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
 	r.replayQueued(h, proc, session, reg, len(h.queue))
 	_ = reg.Release(h.id)
-	if h.readErr == nil && h.upTo > 0 {
+	if h.readErr == nil && h.upTo > 0 && r.seq == nil {
 		r.cache.replayed(proc, session, h.reg, h.upTo)
 	}
 	r.finish(h, proc, reg)

@@ -97,6 +97,11 @@ type Router struct {
 	anchorAdds uint64
 	dropBurst  bool // drops began and were logged; the end is not yet
 
+	// seq dispatches cached events in the events stream's order
+	// (sequence.go); nil while the agent takes them on the subjects of
+	// their ranges.
+	seq *sequencer
+
 	stats routerStats
 }
 
@@ -161,7 +166,9 @@ type cachedEvent struct {
 	sc  subjects.Scope
 	m   *event.Message
 	seq uint64 // in its stream: the job-events stream for a copy
-	cp  bool   // read from the job-events stream
+	// evSeq is its sequence in the events stream (a copy carries it).
+	evSeq uint64
+	cp    bool // read from the job-events stream
 }
 
 // inboxSize bounds the events received but not yet dispatched. NATS drops
@@ -265,6 +272,9 @@ func (r *Router) Register(ctx context.Context, rc Recipient, codes []pmix.Status
 	id, err := reg.RegisterHeld(codes, info, h)
 	if err != nil {
 		return 0, nil, err
+	}
+	if r.seq != nil {
+		return r.registerSeq(ctx, rc, proc, session, reg, id)
 	}
 	hd := r.addHold(ctx, rc, proc, session, reg, id)
 	undo := func(err error) (bus.ID, func(), error) {
@@ -394,6 +404,10 @@ func (r *Router) handle(msg *nats.Msg) {
 			return
 		}
 		r.handleFence(msg)
+		return
+	}
+	if r.seq != nil && msg.Sub.Subject == r.seq.subject {
+		r.copyArrived(msg)
 		return
 	}
 	if c := msg.Header.Get(CatchupHeader); c != "" && c == string(r.place.Cluster) {
@@ -688,9 +702,9 @@ func (r *Router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
 		if n.all {
 			in.all++
 			if in.all == 1 {
-				sub(in.scope, in.scope.Patterns(nil))
+				sub(in.scope, r.patterns(in.scope, nil))
 				for c := range in.codes {
-					r.unsubscribeSubjects(in.scope.Patterns([]pmix.Status{c}))
+					r.unsubscribeSubjects(r.patterns(in.scope, []pmix.Status{c}))
 				}
 			}
 			continue
@@ -698,7 +712,7 @@ func (r *Router) acquireNeeds(needs []scopeNeed) (added bool, err error) {
 		for _, c := range n.codes {
 			in.codes[c]++
 			if in.codes[c] == 1 && in.all == 0 {
-				sub(in.scope, in.scope.Patterns([]pmix.Status{c}))
+				sub(in.scope, r.patterns(in.scope, []pmix.Status{c}))
 			}
 		}
 	}
@@ -717,9 +731,9 @@ func (r *Router) releaseNeeds(needs []scopeNeed) {
 			in.all--
 			if in.all == 0 {
 				for c := range in.codes {
-					_ = r.subscribeSubjects(in.scope, in.scope.Patterns([]pmix.Status{c}))
+					_ = r.subscribeSubjects(in.scope, r.patterns(in.scope, []pmix.Status{c}))
 				}
-				r.unsubscribeSubjects(in.scope.Patterns(nil))
+				r.unsubscribeSubjects(r.patterns(in.scope, nil))
 			}
 		} else {
 			for _, c := range n.codes {
@@ -727,7 +741,7 @@ func (r *Router) releaseNeeds(needs []scopeNeed) {
 				if in.codes[c] <= 0 {
 					delete(in.codes, c)
 					if in.all == 0 {
-						r.unsubscribeSubjects(in.scope.Patterns([]pmix.Status{c}))
+						r.unsubscribeSubjects(r.patterns(in.scope, []pmix.Status{c}))
 					}
 				}
 			}

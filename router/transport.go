@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -56,8 +57,19 @@ func (t natsTransport) Flush(ctx context.Context) error { return t.nc.FlushWithC
 // message and counts it, as NATS does.
 type MemTransport struct {
 	mu           sync.Mutex
+	sendMu       sync.Mutex
 	subs         map[*memSub]struct{}
 	dropWhenFull bool
+	stores       []func(*nats.Msg) // MemStream's: after the subscribers
+}
+
+// onPublish has f called with every message published, after it went to
+// the subscribers (as a NATS server delivers a message before a stream
+// stores it), outside the transport's lock: f may publish.
+func (t *MemTransport) onPublish(f func(*nats.Msg)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stores = append(t.stores, f)
 }
 
 type memSub struct {
@@ -65,7 +77,7 @@ type memSub struct {
 	pattern []string
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
-	dropped int // guarded by t.mu
+	dropped atomic.Int64
 }
 
 func (s *memSub) Unsubscribe() error {
@@ -75,30 +87,39 @@ func (s *memSub) Unsubscribe() error {
 	return nil
 }
 
-func (s *memSub) Dropped() (int, error) {
-	s.t.mu.Lock()
-	defer s.t.mu.Unlock()
-	return s.dropped, nil
-}
+func (s *memSub) Dropped() (int, error) { return int(s.dropped.Load()), nil }
 
 func (t *MemTransport) PublishMsg(m *nats.Msg) error {
 	toks := strings.Split(m.Subject, ".")
+	// Deliveries are serialized by sendMu, not mu: a publish that waits
+	// for room in a full channel must not keep the channel's reader from
+	// counting its drops (Dropped).
+	t.sendMu.Lock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	stores := t.stores
+	var to []*memSub
 	for s := range t.subs {
 		if subjects.MatchTokens(s.pattern, toks) {
-			c := *m
-			c.Sub = s.sub
-			if !t.dropWhenFull {
-				s.ch <- &c
-				continue
-			}
-			select {
-			case s.ch <- &c:
-			default:
-				s.dropped++
-			}
+			to = append(to, s)
 		}
+	}
+	t.mu.Unlock()
+	for _, s := range to {
+		c := *m
+		c.Sub = s.sub
+		if !t.dropWhenFull {
+			s.ch <- &c
+			continue
+		}
+		select {
+		case s.ch <- &c:
+		default:
+			s.dropped.Add(1)
+		}
+	}
+	t.sendMu.Unlock()
+	for _, f := range stores {
+		f(m)
 	}
 	return nil
 }

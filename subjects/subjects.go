@@ -111,6 +111,24 @@ func (s Scope) Patterns(codes []pmix.Status) []string {
 	return out
 }
 
+// TransientPatterns returns the subscription subjects for a registration's
+// transient events alone (those the cache does not hold): each code's
+// TransientSubject, or every code's when codes is empty.
+func (s Scope) TransientPatterns(codes []pmix.Status) []string {
+	if len(codes) == 0 {
+		return []string{s.prefix + ".*." + TransientToken}
+	}
+	out := make([]string, 0, len(codes))
+	seen := make(map[pmix.Status]bool, len(codes))
+	for _, c := range codes {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, s.TransientSubject(c))
+		}
+	}
+	return out
+}
+
 // Wildcard is the subject matching every event in the scope, cached or
 // not: the prefix followed by ">".
 func (s Scope) Wildcard() string { return s.prefix + ".>" }
@@ -304,33 +322,51 @@ func parseScope(subject, rest string) (Parsed, error) {
 	return bad("unknown scope kind " + strconv.Quote(string(kind)))
 }
 
-// JobCachePrefix begins the subjects of the copies of job events that the
-// job-events stream keeps: "pmix.jobevt.", the token of the cluster whose
-// events stream made the copy, and the rest of the event's subject. Nobody
-// publishes them: the cluster's events stream republishes each job event it
-// stores there (JobCopyTransform), so the copy has no live subscribers and
-// stays in the cluster's domain.
-const JobCachePrefix = "pmix.jobevt"
+// CopyPrefix begins the subjects of the copies a cluster's events stream
+// makes of what it stores: "pmix.copy.", the token of the cluster whose
+// events stream made the copy, and the event's subject without its leading
+// "pmix." ("pmix.copy.A.evt.A.ns.job1.-201", "pmix.copy.A.env.global.-231").
+// Nobody publishes them: the events stream republishes every event it
+// stores there (CopyTransform), in storing order, with its stream sequence,
+// so the agents of the cluster take their cached events from them
+// (docs/cache.md) and the job-events stream captures the job events'. The
+// copies stay in the cluster's domain: only its agents subscribe to them.
+const CopyPrefix = "pmix.copy"
+
+// JobCachePrefix is CopyPrefix: a job event's copy is the one the
+// job-events stream keeps.
+const JobCachePrefix = CopyPrefix
+
+// CopySubject returns the copy, made by cluster's events stream, of an
+// event subject (or pattern).
+func CopySubject(cluster, subject string) string {
+	return CopyPrefix + "." + ClusterToken(cluster) + "." + strings.TrimPrefix(subject, "pmix.")
+}
 
 // JobCacheSubject returns the job-events copy, in cluster's job-events
-// stream, of an event subject (or pattern).
-func JobCacheSubject(cluster, subject string) string {
-	return JobCachePrefix + "." + ClusterToken(cluster) + strings.TrimPrefix(subject, Prefix)
+// stream, of a job event subject (or pattern): its CopySubject.
+func JobCacheSubject(cluster, subject string) string { return CopySubject(cluster, subject) }
+
+// CopyPattern matches every copy cluster's events stream makes.
+func CopyPattern(cluster string) string { return CopyPrefix + "." + ClusterToken(cluster) + ".>" }
+
+// CopyTransform returns the subject transform by which cluster's events
+// stream republishes every event it stores: each subject to its
+// CopySubject.
+func CopyTransform(cluster string) (from, to string) {
+	return "pmix.>", CopyPattern(cluster)
 }
 
-// JobCopyTransform returns the subject transform by which cluster's events
-// stream republishes job events to its job-events stream: every event
-// subject to its JobCacheSubject.
-func JobCopyTransform(cluster string) (from, to string) {
-	return Prefix + ".>", JobCachePrefix + "." + ClusterToken(cluster) + ".>"
-}
+// JobCopyTransform is CopyTransform (the job-events stream captures the
+// job events' copies among them).
+func JobCopyTransform(cluster string) (from, to string) { return CopyTransform(cluster) }
 
-// EventSubject reverses JobCacheSubject; other subjects come back as they
+// EventSubject reverses CopySubject; other subjects come back as they
 // are.
 func EventSubject(subject string) string {
-	if rest, ok := strings.CutPrefix(subject, JobCachePrefix+"."); ok {
+	if rest, ok := strings.CutPrefix(subject, CopyPrefix+"."); ok {
 		if _, ev, ok := strings.Cut(rest, "."); ok {
-			return Prefix + "." + ev
+			return "pmix." + ev
 		}
 	}
 	return subject

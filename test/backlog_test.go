@@ -20,6 +20,7 @@ import (
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // Large backlogs (issue 12, items 5, 6 and 10). The default suite runs them
@@ -151,7 +152,7 @@ func TestRetainedBacklogReplayedOnce(t *testing.T) {
 	// Other jobs' events, which nobody keeps, take the stream's sequence
 	// past 100,000.
 	for range filler {
-		if err := s.nc.Publish("pmix.jobevt.A.ns.other.1", nil); err != nil {
+		if err := s.nc.Publish(subjects.JobCacheSubject("A", "pmix.evt.A.ns.other.1"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,230 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// Reading the cache by the events stream's sequence (docs/cache.md). The
+// events stream republishes every event it stores, with its sequence
+// (Nats-Sequence), in storing order; an agent dispatches those copies in
+// that order, and fetches here, by sequence, what it did not receive and
+// what a new registration is owed.
+
+// LastSeq returns the events stream's last sequence, as its leader knows
+// it.
+//
+// Errors: as Stats.
+func (c *EventCache) LastSeq(ctx context.Context) (uint64, error) { return c.lastSeq(ctx, c.events) }
+
+// errStopScan ends a scan early without an error.
+var errStopScan = errors.New("stop")
+
+// ReadSeqs passes to f, a batch at a time, in order of the events stream's
+// sequence, each cached event whose sequence is from from to to (or the stream's last): from the
+// events stream or, for a job event it evicted, from its copy in the
+// job-events stream on jobFilters (nil: every copy; empty: none). It returns how many
+// sequences of the range it found in neither (with jobFilters nil, the
+// events lost: environment events evicted, job events evicted and retained
+// by nobody). f's error ends the read with it.
+//
+// It is exact on a replicated stream. A direct get may be answered by a
+// replica that lacks the newest messages, so a sequence the answer lacked
+// that the stream still holds is asked of its leader; and the events
+// stream deletes only its oldest messages (limits retention), so a
+// sequence below the leader's first sequence was evicted.
+//
+// Errors: ErrUnreachable when JetStream does not answer; ctx's, or f's.
+func (c *EventCache) ReadSeqs(ctx context.Context, from, to uint64, jobFilters []string, f func([]CachedMsg) error) (missing uint64, err error) {
+	if from == 0 {
+		from = 1
+	}
+	if to < from {
+		return 0, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	info, err := c.events.Info(rctx)
+	cancel()
+	if err != nil {
+		return 0, kvError(err, "cache read")
+	}
+	to = min(to, info.State.LastSeq) // what is not stored yet is not missing
+	if to < from {
+		return 0, nil
+	}
+	first := info.State.FirstSeq
+	if info.State.Msgs == 0 {
+		first = info.State.LastSeq + 1
+	}
+	out := emitter{f: f, size: defaultReplayBatch}
+	found := uint64(0)
+	emit := func(m CachedMsg) error {
+		found++
+		return out.add(m)
+	}
+	if from < first && (jobFilters == nil || len(jobFilters) > 0) {
+		if err := c.readCopies(ctx, from, min(to, first-1), jobFilters, emit); err != nil {
+			return 0, err
+		}
+	}
+	if to >= first {
+		next := max(from, first)
+		// fill emits next up to (not including) seq, asking the leader.
+		fill := func(seq uint64) error {
+			for ; next < seq; next++ {
+				m, err := c.leaderGet(ctx, next)
+				if err != nil {
+					return err
+				}
+				if m != nil {
+					if err := emit(*m); err != nil {
+						return err
+					}
+					continue
+				}
+				// Evicted since the stream's state was read.
+				if jobFilters != nil && len(jobFilters) == 0 {
+					continue
+				}
+				if err := c.readCopies(ctx, next, next, jobFilters, emit); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		err := c.scan(ctx, EventStreamName(c.cfg.Cluster), []string{">"}, next-1, to, func(m CachedMsg) error {
+			if m.Seq < next {
+				return nil
+			}
+			if err := fill(m.Seq); err != nil {
+				return err
+			}
+			next = m.Seq + 1
+			return emit(m)
+		})
+		if err == nil {
+			err = fill(to + 1)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := out.flush(); err != nil {
+		return 0, err
+	}
+	return to - from + 1 - min(found, to-from+1), nil
+}
+
+// readCopies emits the job-events stream's copies on filters (nil: all)
+// whose events' sequences are lo to hi, in order. The copies are stored
+// in the order the events stream stored their events, so the first is
+// found by bisection and the rest follow it.
+func (c *EventCache) readCopies(ctx context.Context, lo, hi uint64, filters []string, emit func(CachedMsg) error) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	info, err := c.jobs.Info(rctx)
+	cancel()
+	if err != nil {
+		return kvError(err, "cache read")
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	api := "$JS.API.DIRECT.GET." + JobStreamName(c.cfg.Cluster)
+	// The first copy at or after jseq, with its event's sequence.
+	b, e := info.State.FirstSeq, info.State.LastSeq+1
+	for b < e {
+		mid := b + (e-b)/2
+		m, err := directGetOne(ctx, c.js.Conn(), api, directGetRequest{Seq: mid, NextFor: ">"})
+		if err != nil {
+			return err
+		}
+		switch {
+		case m == nil:
+			e = mid
+		case m.EventSeq < lo:
+			b = m.Seq + 1
+		default:
+			e = mid
+		}
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	err = c.scan(ctx, JobStreamName(c.cfg.Cluster), filters, b-1, info.State.LastSeq, func(m CachedMsg) error {
+		if m.EventSeq > hi {
+			return errStopScan
+		}
+		if m.EventSeq < lo {
+			return nil
+		}
+		return emit(m)
+	})
+	if errors.Is(err, errStopScan) {
+		return nil
+	}
+	return err
+}
+
+// leaderGet returns the events stream's message seq as its leader has it
+// (the stream API, not a direct get, which any replica answers); nil when
+// the stream does not hold it.
+func (c *EventCache) leaderGet(ctx context.Context, seq uint64) (*CachedMsg, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	m, err := c.js.Conn().RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+EventStreamName(c.cfg.Cluster), req)
+	if err != nil {
+		return nil, kvError(err, "cache read")
+	}
+	var resp struct {
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "cache read: %v", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.Code == 404 {
+			return nil, nil
+		}
+		return nil, pmix.Errorf(pmix.ErrGeneral, "cache read: %s", resp.Error.Description)
+	}
+	if resp.Message == nil {
+		return nil, nil
+	}
+	cm := CachedMsg{Subject: resp.Message.Subject, Data: resp.Message.Data, Time: resp.Message.Time, Seq: resp.Message.Seq, EventSeq: resp.Message.Seq}
+	if len(resp.Message.Header) > 0 {
+		cm.ID = decodeHeaders(resp.Message.Header).Get(MsgIDHeader)
+	}
+	return &cm, nil
+}
+
+// decodeHeaders parses a stored message's header block ("NATS/1.0\r\n…").
+func decodeHeaders(b []byte) nats.Header {
+	h := nats.Header{}
+	lines := strings.Split(string(b), "\r\n")
+	for _, l := range lines[1:] {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h[k] = append(h[k], strings.TrimSpace(v))
+		}
+	}
+	return h
+}

@@ -1,0 +1,55 @@
+package jetstream
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+)
+
+// ReadSeqs returns every sequence of a range once, in order: those the
+// events stream still holds from it, the job events it evicted from their
+// copies (with their events' sequences), and counts the environment
+// events it evicted as missing.
+func TestReadSeqs(t *testing.T) {
+	c, nc := openTestCache(t, 5)
+	retained := retainAll(t, c, "keep", "job.*")
+	const n = 20
+	for i := 1; i <= n; i++ { // odd sequences are job events
+		subj := "ev.e"
+		if i%2 == 1 {
+			subj = "ev.j"
+		}
+		publish(t, nc, subj, fmt.Sprint(i))
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if r := retained(); r != n/2 {
+			return fmt.Errorf("%d of %d copies retained", r, n/2)
+		}
+		return nil
+	})
+	for _, tc := range []struct{ from, to, missing uint64 }{{1, n, 7}, {3, 17, 6}, {16, 20, 0}, {2, 2, 1}, {21, 30, 0}} {
+		var got []CachedMsg
+		missing, err := c.ReadSeqs(t.Context(), tc.from, tc.to, nil, func(b []CachedMsg) error {
+			got = append(got, b...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for s := tc.from; s <= min(tc.to, n); s++ {
+			if s%2 == 1 || s > n-5 {
+				want = append(want, fmt.Sprint(s))
+			}
+		}
+		if len(got) != len(want) || missing != tc.missing {
+			t.Fatalf("ReadSeqs(%d, %d): %d events, %d missing; want %d, %d", tc.from, tc.to, len(got), missing, len(want), tc.missing)
+		}
+		for i, m := range got {
+			if m.ID != want[i] || fmt.Sprint(m.EventSeq) != want[i] {
+				t.Fatalf("ReadSeqs(%d, %d)[%d] = %s at %d, want %s", tc.from, tc.to, i, m.ID, m.EventSeq, want[i])
+			}
+		}
+	}
+}

@@ -1,0 +1,342 @@
+package router
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/bus"
+	"github.com/pmixbus/pmixbus/event"
+	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/subjects"
+)
+
+// The handoff by stream sequence (docs/cache.md). The cluster's events
+// stream republishes every event it stores, in storing order, with its
+// sequence (Nats-Sequence, contiguous); the router takes all its cluster's
+// copies on one subscription and dispatches them strictly in that order:
+//
+//   - it keeps the next sequence it expects; a copy below it came already
+//     (skipped); one above it leaves a gap, whose events it fetches by
+//     sequence (seqSource) and dispatches, in order, before the copy. An
+//     event neither stream holds any more is counted lost and logged;
+//   - a gap at the tail, which no later copy reveals, is looked for when
+//     NATS dropped messages (SlowConsumer), when the stream elected a
+//     leader, after a reconnect, and every few seconds (CheckTail);
+//   - a registration takes its place in the order: the sequence P the
+//     dispatch has reached when it is added. Its cached events are those at
+//     or below P, read by sequence; its client's events after P wait, in
+//     order, and run its chain once it is released, the new registration
+//     in it (replay.go). Nothing is both replayed and live, nothing is
+//     missed, whichever NATS server of the cluster stored, republished or
+//     answered.
+//
+// Transient events (DO_NOT_CACHE) are in no stream: they still come on the
+// subjects of their ranges, subscribed per registration.
+
+// seqSource is the events stream as the sequenced dispatch reads it:
+// jsSeq over jetstream.EventCache, MemStream in memory.
+type seqSource interface {
+	// readSeqs passes to f, in order, the cached events whose sequences
+	// are from to to, of every kind, and with jobFilters set only the job
+	// events evicted from the events stream whose copies are on
+	// jobFilters; it returns how many sequences of the range it found in
+	// neither stream.
+	readSeqs(ctx context.Context, from, to uint64, jobFilters []string, f func([]cachedEvent) error) (missing uint64, err error)
+	// lastSeq is the events stream's last sequence.
+	lastSeq(ctx context.Context) (uint64, error)
+}
+
+// sequencer is the state of the sequenced dispatch. next is the dispatch
+// goroutine's alone.
+type sequencer struct {
+	src     seqSource
+	subject string // the cluster's copies: subjects.CopyPattern
+	sub     Subscription
+	next    uint64 // the sequence expected next; 0: the first copy's
+	ctx     context.Context
+
+	fetched, lost, dups atomic.Uint64
+}
+
+// seqFetchTimeout bounds one fetch of a gap.
+const seqFetchTimeout = 30 * time.Second
+
+// Sequence switches the router to the sequenced dispatch over the
+// cluster's event cache: it subscribes to the cluster's copies and
+// dispatches what the events stream stores from now on. Call it before
+// Dispatch, and before any registration; ctx ends its reads of the cache.
+//
+// Errors: those of reading the stream's last sequence, or of subscribing.
+func (r *Router) Sequence(ctx context.Context, cache *jetstream.EventCache) error {
+	return r.sequence(ctx, jsSeq{c: cache, log: r.log})
+}
+
+func (r *Router) sequence(ctx context.Context, src seqSource) error {
+	last, err := src.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	s := &sequencer{src: src, subject: subjects.CopyPattern(string(r.place.Cluster)), next: last + 1, ctx: ctx}
+	sub, err := r.nc.Subscribe(s.subject, r.msgs)
+	if err != nil {
+		return err
+	}
+	s.sub = sub
+	r.seq = s
+	return nil
+}
+
+// SeqStats are the sequenced dispatch's counters.
+type SeqStats struct {
+	Next       uint64 // the sequence expected next
+	Fetched    uint64 // events fetched for gaps
+	Lost       uint64 // sequences neither stream held when fetched
+	Duplicates uint64 // copies that came twice
+}
+
+// SeqStats reads the sequenced dispatch's counters (zero without it).
+func (r *Router) SeqStats() SeqStats {
+	if r.seq == nil {
+		return SeqStats{}
+	}
+	done := make(chan uint64, 1)
+	r.post(func() { done <- r.seq.next })
+	var next uint64
+	select {
+	case next = <-done:
+	case <-r.done:
+	}
+	return SeqStats{Next: next, Fetched: r.seq.fetched.Load(), Lost: r.seq.lost.Load(), Duplicates: r.seq.dups.Load()}
+}
+
+// CheckTail has the dispatch goroutine fetch what the stream stored and
+// no copy brought: after a slow consumer's drop, a leader election, a
+// reconnect, and now and then.
+func (r *Router) CheckTail() {
+	if r.seq == nil {
+		return
+	}
+	r.post(func() {
+		ctx, cancel := context.WithTimeout(r.seq.ctx, seqFetchTimeout)
+		defer cancel()
+		last, err := r.seq.src.lastSeq(ctx)
+		if err != nil {
+			r.log.Warn("reading the events stream's last sequence", "err", err)
+			return
+		}
+		// Only once the inbox is empty: copies still in it are no gap,
+		// and fetching them ahead of it could find the oldest evicted
+		// already (a burst longer than the stream's limit). The next
+		// check comes soon enough for a tail that stays behind.
+		if len(r.msgs) == 0 {
+			r.fillTo(last)
+		}
+	})
+}
+
+// copyArrived dispatches a copy in its place in the stream's order.
+func (r *Router) copyArrived(msg *nats.Msg) {
+	s := r.seq
+	seq, err := strconv.ParseUint(msg.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		return
+	}
+	if s.next == 0 {
+		s.next = seq
+	}
+	if seq < s.next {
+		s.dups.Add(1)
+		return
+	}
+	r.fillTo(seq - 1)
+	s.next = seq + 1
+	p, err := subjects.Parse(subjects.EventSubject(msg.Subject))
+	if err != nil {
+		return
+	}
+	m, err := event.UnmarshalMessage(msg.Data)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
+		return
+	}
+	if c := msg.Header.Get(CatchupHeader); c != "" && c == string(r.place.Cluster) {
+		return // this cluster's GLOBAL event, sent again for the others
+	}
+	r.dispatchSeq(p.Scope, m)
+}
+
+// fillTo fetches and dispatches, in order, the events from next to to. A
+// fetch that fails (no leader during an election, a server going away)
+// is tried again, from where it stopped, for seqFetchTimeout.
+func (r *Router) fillTo(to uint64) {
+	s := r.seq
+	if s.next == 0 || to < s.next {
+		return
+	}
+	from := s.next
+	ctx, cancel := context.WithTimeout(s.ctx, seqFetchTimeout)
+	defer cancel()
+	var missing uint64
+	err := retrySeq(ctx, func() error {
+		var err error
+		missing, err = s.src.readSeqs(ctx, s.next, to, nil, func(b []cachedEvent) error {
+			for _, c := range b {
+				if c.evSeq < s.next {
+					continue
+				}
+				s.next = c.evSeq + 1
+				s.fetched.Add(1)
+				r.dispatchSeq(c.sc, c.m)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		missing = to + 1 - s.next
+		r.log.Warn("fetching events the agent did not receive; they are lost", "from", s.next, "to", to, "err", err)
+	} else if missing > 0 {
+		r.log.Warn("events the agent did not receive were no longer cached; they are lost", "from", from, "to", to, "lost", missing)
+	}
+	s.lost.Add(missing)
+	s.next = max(s.next, to+1)
+}
+
+// retrySeq runs read until it succeeds or ctx ends, pausing between tries.
+func retrySeq(ctx context.Context, read func() error) error {
+	for {
+		err := read()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(seqRetryPause):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// seqRetryPause is the pause between two tries of a read by sequence.
+const seqRetryPause = 200 * time.Millisecond
+
+// dispatchSeq runs an event of the stream's order through the chains.
+func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
+	r.stats.received.Add(1)
+	if r.holdForCatchup(sc, m) {
+		return
+	}
+	r.deliver(sc, m)
+}
+
+// registerSeq is Register with the sequenced dispatch. The registration
+// is added held and takes its place in the order on the dispatch
+// goroutine (placeHold), so every event for it is either at or below its
+// place, dispatched before it was added and read from the cache, or after
+// it, waiting for the release with its client's other events.
+func (r *Router) registerSeq(ctx context.Context, rc Recipient, proc pmix.Proc, session string, reg *bus.Registry, id bus.ID) (bus.ID, func(), error) {
+	undo := func(err error) (bus.ID, func(), error) {
+		_ = reg.Deregister(id)
+		r.unsubscribe(rc, id)
+		return 0, nil, err
+	}
+	g, _ := reg.Lookup(id)
+	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, g)); err != nil {
+		return undo(err)
+	}
+	placed := make(chan *hold, 1)
+	r.post(func() {
+		h := r.addHold(ctx, rc, proc, session, reg, id)
+		r.placeHold(h)
+		placed <- h
+	})
+	var hd *hold
+	select {
+	case hd = <-placed:
+	case <-r.done:
+		return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
+	case <-ctx.Done():
+		// It is placed all the same, once the dispatch goroutine gets
+		// to it: abandoned there.
+		r.post(func() { r.abandon(<-placed) })
+		return undo(pmix.Errorf(pmix.ErrTimeout, "registering: %v", ctx.Err()))
+	}
+	if r.subscribed(hd) && !r.startRead(hd) {
+		r.post(func() { r.abandon(hd) })
+		return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
+	}
+	return id, func() { r.post(func() { hd.replied = true; r.pump(hd) }) }, nil
+}
+
+// placeHold gives a new registration its place in the order, on the
+// dispatch goroutine: its client's events after the sequence reached now
+// wait for its release (or for the release of the client's registrations
+// held already, whose place it shares: their events after that place wait
+// for all of them), and its replay reads the cache up to that place.
+func (r *Router) placeHold(h *hold) {
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	c := h.c
+	if !c.waiting {
+		c.waiting, c.upTo = true, r.seq.next-1
+	}
+	h.upTo = c.upTo
+}
+
+// readSeq reads the cache for h up to its place (placeHold) and hands the
+// events to the dispatch goroutine a batch at a time.
+func (r *Router) readSeq(h *hold) {
+	defer func() {
+		close(h.markedCh)
+		close(h.batches)
+		r.post(func() { r.pump(h) })
+	}()
+	jobFilters := []string{} // none, unless it wants job events
+	if h.reg.WantsJob() {
+		for _, sc := range event.ClientScopes(r.place, h.proc.Nspace, h.session) {
+			for _, p := range sc.CachedPatterns(h.reg.Codes) {
+				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(r.place.Cluster), p))
+			}
+		}
+	}
+	from := uint64(1)
+	ctx, cancel := context.WithTimeout(h.ctx, seqFetchTimeout)
+	defer cancel()
+	err := retrySeq(ctx, func() error {
+		_, err := r.seq.src.readSeqs(h.ctx, from, h.upTo, jobFilters, func(b []cachedEvent) error {
+			if len(b) == 0 {
+				return nil
+			}
+			if err := r.handOver(h, b); err != nil {
+				return err
+			}
+			from = b[len(b)-1].evSeq + 1
+			return nil
+		})
+		if h.ctx.Err() != nil {
+			return nil // abandoned
+		}
+		return err
+	})
+	if err != nil && h.ctx.Err() == nil {
+		h.readErr = err
+		r.log.Warn("reading the event cache for a new registration; it misses what was not read yet", "client", h.proc.String(), "err", err)
+	}
+}
+
+// patterns returns what to subscribe to for codes of scope sc: with the
+// sequenced dispatch only the transient events, the cached ones coming
+// from the events stream's copies.
+func (r *Router) patterns(sc subjects.Scope, codes []pmix.Status) []string {
+	if r.seq != nil {
+		return sc.TransientPatterns(codes)
+	}
+	return sc.Patterns(codes)
+}
