@@ -125,16 +125,22 @@ type finishedJob struct {
 }
 
 type localJob struct {
-	req     SpawnRequest
-	appOf   []int       // by rank: its app context
-	paths   []string    // by app: the program resolved, for those with ranks here
-	first   []pmix.Rank // by app: its first rank
-	procs   map[pmix.Rank]*localProc
-	left    int
-	orphan  *time.Timer // the launcher's key expired; ends the job when it fires
-	lost    bool        // the launcher declared this node lost: its ranks here are being ended
-	started time.Time
-	local   []pmix.Rank // the job's ranks on this node, sorted
+	req   SpawnRequest
+	appOf []int       // by rank: its app context
+	paths []string    // by app: the program resolved, for those with ranks here
+	first []pmix.Rank // by app: its first rank
+	procs map[pmix.Rank]*localProc
+	// starting holds the output capture of ranks whose process is being
+	// started: a rank may connect and log before its start returns, and
+	// its logs must go to the capture its output goes to (a second one
+	// would number its records from 1 again, and the launcher would take
+	// them for records already shown).
+	starting map[pmix.Rank]*iof.Source
+	left     int
+	orphan   *time.Timer // the launcher's key expired; ends the job when it fires
+	lost     bool        // the launcher declared this node lost: its ranks here are being ended
+	started  time.Time
+	local    []pmix.Rank // the job's ranks on this node, sorted
 }
 
 // mpirunEnv is what Open MPI's mpirun tells each rank besides PMIx, which
@@ -406,7 +412,7 @@ func (d *Daemon) spawn(ctx context.Context, req *SpawnRequest) (map[pmix.Rank]in
 			return nil, pmix.Errorf(pmix.ErrBadParam, "job %s info: %v", req.Nspace, err)
 		}
 	}
-	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, started: time.Now(), local: ranks,
+	j := &localJob{req: *req, procs: map[pmix.Rank]*localProc{}, starting: map[pmix.Rank]*iof.Source{}, started: time.Now(), local: ranks,
 		appOf: make([]int, len(req.Map)), paths: make([]string, len(req.Apps)), first: make([]pmix.Rank, len(req.Apps))}
 	procs := make(map[pmix.Rank]string, len(req.Map))
 	sizes := make([]int, len(req.Apps))
@@ -532,9 +538,15 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 			return nil, err
 		}
 		cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
+		d.mu.Lock()
+		j.starting[r] = out
+		d.mu.Unlock()
 	}
 	p, err := Start(cmd)
 	if err != nil {
+		d.mu.Lock()
+		delete(j.starting, r)
+		d.mu.Unlock()
 		if out != nil {
 			_ = out.Close()
 		}
@@ -546,6 +558,7 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 		lp.in = d.forwardStdin(lp)
 	}
 	d.mu.Lock()
+	delete(j.starting, r) // in the same step: the rank's capture is always found
 	j.procs[r] = lp
 	j.left++
 	d.mu.Unlock()

@@ -9,9 +9,11 @@ import (
 // started and that has not ended yet: where the agent stores what p logs
 // (PMIx_Log, help messages), next to its stdout and stderr. It is nil for
 // a process the daemon did not start (a client a host RM registered), for
-// one that ended, when the daemon has no output service, and in the
-// instant between the process's start and its being recorded; the agent
-// then logs through a capture of its own.
+// one that ended and when the daemon has no output service; the agent
+// then logs through a capture of its own. A process being started has its
+// capture already: it may log before its start returns, and a second
+// capture would number its records from 1 again, which the launcher takes
+// for records it has shown.
 func (d *Daemon) OutputSource(p pmix.Proc) *iof.Source {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -20,7 +22,10 @@ func (d *Daemon) OutputSource(p pmix.Proc) *iof.Source {
 		return nil
 	}
 	lp, ok := j.procs[p.Rank]
-	if !ok || lp.ended != "" {
+	if !ok {
+		return j.starting[p.Rank] // nil unless being started
+	}
+	if lp.ended != "" {
 		return nil
 	}
 	return lp.out
