@@ -252,7 +252,11 @@ func TestAbortEventIsTheAskingProcess(t *testing.T) {
 		for {
 			var r event.OutcomeReport
 			if i := slices.IndexFunc(others, func(o event.OutcomeReport) bool { return o.Client == client && o.Outcome.Code == code }); i >= 0 {
-				r, others = others[i], slices.Delete(others, i, i+1)
+				// Two statements: in one, whether others[i] is read before
+				// or after slices.Delete zeroes the tail is unspecified,
+				// and the report read was sometimes a zero one.
+				r = others[i]
+				others = slices.Delete(others, i, i+1)
 			} else {
 				select {
 				case r = <-outcomes:
