@@ -103,6 +103,11 @@ type Config struct {
 	// whose end it has not heard of (an agent that died, a lost report).
 	// Zero means 1 s.
 	Poll time.Duration
+	// ElectionWait bounds how long the run waits for a cluster's agents
+	// bucket, or an agent listed up, to answer again (a leader election,
+	// an agent reconnecting after its server's loss) before it fails.
+	// Zero means DefaultElectionWait.
+	ElectionWait time.Duration
 	// NodeDown, if set, is called when the launcher finds a node of a job
 	// down (unanswering for JobTTL, its liveness key expired) and counts
 	// its ranks there as ended, before the run's policy acts on it.
@@ -277,6 +282,9 @@ func (c *Config) setDefaults() error {
 	if c.Poll <= 0 {
 		c.Poll = time.Second
 	}
+	if c.ElectionWait <= 0 {
+		c.ElectionWait = DefaultElectionWait
+	}
 	if c.JobTTL < time.Second || c.Beat >= c.JobTTL {
 		return pmix.Errorf(pmix.ErrBadParam, "launch: job key TTL %v must be at least 1s and more than the beat %v", c.JobTTL, c.Beat)
 	}
@@ -343,7 +351,7 @@ func (r *Run) plan(ctx context.Context) error {
 			return err
 		}
 		if live[c] == nil {
-			entries, err := readAgentsThroughElection(ctx, r.cfg.Conn, c)
+			entries, err := readAgentsThroughElection(ctx, r.cfg.Conn, c, r.cfg.ElectionWait)
 			if err != nil {
 				return pmix.Errorf(pmix.ErrUnreach, "reading the agents of cluster %s: %v", c, err)
 			}
@@ -428,18 +436,20 @@ func (r *Run) plan(ctx context.Context) error {
 	return nil
 }
 
-// electionWait bounds how long a run waits for the agents bucket to
-// answer again: on a replicated cluster that lost a server, the streams
-// whose leader it was elect another within seconds.
-const electionWait = 10 * time.Second
+// DefaultElectionWait bounds how long a run waits for the agents bucket
+// to answer again: on a replicated cluster that lost a server, the
+// streams whose leader it was elect another within seconds. A cluster
+// that does not exist answers no better, so a misspelt --cluster fails
+// after it too.
+const DefaultElectionWait = 10 * time.Second
 
 // readAgentsThroughElection reads cluster c's agents, again while the
 // bucket does not answer (a leader election, the connection moving to
 // another server), each read bounded by 2 s: a run started just after a
 // server's loss starts, late, rather than fails.
-func readAgentsThroughElection(ctx context.Context, nc *nats.Conn, c cluster.ID) ([]liveness.Entry, error) {
+func readAgentsThroughElection(ctx context.Context, nc *nats.Conn, c cluster.ID, wait time.Duration) ([]liveness.Entry, error) {
 	var entries []liveness.Entry
-	err := throughElection(ctx, func(ctx context.Context) error {
+	err := throughElection(ctx, wait, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error
@@ -450,10 +460,10 @@ func readAgentsThroughElection(ctx context.Context, nc *nats.Conn, c cluster.ID)
 }
 
 // throughElection calls try until it succeeds, fails otherwise than
-// again says to retry, electionWait has passed or ctx ends, every 250 ms,
-// and returns its last error.
-func throughElection(ctx context.Context, try func(context.Context) error, again func(error) bool) error {
-	deadline := time.Now().Add(electionWait)
+// again says to retry, wait has passed or ctx ends, every 250 ms, and
+// returns its last error.
+func throughElection(ctx context.Context, wait time.Duration, try func(context.Context) error, again func(error) bool) error {
+	deadline := time.Now().Add(wait)
 	for {
 		err := try(ctx)
 		if err == nil || !again(err) || time.Now().After(deadline) {
@@ -555,7 +565,7 @@ func (r *Run) spawn(ctx context.Context) error {
 				// An agent listed up but not subscribed (reconnecting after
 				// its server's loss) received nothing: asked again, within
 				// bounds. One that may have acted is not.
-				err := throughElection(ctx, func(ctx context.Context) error {
+				err := throughElection(ctx, r.cfg.ElectionWait, func(ctx context.Context) error {
 					return Control(ctx, r.cfg.Conn, j.cluster, node, OpSpawn, req, &reply)
 				}, func(err error) bool { return errors.Is(err, nats.ErrNoResponders) })
 				if err != nil {

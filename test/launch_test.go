@@ -502,7 +502,8 @@ func TestLaunchBadInput(t *testing.T) {
 		{"no such program", launch.JobSpec{N: 4, App: launch.App{Path: "/no/such/prog"}}, nil, launch.ErrNoProgram, "node a1"},
 		{"not executable", launch.JobSpec{N: 2, App: launch.App{Path: notExec}}, nil, launch.ErrNoProgram, "not executable"},
 		{"version", launch.JobSpec{N: 2, App: launch.App{Path: p}}, func(c *launch.Config) { c.Version = "v0.0.1-other" }, launch.ErrVersion, "v0.0.1-other"},
-		{"unknown cluster", launch.JobSpec{N: 1, Cluster: "Z", App: launch.App{Path: p}}, nil, pmix.ErrUnreach, "Z"},
+		// No cluster answers for Z: asked again up to ElectionWait.
+		{"unknown cluster", launch.JobSpec{N: 1, Cluster: "Z", App: launch.App{Path: p}}, func(c *launch.Config) { c.ElectionWait = time.Second }, pmix.ErrUnreach, "Z"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{tt.spec}}

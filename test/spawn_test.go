@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/client"
@@ -90,7 +91,8 @@ func TestSpawnFailures(t *testing.T) {
 		{"bad map-by", []string{"-spawn", "1", "-spawn-info", pmix.KeyMapBy + "=ppr:1:node"}, fmt.Sprintf("spawn failed: %d ", pmix.ErrBadParam)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p, Args: tt.args}}}})
+			// ElectionWait: no cluster Z answers, asked again up to it.
+			res, out := runJob(t, launch.Config{Conn: nc, ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p, Args: tt.args}}}})
 			if res.ExitCode != 0 || len(res.Jobs) != 1 || !strings.Contains(out.String(), tt.want) {
 				t.Fatalf("want %q; result %+v\n%s", tt.want, res, out)
 			}
@@ -129,7 +131,8 @@ func TestSpawnAgentGone(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	w.Agent("a2").NATS().Close()
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Hosts: []launch.Node{{Name: "a1"}}, App: launch.App{Path: p,
+	// ElectionWait: a2, listed up, is asked again up to it.
+	res, out := runJob(t, launch.Config{Conn: nc, ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, Hosts: []launch.Node{{Name: "a1"}}, App: launch.App{Path: p,
 		Args: []string{"-spawn", "1", "-spawn-info", pmix.KeyHost + "=a2"}}}}})
 	unreach := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrUnreach)
 	noSlot := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrOutOfResource)
