@@ -48,10 +48,10 @@ func skipWithoutSlurm(t *testing.T) {
 }
 
 // newSlurm starts a Slurm of the test's own whose nodes are names, one
-// slurmd in each host's namespace (NodeAddr its address there, so that
-// every node has its own address and ports, as on real machines; Debian's
-// Slurm is not built with multiple-slurmd, which would otherwise be the
-// way to run two nodes on one machine). The controller listens on the
+// slurmd in each host's namespace (slurmd -N, NodeAddr its address
+// there: every node has its own address and ports, as machines do, with
+// no need of Slurm's multiple-slurmd build, and a rank's address tells
+// its node). The controller listens on the
 // hosts' bridge in this namespace. Its site settings are common ones that
 // matter to a launcher: cores bound to tasks (task/affinity,
 // TaskPluginParam=Cores) and PMIx for MPI (MpiDefault=pmix, where
