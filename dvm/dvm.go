@@ -64,11 +64,24 @@ type Config struct {
 	Ready time.Duration
 }
 
-// DefaultLaunchAgent is srun's when inside a Slurm allocation (SLURM_JOB_ID
-// set), else ssh's.
+// SrunLaunchAgent is the launch agent inside a Slurm allocation: one task
+// on the host, as a step of the allocation's job sharing its resources
+// with the job's other steps (--overlap, Slurm 20.11 and later). The
+// agent is no MPI task (--mpi=none: with MpiDefault=pmix Slurm would
+// start a PMIx server for it whose PMIX_SERVER_URI* the ranks would
+// inherit), is not bound to the one core a task gets (--cpu-bind=none:
+// its ranks inherit its CPU mask), and gets this environment whatever a
+// batch job's --export said (--export=ALL; SLURM_EXPORT_ENV=NONE would
+// leave the agent without its keys and state directory). prterun's srun
+// gives --mpi=none and --cpu-bind=none too. Checked against Slurm 22.05 by
+// cmd/pmixbus's TestDVMUnderSlurm.
+const SrunLaunchAgent = "srun --nodes=1 --ntasks=1 --overlap --mpi=none --cpu-bind=none --export=ALL --nodelist={host} --"
+
+// DefaultLaunchAgent is SrunLaunchAgent when inside a Slurm allocation
+// (SLURM_JOB_ID set), else ssh's.
 func DefaultLaunchAgent() string {
 	if os.Getenv("SLURM_JOB_ID") != "" {
-		return "srun --nodes=1 --ntasks=1 --overlap --nodelist={host} --"
+		return SrunLaunchAgent
 	}
 	return "ssh -o BatchMode=yes {host}"
 }
