@@ -277,3 +277,20 @@ func checkHello(t *testing.T, bin string) {
 		}
 	}
 }
+
+// TestLaunchedResolve launches testdata/resolve.c as four ranks, two on
+// a1 and two on a2: PMIx_Resolve_nodes gives the job's nodes and
+// PMIx_Resolve_peers each node's ranks, from the job information.
+func TestLaunchedResolve(t *testing.T) {
+	for _, h := range headers(t) {
+		t.Run(h.name, func(t *testing.T) {
+			bin := compile(t, "resolve.c", h, true)
+			w := launchWorld(t)
+			res, out := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 4, App: launch.App{Path: bin}})
+			if res.ExitCode != 0 || res.First != nil || strings.Count(out, "resolved\n") != 4 || strings.Contains(out, "FAIL") {
+				t.Fatalf("result %+v, first %+v\noutput:\n%s", res, res.First, out)
+			}
+			checkNodes(t, res.Jobs[0], "a1", "a1", "a2", "a2")
+		})
+	}
+}
