@@ -1,7 +1,8 @@
 /* singleton.c runs without an agent: PMIx_Init must return
  * PMIX_ERR_UNREACH and still initialise as a singleton. It also exercises
  * the C data helpers, the key-value exchange of a singleton, PMIx_Abort
- * (PMIX_ERR_UNREACH: it returns) and a stubbed function. It prints "name value"
+ * (PMIX_ERR_UNREACH: it returns), PMIx_Resolve_peers (the singleton
+ * itself) and a stubbed function. It prints "name value"
  * lines and exits 0, or prints "FAIL ..." and exits 1. */
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,10 @@
 #include <pmix.h>
 
 #include "datacheck.h"
+
+/* A function the library stubs, declared as OpenPMIx 4.2.2's pmix.h
+ * declares it (pmixbus's headers leave it out). */
+pmix_status_t PMIx_Get_credential(const pmix_info_t info[], size_t ninfo, pmix_byte_object_t *credential);
 
 static void evhdlr(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[],
                    size_t ninfo, pmix_info_t *results, size_t nresults,
@@ -25,6 +30,7 @@ int main(void)
     pmix_info_t info;
     pmix_value_t *val = NULL, kv;
     pmix_proc_t *peers = NULL;
+    pmix_byte_object_t cred;
     size_t npeers = 0;
 
     CHECK(0 == PMIx_Initialized(), "initialized before init");
@@ -65,7 +71,10 @@ int main(void)
     printf("connect %d\n", PMIx_Connect(&me, 1, NULL, 0));
     /* no RM to abort it: the singleton is told so and goes on, as with OpenPMIx */
     printf("abort %d\n", PMIx_Abort(3, "no one to ask", NULL, 0));
-    printf("stub %d\n", PMIx_Resolve_peers(NULL, me.nspace, &peers, &npeers));
+    printf("stub %d\n", PMIx_Get_credential(NULL, 0, &cred));
+    rc = PMIx_Resolve_peers(NULL, me.nspace, &peers, &npeers);
+    CHECK(PMIX_SUCCESS == rc && 1 == npeers && 0 == peers[0].rank, "a singleton's peers: %s, %zu", PMIx_Error_string(rc), npeers);
+    PMIX_PROC_FREE(peers, npeers);
     printf("finalize %d\n", PMIx_Finalize(NULL, 0));
     printf("pmixbus %d\n", NULL != strstr(PMIx_Get_version(), "pmixbus"));
     CHECK(0 == PMIx_Initialized(), "initialized after finalize");
