@@ -104,8 +104,8 @@ func dvmFlags(fs *flag.FlagSet) *dvmFlagValues {
 // dvmStart starts "pmixbus dvm serve" in the background, in a session of
 // its own, and returns once it says its agents are up (or fails).
 func dvmStart(ctx context.Context, fs *flag.FlagSet, f *dvmFlagValues, args []string, stdout, stderr io.Writer, fail func(string, ...any) int) int {
-	if *f.hostfile == "" && *f.hosts == "" {
-		return usageError(fs, stderr, "give the hosts: --hostfile or --host")
+	if *f.hostfile == "" && *f.hosts == "" && os.Getenv("SLURM_JOB_ID") == "" {
+		return usageError(fs, stderr, "give the hosts: --hostfile or --host (inside a Slurm allocation, its nodes are taken)")
 	}
 	if others, _ := localEndpoints(*f.cluster); len(others) > 0 {
 		return fail("cluster %s already runs here: %s", *f.cluster, others[0])
@@ -156,6 +156,14 @@ func dvmServe(ctx context.Context, fs *flag.FlagSet, f *dvmFlagValues, c cluster
 	hosts, err := rf.placeHosts()
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if len(hosts) == 0 {
+		if hosts, err = dvm.SlurmAllocation(ctx); err != nil {
+			return fail("%v", pmix.MessageOf(err))
+		}
+		if len(hosts) == 0 {
+			return usageError(fs, stderr, "give the hosts: --hostfile or --host")
+		}
 	}
 	if *f.natsURL == "" {
 		if err := ensureAgentKeys(); err != nil {

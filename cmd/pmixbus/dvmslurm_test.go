@@ -211,8 +211,9 @@ func withoutSlurmEnv(env []string) []string {
 
 // TestDVMUnderSlurm: inside a Slurm allocation of two nodes (a private
 // Slurm: munged, slurmctld, a slurmd in each of two network namespaces),
-// pmixbus run --hostfile starts its agents through srun, its default
-// launch agent there, runs a job across the nodes and stops them; then
+// pmixbus run, given no hosts, starts its agents on the allocation's
+// nodes through srun, its default launch agent there, runs a job across
+// the nodes and stops them; then
 // dvm start, a run through it and dvm stop, in the same allocation. The
 // ranks run on the allocated nodes, as steps of the allocation's job; a
 // site's core binding does not confine them to the one core srun's single
@@ -245,7 +246,7 @@ func TestDVMUnderSlurm(t *testing.T) {
 	}
 	a, b := "U"+hosts.tag, "V"+hosts.tag
 	script := `set -e
-"$0" run --hostfile "$1" --cluster "$2" --map-by node -n 2 /bin/sh -c "$4"
+"$0" run --cluster "$2" --map-by node -n 2 /bin/sh -c "$4"
 "$0" dvm start --hostfile "$1" --cluster "$3"
 "$0" run --cluster "$3" --map-by node -n 2 /bin/sh -c "$4"
 "$0" dvm stop --cluster "$3"`
@@ -280,7 +281,7 @@ func TestDVMUnderSlurm(t *testing.T) {
 	for r := range 2 {
 		want := fmt.Sprintf("rank %d on h%d at %s%d/24 job %s cpus %s slurm-pmix 0\n", r, r+1, hosts.subnet, r+1, m[1], allowed)
 		if n := strings.Count(out.String(), want); n != 2 {
-			t.Errorf("stdout has %q %d times, want 2 (run --hostfile, then through dvm start):\n%s\n%s", want, n, &out, &errOut)
+			t.Errorf("stdout has %q %d times, want 2 (run on the allocation, then through dvm start):\n%s\n%s", want, n, &out, &errOut)
 		}
 	}
 	// Left: no job, no step, and on the nodes only their slurmd.

@@ -208,6 +208,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(first.fs, stderr, "%v", err)
 	}
+	if len(dvmHosts) == 0 && natsErr != nil {
+		// No hosts named and no server here: inside a Slurm allocation,
+		// its nodes, as prterun takes them.
+		if dvmHosts, err = dvm.SlurmAllocation(ctx); err != nil {
+			fmt.Fprintf(stderr, "pmixbus run: %v\n", pmix.MessageOf(err))
+			return exitFail
+		}
+	}
 	// Agents are started on the hosts when asked to, or when there is no
 	// server to run through: the DVM starts itself, as prterun's.
 	startDVM := len(dvmHosts) > 0 && (*launchAgent != "" || natsErr != nil)
