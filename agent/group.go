@@ -47,8 +47,11 @@ func (cc *clientConn) groupOp(ctx context.Context, e *clientEntry, f *proto.Fram
 	req := collective.GroupRequest{Name: f.Nspace, Procs: f.Procs, Self: e.proc, Timeout: timeout, Flags: collective.GroupFlagsOf(f.Info)}
 	switch f.Type {
 	case proto.TypeGroupConstruct:
-		if len(f.Procs) == 0 {
-			return collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "group construct of no procs")
+		// No procs: an added member's (PMIX_GROUP_ADD_MEMBERS).
+		if v, ok := pmix.LookupValue(f.Info, pmix.KeyGroupAddMembers); ok {
+			if req.Add, ok = v.Procs(); !ok {
+				return collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "%s: want procs, got %s", pmix.KeyGroupAddMembers, v)
+			}
 		}
 		if v, ok := pmix.LookupValue(f.Info, pmix.KeyGroupInfo); ok {
 			req.Info, _ = v.Infos()

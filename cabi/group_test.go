@@ -75,6 +75,33 @@ func TestGroupInvite(t *testing.T) {
 	})
 }
 
+// TestGroupAddMembers runs testdata/groups.c add on 4 ranks on two nodes:
+// ranks 0 and 2 construct a group, rank 0 adding ranks 1 and 3
+// (PMIX_GROUP_ADD_MEMBERS), which construct it with no procs; each gets
+// the group of four and its context id, and all destruct it.
+func TestGroupAddMembers(t *testing.T) {
+	forEachHeader(t, "groups.c", agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A"}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "ja", Nodes: []string{"n1", "n2", "n1", "n2"}, Detached: true}},
+	}, func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		var procs []*started
+		for _, r := range []string{"0", "1", "2", "3"} {
+			procs = append(procs, start(t, ctx, bin, w.Env("A:ja."+r), "ready", "add"))
+		}
+		want := map[string]string{"construct": "0", "cid": "set", "members": "4", "destruct": "0", "finalize": "0"}
+		for i, p := range procs {
+			out := p.wait(t)
+			got := lines(out)
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("rank %d: %s = %q, want %q\n%s", i, k, got[k], v, out)
+				}
+			}
+		}
+	})
+}
+
 // TestGroupAcrossClusters runs testdata/groups.c across: two ranks of
 // cluster A and one of cluster B (a JetStream domain each, leaf links)
 // construct one group with a context id: the same id and three members at

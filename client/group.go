@@ -36,9 +36,10 @@ func groupOf(r *proto.Frame) Group {
 // Directives: PMIX_GROUP_ASSIGN_CONTEXT_ID, PMIX_GROUP_OPTIONAL,
 // PMIX_GROUP_NOTIFY_TERMINATION, PMIX_GROUP_FT_COLLECTIVE, PMIX_GROUP_INFO
 // (values the others may Get of this process), PMIX_TIMEOUT (without it,
-// ctx's deadline gives one). Every member's committed REMOTE and GLOBAL
-// data comes with it, and the name then addresses the group: Get of a
-// rank of it, events, fences.
+// ctx's deadline gives one), PMIX_GROUP_ADD_MEMBERS (procs that are not
+// in procs and join by calling GroupConstruct with no procs). Every
+// member's committed REMOTE and GLOBAL data comes with it, and the name
+// then addresses the group: Get of a rank of it, events, fences.
 //
 // Errors: PMIX_ERR_TIMEOUT naming the members that had not called;
 // PMIX_ERR_PROC_TERM_WO_SYNC when one terminated first (without

@@ -68,12 +68,17 @@ type GroupRequest struct {
 	// Info is what Self shares with the other members (PMIX_GROUP_INFO):
 	// each one a value of Self's that every member can Get.
 	Info []pmix.Info
+	// Add are the members Self adds (PMIX_GROUP_ADD_MEMBERS): processes
+	// not in Procs that join by calling Construct with no Procs.
+	Add []pmix.Proc
 }
 
 // Construct runs PMIx_Group_construct for one local member, and returns
 // once every member constructed it: the members, qualified and sorted,
 // and the context id when one was asked (FlagAssignContextID). Every
-// member's committed REMOTE and GLOBAL data comes with it.
+// member's committed REMOTE and GLOBAL data comes with it. A member with
+// no Procs is one a leader added (addmembers.go): it waits for the
+// leaders' construct, then constructs the group with them.
 //
 // Errors: pmix.ErrBadParam for no name, or one with a ':';
 // pmix.GroupConstructAbort (wrapping ErrParticipantTerminated) when a
@@ -82,14 +87,34 @@ func (s *Service) Construct(ctx context.Context, req GroupRequest) (Result, erro
 	if err := checkGroupName(req.Name); err != nil {
 		return Result{}, err
 	}
-	if err := s.shareGroupInfo(req.Self, req.Info); err != nil {
+	var deadline time.Time
+	if req.Timeout > 0 {
+		deadline = time.Now().Add(req.Timeout)
+	}
+	if len(req.Procs) == 0 {
+		return s.constructAdded(ctx, req, deadline)
+	}
+	info := req.Info
+	if len(req.Add) > 0 {
+		add, err := s.canonical(req.Add)
+		if err != nil {
+			return Result{}, err
+		}
+		// Named in its data, qualified: the construct brings it to the
+		// other leaders, in whatever cluster.
+		info = append(slices.Clone(info), pmix.NewInfo(addKey(req.Name), pmix.Procs(add)))
+	}
+	if err := s.shareGroupInfo(req.Self, info); err != nil {
 		return Result{}, err
 	}
 	res, err := s.Join(ctx, Request{
 		Kind: KindGroup, ID: req.Name, Procs: req.Procs, Self: req.Self,
 		Timeout: req.Timeout, Collect: true, Flags: req.Flags | FlagGroup,
 	})
-	return res, constructAbort(err)
+	if err != nil {
+		return res, constructAbort(err)
+	}
+	return s.constructWithAdded(ctx, req, res, deadline)
 }
 
 // constructAbort gives a construct that lost a member

@@ -337,3 +337,64 @@ func TestGroupFTCollective(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAddMembers: ranks 0 and 2 construct a group naming each other,
+// rank 0 adding ranks 1 and 3 (PMIX_GROUP_ADD_MEMBERS), which call
+// Construct with no procs, one before the leaders and one after: all four
+// get the group of four, one context id, each other's PMIX_GROUP_INFO;
+// the added members are invited by rank 0. An added member no leader
+// adds times out; one naming added members itself is refused.
+func TestGroupAddMembers(t *testing.T) {
+	var rs raises
+	w := newWorld(t, []string{"n1", "n2", "n3", "n3"}, rs.config)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	res, errs := map[pmix.Rank]Result{}, map[pmix.Rank]error{}
+	run := func(r pmix.Rank, req GroupRequest) {
+		wg.Go(func() {
+			req.Name, req.Self, req.Timeout = "grown", jr(r), 20*time.Second
+			req.Flags = GroupFlagsOf([]pmix.Info{pmix.NewInfo(pmix.KeyGroupAssignCtxID, pmix.Bool(true))})
+			req.Info = []pmix.Info{pmix.NewInfo(pmix.KeyGroupLocalCID, pmix.Uint64(1234+uint64(r)))}
+			got, err := w.svc(r).Construct(t.Context(), req)
+			mu.Lock()
+			res[r], errs[r] = got, err
+			mu.Unlock()
+		})
+	}
+	leaders := []pmix.Proc{jr(0), jr(2)}
+	run(1, GroupRequest{}) // before the leaders: it asks until they answer
+	run(0, GroupRequest{Procs: leaders, Add: []pmix.Proc{jr(1), jr(3)}})
+	run(2, GroupRequest{Procs: leaders})
+	inv := rs.waitCount(t, pmix.GroupInvited, 1)
+	if !slices.Equal(inv[0].targets, []pmix.Proc{jp(1), jp(3)}) || inv[0].about != jp(0) {
+		t.Errorf("invited: %+v", inv[0])
+	}
+	run(3, GroupRequest{}) // after the invitation
+	wg.Wait()
+	all := []pmix.Proc{jp(0), jp(1), jp(2), jp(3)}
+	cid := res[0].ContextID
+	for r := range pmix.Rank(4) {
+		if errs[r] != nil || !slices.Equal(res[r].Members, all) || res[r].ContextID != cid || cid == 0 {
+			t.Fatalf("rank %d: %+v, %v; want members %v and context id %d", r, res[r], errs[r], all, cid)
+		}
+	}
+	for _, r := range []pmix.Rank{0, 3} {
+		for m := range pmix.Rank(4) {
+			v, err := w.svc(r).Get(t.Context(), jr(r), jr(m), pmix.KeyGroupLocalCID, nil)
+			if n, _ := v.Int(); err != nil || n != 1234+int64(m) {
+				t.Errorf("rank %d: local cid of %d: %v, %v", r, m, v, err)
+			}
+		}
+	}
+	if got, _ := w.svc(1).Members("grown"); !slices.Equal(got, all) {
+		t.Errorf("members at rank 1's agent: %v", got)
+	}
+	_, err := w.svc(1).Construct(t.Context(), GroupRequest{Name: "nobody", Self: jr(1), Timeout: 300 * time.Millisecond})
+	if !errors.Is(err, pmix.ErrTimeout) {
+		t.Errorf("an added member no leader adds: %v, want PMIX_ERR_TIMEOUT", err)
+	}
+	_, err = w.svc(1).Construct(t.Context(), GroupRequest{Name: "bad", Self: jr(1), Add: []pmix.Proc{jr(3)}})
+	if !errors.Is(err, pmix.ErrBadParam) {
+		t.Errorf("an added member adding: %v, want PMIX_ERR_BAD_PARAM", err)
+	}
+}

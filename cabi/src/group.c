@@ -174,7 +174,8 @@ PMIX_EXPORT pmix_status_t PMIx_Group_construct(const char grp[], const pmix_proc
                                                size_t *nresults)
 {
     struct group_args a = {grp, procs, nprocs, directives, ndirs, NULL, 0};
-    if (bad_grp(grp) || NULL == procs || 0 == nprocs) {
+    /* No procs: an added member (PMIX_GROUP_ADD_MEMBERS). */
+    if (bad_grp(grp) || (NULL == procs && 0 != nprocs)) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run(T_GROUP_CONSTRUCT, &a, results, nresults);
@@ -185,7 +186,8 @@ PMIX_EXPORT pmix_status_t PMIx_Group_construct_nb(const char grp[], const pmix_p
                                                   void *cbdata)
 {
     struct group_args a = {grp, procs, nprocs, info, ninfo, NULL, 0};
-    if (bad_grp(grp) || NULL == procs || 0 == nprocs) {
+    /* No procs: an added member (PMIX_GROUP_ADD_MEMBERS). */
+    if (bad_grp(grp) || (NULL == procs && 0 != nprocs)) {
         return PMIX_ERR_BAD_PARAM;
     }
     return run_nb(T_GROUP_CONSTRUCT, &a, cbfunc, NULL, cbdata);

@@ -180,6 +180,53 @@ static int invite(pmix_proc_t *me)
 
 static size_t cid_of(pmix_info_t *results, size_t n);
 
+/* add: ranks 0 and 2 construct "grown" naming each other, rank 0 adding
+ * ranks 1 and 3 (PMIX_GROUP_ADD_MEMBERS), which construct it with no
+ * procs; all four get the group of four and a context id, then destruct
+ * it. */
+static int add(pmix_proc_t *me)
+{
+    pmix_proc_t procs[2];
+    pmix_info_t info[2], *results = NULL;
+    pmix_data_array_t darray;
+    pmix_proc_t *added;
+    size_t nresults = 0, members = 0, i, ninfo = 1;
+    pmix_status_t rc;
+
+    PMIX_INFO_LOAD(&info[0], PMIX_GROUP_ASSIGN_CONTEXT_ID, NULL, PMIX_BOOL);
+    if (0 == me->rank || 2 == me->rank) {
+        PMIX_LOAD_PROCID(&procs[0], me->nspace, 0);
+        PMIX_LOAD_PROCID(&procs[1], me->nspace, 2);
+        if (0 == me->rank) {
+            PMIX_DATA_ARRAY_CONSTRUCT(&darray, 2, PMIX_PROC);
+            added = (pmix_proc_t *)darray.array;
+            PMIX_LOAD_PROCID(&added[0], me->nspace, 1);
+            PMIX_LOAD_PROCID(&added[1], me->nspace, 3);
+            PMIX_INFO_LOAD(&info[1], PMIX_GROUP_ADD_MEMBERS, &darray, PMIX_DATA_ARRAY);
+            PMIX_DATA_ARRAY_DESTRUCT(&darray);
+            ninfo = 2;
+        }
+        rc = PMIx_Group_construct("grown", procs, 2, info, ninfo, &results, &nresults);
+    } else {
+        rc = PMIx_Group_construct("grown", NULL, 0, info, 1, &results, &nresults);
+    }
+    printf("construct %d\n", rc);
+    printf("cid %s\n", 0 != cid_of(results, nresults) ? "set" : "none");
+    for (i = 0; i < nresults; i++) {
+        if (PMIX_CHECK_KEY(&results[i], PMIX_GROUP_MEMBERSHIP)) {
+            members = results[i].value.data.darray->size;
+        }
+    }
+    printf("members %zu\n", members);
+    PMIX_INFO_FREE(results, nresults);
+    for (i = 0; i < ninfo; i++) {
+        PMIX_INFO_DESTRUCT(&info[i]);
+    }
+    printf("destruct %d\n", PMIx_Group_destruct("grown", NULL, 0));
+    printf("finalize %d\n", PMIx_Finalize(NULL, 0));
+    return 0;
+}
+
 static int across(pmix_proc_t *me, const char *nsa, const char *nsb)
 {
     pmix_proc_t procs[2], p;
@@ -257,6 +304,9 @@ int main(int argc, char **argv)
     printf("ready\n");
     if (2 == argc && 0 == strcmp(argv[1], "invite")) {
         return invite(&me);
+    }
+    if (2 == argc && 0 == strcmp(argv[1], "add")) {
+        return add(&me);
     }
     if (4 == argc && 0 == strcmp(argv[1], "across")) {
         return across(&me, argv[2], argv[3]);
