@@ -117,3 +117,41 @@ func buildMPI(t *testing.T, name string) string {
 	}
 	return bin
 }
+
+// TestMPI4PySpawn runs testdata/spawn4py.py, mpi4py's spawn cases, as 2
+// ranks (oversubscribed: the children share the node's slots, as under
+// mpirun --oversubscribe): Spawn from COMM_WORLD and from COMM_SELF,
+// Spawn_multiple, Spawn with errcodes. Each child disconnects, then ends:
+// its connect with the parents stays (Open MPI 4.1's MPI_Comm_disconnect
+// is a fence, not PMIx_Disconnect), and its normal end must not reach the
+// parents' default handler, which would abort them in MPI_Finalize
+// (collective's TERM_WO_SYNC is non-default for a normal end). Skipped
+// without Debian's python3-mpi4py.
+func TestMPI4PySpawn(t *testing.T) {
+	python := "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import mpi4py").Run(); err != nil {
+		t.Skip("no mpi4py for /usr/bin/python3 (Debian: apt-get install python3-mpi4py)")
+	}
+	if sanitize {
+		t.Skip("a Python interpreter under the sanitizers' library: not this test's subject")
+	}
+	script, err := filepath.Abs("testdata/spawn4py.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := launchWorld(t)
+	env := map[string]string{"TMPDIR": t.TempDir(), "OMPI_MCA_btl": "self,tcp"}
+	for _, c := range []string{"world", "self", "multiple", "errcodes"} {
+		t.Run(c, func(t *testing.T) {
+			res, out := launchJob(t, w, launch.Config{}, launch.JobSpec{N: 2, Oversubscribe: true, App: launch.App{Path: python, Args: []string{script, c}, Env: env}})
+			if res.ExitCode != 0 {
+				t.Fatalf("result %+v first %+v\noutput:\n%s", res, res.First, out)
+			}
+			for r := range 2 {
+				if want := fmt.Sprintf("rank %d %s ok\n", r, c); !strings.Contains(out, want) {
+					t.Errorf("no %q in:\n%s", want, out)
+				}
+			}
+		})
+	}
+}

@@ -20,6 +20,8 @@ type raised struct {
 	code    pmix.Status
 	targets []pmix.Proc
 	about   pmix.Proc
+	// nonDefault: PMIX_EVENT_NON_DEFAULT, default handlers left out
+	nonDefault bool
 }
 
 // raises records the events the services of a world raise.
@@ -40,6 +42,7 @@ func (r *raises) config(c *Config) {
 				e.about = ps[0]
 			}
 		}
+		e.nonDefault = pmix.Flag(info, pmix.KeyEventNonDefault)
 		r.mu.Lock()
 		r.got = append(r.got, e)
 		r.mu.Unlock()
@@ -147,13 +150,15 @@ func TestParticipantTerminatedBeforeConnecting(t *testing.T) {
 // out.
 func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		flags Flags
-		want  pmix.Status // 0: none
+		name     string
+		flags    Flags
+		want     pmix.Status // 0: none
+		abnormal bool
 	}{
-		{"default", 0, pmix.ErrProcTermWOSync},
-		{"early term allowed", FlagEarlyTermAllowed, 0},
-		{"early term allowed, notify each", FlagEarlyTermAllowed | FlagNotifyEach, pmix.ProcHasDisconnected},
+		{"default", 0, pmix.ErrProcTermWOSync, false},
+		{"default, abnormal end", 0, pmix.ErrProcTermWOSync, true},
+		{"early term allowed", FlagEarlyTermAllowed, 0, false},
+		{"early term allowed, notify each", FlagEarlyTermAllowed | FlagNotifyEach, pmix.ProcHasDisconnected, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec raises
@@ -166,7 +171,7 @@ func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 			}
 			group := res[0].Nspace
 			for range 2 {
-				if err := w.svc(1).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 1}, false); err != nil {
+				if err := w.svc(1).ProcTerminated(t.Context(), pmix.Proc{Nspace: "job", Rank: 1}, tc.abnormal); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -178,6 +183,11 @@ func TestMemberTerminatedWithoutDisconnecting(t *testing.T) {
 				got := rec.waitCount(t, code, want)
 				if want == 1 && (got[0].node != "n2" || got[0].about != jp(1) || !slices.Equal(got[0].targets, []pmix.Proc{jp(0), jp(2)})) {
 					t.Errorf("%v: %+v; want it raised at n2 about A:job.1 to A:job.0 and A:job.2", code, got[0])
+				}
+				// A normal end (it finalized) skips the default handlers:
+				// Open MPI 4.1's aborts at any event.
+				if want == 1 && code == pmix.ErrProcTermWOSync && got[0].nonDefault == tc.abnormal {
+					t.Errorf("%v after an end abnormal %v: non-default %v", code, tc.abnormal, got[0].nonDefault)
 				}
 			}
 			// Every member's agent heard: a fence on the group is one of
