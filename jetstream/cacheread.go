@@ -439,8 +439,14 @@ type cursor struct {
 	batch  int
 	buf    []CachedMsg
 	done   bool
-	sub    *nats.Subscription
-	msgs   chan *nats.Msg // sub's: room for one answer
+	// eventUpTo, if set, ends a read of copies at the first whose event
+	// is past it.
+	eventUpTo uint64
+	// atEnd, if set, is called when the answers end below upTo; it may
+	// fill buf and clear done.
+	atEnd func(context.Context, *cursor) error
+	sub   *nats.Subscription
+	msgs  chan *nats.Msg // sub's: room for one answer
 }
 
 type directGetRequest struct {
@@ -459,9 +465,22 @@ type directGetRequest struct {
 // fill fetches the next batch if the buffer is empty and the filter may
 // have more.
 func (cu *cursor) fill(ctx context.Context) error {
-	if len(cu.buf) > 0 || cu.done {
+	if len(cu.buf) > 0 {
 		return nil
 	}
+	if !cu.done {
+		if err := cu.fetch(ctx); err != nil || len(cu.buf) > 0 {
+			return err
+		}
+	}
+	if cu.done && cu.next <= cu.upTo && cu.atEnd != nil {
+		return cu.atEnd(ctx, cu)
+	}
+	return nil
+}
+
+// fetch asks for the next batch.
+func (cu *cursor) fetch(ctx context.Context) error {
 	if cu.next > cu.upTo {
 		cu.done = true
 		return nil
@@ -513,7 +532,12 @@ func (cu *cursor) fill(ctx context.Context) error {
 			cu.done = true // the rest of the answer is past the read point too
 			continue
 		}
-		cu.buf = append(cu.buf, directMsg(m.Header, m.Data, seq))
+		dm := directMsg(m.Header, m.Data, seq)
+		if cu.eventUpTo > 0 && dm.EventSeq > cu.eventUpTo {
+			cu.done, cu.upTo = true, seq-1
+			continue
+		}
+		cu.buf = append(cu.buf, dm)
 	}
 }
 

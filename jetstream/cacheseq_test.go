@@ -53,3 +53,54 @@ func TestReadSeqs(t *testing.T) {
 		}
 	}
 }
+
+// ReplayTo returns the events on its filters up to a sequence, in order:
+// those the events stream holds, and the job events it evicted from their
+// copies, each once; environment events evicted are not read.
+func TestReplayTo(t *testing.T) {
+	c, nc := openTestCache(t, 5)
+	retained := retainAll(t, c, "keep", "job.*")
+	const n = 20
+	for i := 1; i <= n; i++ { // odd sequences are job events
+		subj := "ev.e"
+		if i%2 == 1 {
+			subj = "ev.j"
+		}
+		publish(t, nc, subj, fmt.Sprint(i))
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if r := retained(); r != n/2 {
+			return fmt.Errorf("%d of %d copies retained", r, n/2)
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		filter     string
+		jobs       []string
+		from, upTo uint64
+		want       []uint64
+	}{
+		{"ev.j", []string{"job.j"}, 1, n, []uint64{1, 3, 5, 7, 9, 11, 13, 15, 17, 19}},
+		{"ev.j", []string{"job.j"}, 4, 17, []uint64{5, 7, 9, 11, 13, 15, 17}},
+		{"ev.j", nil, 1, n, []uint64{17, 19}},
+		{"ev.e", nil, 1, 19, []uint64{16, 18}},
+		{"ev.e", nil, 1, 10, nil},
+	} {
+		var got []uint64
+		err := c.ReplayTo(t.Context(), []string{tc.filter}, tc.jobs, tc.from, tc.upTo, func(b []CachedMsg) error {
+			for _, m := range b {
+				if m.ID != fmt.Sprint(m.EventSeq) {
+					t.Errorf("event %s at %d", m.ID, m.EventSeq)
+				}
+				got = append(got, m.EventSeq)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Fatalf("ReplayTo(%s, %v, %d, %d) = %v, want %v", tc.filter, tc.jobs, tc.from, tc.upTo, got, tc.want)
+		}
+	}
+}

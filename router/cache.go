@@ -99,21 +99,7 @@ func decodeCached(log *slog.Logger, msgs []jetstream.CachedMsg) []cachedEvent {
 // has its own. A cache that cannot be read to the end leaves the
 // registration with what was read and live events, which is logged.
 func (c *jsCache) readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, after readPoint, marked func(), batch func([]cachedEvent) error) (readPoint, error) {
-	scopes := event.ClientScopes(c.place, proc.Nspace, session)
-	var filters, jobFilters []string
-	if g.WantsJob() {
-		for _, sc := range scopes {
-			for _, p := range sc.CachedPatterns(g.Codes) {
-				filters = append(filters, p)
-				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(c.place.Cluster), p))
-			}
-		}
-	}
-	if codes, ok := envCodes(g); ok {
-		for _, sc := range scopes {
-			filters = append(filters, sc.Environment().CachedPatterns(codes)...)
-		}
-	}
+	filters, jobFilters := replayFilters(c.place, proc, session, g)
 	rp, err := c.c.Replay(ctx, filters, jobFilters, jetstream.ReplayOptions{
 		Marked: func(jetstream.ReadPoint) { marked() },
 		Batch: func(msgs []jetstream.CachedMsg) error {
@@ -127,6 +113,27 @@ func (c *jsCache) readCache(ctx context.Context, proc pmix.Proc, session string,
 	return readPoint{events: rp.Events, jobs: rp.Jobs, known: true}, err
 }
 
+// replayFilters returns the subjects of the cached events registration g
+// of client proc (of session) matches: in the events stream, and of their
+// copies in the job-events stream.
+func replayFilters(place event.Place, proc pmix.Proc, session string, g bus.Registration) (filters, jobFilters []string) {
+	scopes := event.ClientScopes(place, proc.Nspace, session)
+	if g.WantsJob() {
+		for _, sc := range scopes {
+			for _, p := range sc.CachedPatterns(g.Codes) {
+				filters = append(filters, p)
+				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(place.Cluster), p))
+			}
+		}
+	}
+	if codes, ok := envCodes(g); ok {
+		for _, sc := range scopes {
+			filters = append(filters, sc.Environment().CachedPatterns(codes)...)
+		}
+	}
+	return filters, jobFilters
+}
+
 // jsSeq is the events stream read by sequence (sequence.go).
 type jsSeq struct {
 	c   *jetstream.EventCache
@@ -137,6 +144,12 @@ func (s jsSeq) lastSeq(ctx context.Context) (uint64, error) { return s.c.LastSeq
 
 func (s jsSeq) readSeqs(ctx context.Context, from, to uint64, jobFilters []string, f func([]cachedEvent) error) (uint64, error) {
 	return s.c.ReadSeqs(ctx, from, to, jobFilters, func(msgs []jetstream.CachedMsg) error {
+		return f(decodeCached(s.log, msgs))
+	})
+}
+
+func (s jsSeq) replayTo(ctx context.Context, filters, jobFilters []string, from, upTo uint64, f func([]cachedEvent) error) error {
+	return s.c.ReplayTo(ctx, filters, jobFilters, from, upTo, func(msgs []jetstream.CachedMsg) error {
 		return f(decodeCached(s.log, msgs))
 	})
 }

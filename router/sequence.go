@@ -49,6 +49,11 @@ type seqSource interface {
 	readSeqs(ctx context.Context, from, to uint64, jobFilters []string, f func([]cachedEvent) error) (missing uint64, err error)
 	// lastSeq is the events stream's last sequence.
 	lastSeq(ctx context.Context) (uint64, error)
+	// replayTo passes to f, in order, the cached events on filters whose
+	// sequences are from from to upTo, and the copies on jobFilters of
+	// the job events among them the events stream evicted: what a
+	// registration placed at upTo is owed.
+	replayTo(ctx context.Context, filters, jobFilters []string, from, upTo uint64, f func([]cachedEvent) error) error
 }
 
 // sequencer is the state of the sequenced dispatch. next is the dispatch
@@ -298,19 +303,12 @@ func (r *Router) readSeq(h *hold) {
 		close(h.batches)
 		r.post(func() { r.pump(h) })
 	}()
-	jobFilters := []string{} // none, unless it wants job events
-	if h.reg.WantsJob() {
-		for _, sc := range event.ClientScopes(r.place, h.proc.Nspace, h.session) {
-			for _, p := range sc.CachedPatterns(h.reg.Codes) {
-				jobFilters = append(jobFilters, subjects.JobCacheSubject(string(r.place.Cluster), p))
-			}
-		}
-	}
+	filters, jobFilters := replayFilters(r.place, h.proc, h.session, h.reg)
 	from := uint64(1)
 	ctx, cancel := context.WithTimeout(h.ctx, seqFetchTimeout)
 	defer cancel()
 	err := retrySeq(ctx, func() error {
-		_, err := r.seq.src.readSeqs(h.ctx, from, h.upTo, jobFilters, func(b []cachedEvent) error {
+		err := r.seq.src.replayTo(h.ctx, filters, jobFilters, from, h.upTo, func(b []cachedEvent) error {
 			if len(b) == 0 {
 				return nil
 			}
