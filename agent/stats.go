@@ -28,8 +28,13 @@ type Stats struct {
 	// cache and delivered (docs/cache.md).
 	JobEventsDropped   uint64
 	JobEventsRecovered uint64
-	ChainsStarted      uint64 // live deliveries to a local client's chain
-	ChainsReplayed     uint64 // cached events replayed to new registrations
+	// Cached events: of EventsDropped, those NATS dropped (the copies
+	// the events stream republished); those the agent fetched from the
+	// cache for the gaps in its sequence, and those it found no stream
+	// held any more, lost (docs/cache.md).
+	CachedEventsDropped, CachedEventsFetched, CachedEventsLost uint64
+	ChainsStarted                                              uint64 // live deliveries to a local client's chain
+	ChainsReplayed                                             uint64 // cached events replayed to new registrations
 	// ChainsWaiting counts live deliveries waiting for room in their
 	// client's window of chains in flight (Config.ChainWindow).
 	ChainsWaiting int
@@ -112,7 +117,8 @@ func (a *Agent) Stats() Stats {
 			s.ChainsWaiting += rc.Window().Waiting()
 		}
 		s.RegistrationsHeld = rs.Held
-		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped, rs.JobDropped
+		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped+rs.CopiesDropped, rs.JobDropped
+		s.CachedEventsDropped, s.CachedEventsFetched, s.CachedEventsLost = rs.CopiesDropped, rs.Fetched, rs.Lost
 		s.JobEventsRecovered = rs.JobRecovered
 		s.Subscriptions = rs.Subscriptions
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -308,8 +309,10 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 		if err != nil {
 			return
 		}
+		// A copy carries its event's sequence in the events stream.
+		evSeq, _ := strconv.ParseUint(m.Headers().Get(hdrSequence), 10, 64)
 		f(&RetainedMsg{
-			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream},
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream, EventSeq: evSeq},
 			Pending:   meta.NumPending,
 			msg:       m,
 		})

@@ -478,8 +478,8 @@ func (r *Router) replayQueued(h *hold, proc pmix.Proc, session string, reg *bus.
 func (r *Router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
 	r.replayQueued(h, proc, session, reg, len(h.queue))
 	_ = reg.Release(h.id)
-	if h.readErr == nil && h.upTo > 0 && r.seq == nil {
-		r.cache.replayed(proc, session, h.reg, h.upTo)
+	if h.readErr == nil && r.seq != nil && r.position() > 0 {
+		r.cache.replayed(proc, session, h.reg, r.position())
 	}
 	r.finish(h, proc, reg)
 }

@@ -55,6 +55,10 @@ type Retention struct {
 	mu     sync.Mutex
 	jobs   map[string]*retention // by nspace
 	closed bool
+	// stamp, once set (SetStamp), stamps a client with the dispatch's
+	// place in the events stream, and events are judged by their
+	// events-stream sequence; until then by the job-events stream's.
+	stamp func(context.Context) (uint64, error)
 }
 
 // RetentionConfig is what NewRetention needs.
@@ -72,6 +76,16 @@ func (t *Retention) SetCache(c *jetstream.EventCache) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cache = c
+}
+
+// SetStamp has clients stamped by stamp: the events stream's last
+// sequence. Every later event was stored, and so dispatched, once the
+// client was attached: it received them. Earlier ones are owed until a
+// replay recorded by Replayed, in the same sequence, covers them.
+func (t *Retention) SetStamp(stamp func(context.Context) (uint64, error)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stamp = stamp
 }
 
 // NewRetention returns a Retention with no job yet.
@@ -127,7 +141,7 @@ type replayRecord struct {
 	proc    pmix.Proc
 	session string
 	g       bus.Registration
-	upTo    uint64 // in the job-events stream
+	upTo    uint64 // the sequence judged by (owedLocked)
 }
 
 func retainerName(cluster, node, nspace string) string {
@@ -227,8 +241,12 @@ func (t *Retention) Ensure(ctx context.Context, nspace string) {
 		worked = ret
 		if stamp := t.unstampedLocked(ret); len(stamp) > 0 {
 			ret.busy = true
+			stampOf := t.cache.LastJobSeq
+			if t.stamp != nil {
+				stampOf = t.stamp
+			}
 			t.mu.Unlock()
-			seq, err := t.cache.LastJobSeq(ctx)
+			seq, err := stampOf(ctx)
 			t.mu.Lock()
 			ret.busy = false
 			if err != nil {
@@ -344,9 +362,13 @@ func (t *Retention) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 		t.mu.Unlock()
 		return
 	}
+	seq := m.Seq
+	if t.stamp != nil {
+		seq = m.EventSeq
+	}
 	owed := false
 	for _, r := range ret.local {
-		if t.owedLocked(ret, r, m.Seq, decoded, sc, ev) {
+		if t.owedLocked(ret, r, seq, decoded, sc, ev) {
 			owed = true
 			break
 		}
@@ -383,7 +405,8 @@ func decodeRetained(m *jetstream.RetainedMsg) (*event.Message, subjects.Scope, b
 }
 
 // owedLocked reports whether local client rank r is still owed the event
-// at sequence seq of the job-events stream.
+// at sequence seq (of the events stream with a stamp set, else of the
+// job-events stream).
 func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) bool {
 	if ret.gone[r] {
 		return false
@@ -405,7 +428,8 @@ func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded 
 }
 
 // Replayed records that the cache was replayed, in full up to sequence
-// upTo of the job-events stream, to registration g of client p: p has
+// upTo (of the events stream with a stamp set, else of the job-events
+// stream), to registration g of client p: p has
 // received the retained events g accepts. The consumer gives its events
 // again to settle them.
 func (t *Retention) Replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64) {

@@ -66,6 +66,7 @@ type sequencer struct {
 	ctx     context.Context
 
 	fetched, lost, dups atomic.Uint64
+	tailDue             atomic.Bool // a CheckTail is posted and has not run
 }
 
 // seqFetchTimeout bounds one fetch of a gap.
@@ -119,14 +120,19 @@ func (r *Router) SeqStats() SeqStats {
 	return SeqStats{Next: next, Fetched: r.seq.fetched.Load(), Lost: r.seq.lost.Load(), Duplicates: r.seq.dups.Load()}
 }
 
+// position is the last sequence dispatched. Only the dispatch goroutine
+// calls it.
+func (r *Router) position() uint64 { return max(r.seq.next, 1) - 1 }
+
 // CheckTail has the dispatch goroutine fetch what the stream stored and
 // no copy brought: after a slow consumer's drop, a leader election, a
 // reconnect, and now and then.
 func (r *Router) CheckTail() {
-	if r.seq == nil {
-		return
+	if r.seq == nil || !r.seq.tailDue.CompareAndSwap(false, true) {
+		return // one is due already: a flood's drops ask for many
 	}
 	r.post(func() {
+		r.seq.tailDue.Store(false)
 		ctx, cancel := context.WithTimeout(r.seq.ctx, seqFetchTimeout)
 		defer cancel()
 		last, err := r.seq.src.lastSeq(ctx)
@@ -233,7 +239,19 @@ func retrySeq(ctx context.Context, read func() error) error {
 const seqRetryPause = 200 * time.Millisecond
 
 // dispatchSeq runs an event of the stream's order through the chains.
+//
+// Another node's copy is for none of its clients (event.For). An event
+// stored under two scopes of this agent (a CUSTOM event raised by agents
+// of two clusters: to the hosting agents' scopes by one, to the nspace by
+// another, with one id) runs once.
 func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
+	if k := sc.Kind(); (k == subjects.KindNode || k == subjects.KindAgent) && sc.Target().Node != r.place.Node {
+		return
+	}
+	if !r.seen.add(m.ID) {
+		r.stats.duplicates.Add(1)
+		return
+	}
 	r.stats.received.Add(1)
 	if r.holdForCatchup(sc, m) {
 		return
@@ -290,7 +308,7 @@ func (r *Router) placeHold(h *hold) {
 	defer r.holdMu.Unlock()
 	c := h.c
 	if !c.waiting {
-		c.waiting, c.upTo = true, r.seq.next-1
+		c.waiting, c.upTo = true, r.position()
 	}
 	h.upTo = c.upTo
 }

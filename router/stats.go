@@ -12,6 +12,10 @@ type Stats struct {
 	CaughtUp                       uint64 // GLOBAL events run from other clusters' caches
 	Catchups                       uint64 // catch-ups completed
 	Subscriptions                  int
+	// The sequenced dispatch's: copies of cached events NATS dropped
+	// (the inbox was full), events fetched from the cache for gaps, and
+	// events neither stream held any more when fetched.
+	CopiesDropped, Fetched, Lost uint64
 }
 
 // Stats returns the router's counters; safe at any time.
@@ -24,6 +28,12 @@ func (r *Router) Stats() Stats {
 		Subscriptions: r.subscriptions(),
 	}
 	s.JobDropped, s.EnvDropped = r.droppedByKind()
+	if q := r.seq; q != nil {
+		if d, err := q.sub.Dropped(); err == nil {
+			s.CopiesDropped = uint64(d)
+		}
+		s.Fetched, s.Lost = q.fetched.Load(), q.lost.Load()
+	}
 	return s
 }
 
