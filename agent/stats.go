@@ -23,11 +23,9 @@ type Stats struct {
 	EventsReceived  uint64 // arrived on the agent's subscriptions (once each)
 	EventsMalformed uint64 // arrived but could not be decoded, and dropped
 	EventsDropped   uint64 // dropped by NATS before the agent read them: its inbox was full (slow consumer)
-	// Of EventsDropped, the job events (the rest are environment
-	// events), and the job events the agent then recovered from the
-	// cache and delivered (docs/cache.md).
-	JobEventsDropped   uint64
-	JobEventsRecovered uint64
+	// Of EventsDropped, the transient job events (the rest are
+	// environment events or cached ones).
+	JobEventsDropped uint64
 	// Cached events: of EventsDropped, those NATS dropped (the copies
 	// the events stream republished); those the agent fetched from the
 	// cache for the gaps in its sequence, and those it found no stream
@@ -119,7 +117,6 @@ func (a *Agent) Stats() Stats {
 		s.RegistrationsHeld = rs.Held
 		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped+rs.CopiesDropped, rs.JobDropped
 		s.CachedEventsDropped, s.CachedEventsFetched, s.CachedEventsLost = rs.CopiesDropped, rs.Fetched, rs.Lost
-		s.JobEventsRecovered = rs.JobRecovered
 		s.Subscriptions = rs.Subscriptions
 	}
 	return s

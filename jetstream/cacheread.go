@@ -401,6 +401,13 @@ func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string
 	for _, flt := range filters {
 		curs = append(curs, &cursor{nc: nc, api: api, filter: flt, next: after + 1, upTo: upTo, batch: batch})
 	}
+	return merge(ctx, curs, func(m CachedMsg) uint64 { return m.Seq }, f)
+}
+
+// merge passes to f the messages of curs in the order of key, each key
+// once (filters overlap; an event and its copy share their event's
+// sequence).
+func merge(ctx context.Context, curs []*cursor, key func(CachedMsg) uint64, f func(CachedMsg) error) error {
 	var last uint64
 	for {
 		var best *cursor
@@ -408,7 +415,7 @@ func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string
 			if err := cu.fill(ctx); err != nil {
 				return err
 			}
-			if len(cu.buf) > 0 && (best == nil || cu.buf[0].Seq < best.buf[0].Seq) {
+			if len(cu.buf) > 0 && (best == nil || key(cu.buf[0]) < key(best.buf[0])) {
 				best = cu
 			}
 		}
@@ -418,10 +425,11 @@ func scanStream(ctx context.Context, nc *nats.Conn, api string, filters []string
 		m := best.buf[0]
 		best.buf[0] = CachedMsg{}
 		best.buf = best.buf[1:]
-		if m.Seq == last {
+		k := key(m)
+		if k == last {
 			continue
 		}
-		last = m.Seq
+		last = k
 		if err := f(m); err != nil {
 			return err
 		}

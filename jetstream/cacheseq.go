@@ -250,6 +250,10 @@ func decodeHeaders(b []byte) nats.Header {
 	return h
 }
 
+// replayBatch bounds the messages of one answer to a replay's read of a
+// subject: the cache's default size (512) and more.
+const replayBatch = 1024
+
 // ReplayTo passes to f, a batch at a time, in the events stream's order,
 // the cached events on filters whose sequences are from from to upTo: the
 // events stream's, and the copies on jobFilters of the job events it
@@ -276,8 +280,12 @@ func (c *EventCache) ReplayTo(ctx context.Context, filters, jobFilters []string,
 			cu.close()
 		}
 	}()
-	nfilters := max(len(filters)+len(jobFilters), 1)
-	batch := max(directBatch/nfilters, 16)
+	// One answer reads a subject's messages at one instant (the server
+	// isolates a direct get from the stream's writes), so a subject whose
+	// cached events fit one answer is read whole, none skipped for a
+	// flood that evicts the stream while the read goes on; the answer's
+	// bytes are bounded (directMaxBytes).
+	const batch = replayBatch
 	events := "$JS.API.DIRECT.GET." + EventStreamName(c.cfg.Cluster)
 	for _, flt := range filters {
 		cu := &cursor{nc: nc, api: events, filter: flt, next: from, upTo: upTo, batch: batch}
@@ -300,29 +308,14 @@ func (c *EventCache) ReplayTo(ctx context.Context, filters, jobFilters []string,
 		curs = append(curs, &cursor{nc: nc, api: jobs, filter: flt, next: 1, upTo: ^uint64(0), batch: batch, eventUpTo: upTo})
 	}
 	out := emitter{f: f, size: defaultReplayBatch}
-	var last uint64
-	for {
-		var best *cursor
-		for _, cu := range curs {
-			if err := cu.fill(ctx); err != nil {
-				return err
-			}
-			if len(cu.buf) > 0 && (best == nil || cu.buf[0].EventSeq < best.buf[0].EventSeq) {
-				best = cu
-			}
+	err := merge(ctx, curs, func(m CachedMsg) uint64 { return m.EventSeq }, func(m CachedMsg) error {
+		if m.EventSeq < from {
+			return nil
 		}
-		if best == nil {
-			return out.flush()
-		}
-		m := best.buf[0]
-		best.buf[0] = CachedMsg{}
-		best.buf = best.buf[1:]
-		if m.EventSeq == last || m.EventSeq < from { // an event and its copy, or two filters
-			continue
-		}
-		last = m.EventSeq
-		if err := out.add(m); err != nil {
-			return err
-		}
+		return out.add(m)
+	})
+	if err != nil {
+		return err
 	}
+	return out.flush()
 }

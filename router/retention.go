@@ -55,9 +55,9 @@ type Retention struct {
 	mu     sync.Mutex
 	jobs   map[string]*retention // by nspace
 	closed bool
-	// stamp, once set (SetStamp), stamps a client with the dispatch's
-	// place in the events stream, and events are judged by their
-	// events-stream sequence; until then by the job-events stream's.
+	// stamp reads the events stream's last sequence, a client's stamp
+	// when it attaches (SetStamp); events are judged by their sequence
+	// there.
 	stamp func(context.Context) (uint64, error)
 }
 
@@ -123,9 +123,10 @@ type retention struct {
 	// round is closed when a call of ensureRetention that did the work
 	// ends (and replaced): a hello waits on it for its client's stamp.
 	round chan struct{}
-	// attachedAt holds, for each attached local client, the job-events
-	// stream's last sequence just after it attached: it has received every
-	// later event. A client not in it (not attached, or not stamped yet) is
+	// attachedAt holds, for each attached local client, the events
+	// stream's last sequence just after it attached: it has received
+	// every later event. A client not in it (not attached, or not
+	// stamped yet) is
 	// owed every event.
 	attachedAt map[pmix.Rank]uint64
 	gone       map[pmix.Rank]bool // deregistered by the host: owed nothing
@@ -141,7 +142,7 @@ type replayRecord struct {
 	proc    pmix.Proc
 	session string
 	g       bus.Registration
-	upTo    uint64 // the sequence judged by (owedLocked)
+	upTo    uint64 // in the events stream
 }
 
 func retainerName(cluster, node, nspace string) string {
@@ -235,16 +236,13 @@ func (t *Retention) Ensure(ctx context.Context, nspace string) {
 	}()
 	for range 4 {
 		ret := t.jobs[nspace]
-		if ret == nil || ret.busy || t.closed || t.cache == nil {
+		if ret == nil || ret.busy || t.closed || t.cache == nil || t.stamp == nil {
 			return
 		}
 		worked = ret
 		if stamp := t.unstampedLocked(ret); len(stamp) > 0 {
 			ret.busy = true
-			stampOf := t.cache.LastJobSeq
-			if t.stamp != nil {
-				stampOf = t.stamp
-			}
+			stampOf := t.stamp
 			t.mu.Unlock()
 			seq, err := stampOf(ctx)
 			t.mu.Lock()
@@ -362,13 +360,9 @@ func (t *Retention) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 		t.mu.Unlock()
 		return
 	}
-	seq := m.Seq
-	if t.stamp != nil {
-		seq = m.EventSeq
-	}
 	owed := false
 	for _, r := range ret.local {
-		if t.owedLocked(ret, r, seq, decoded, sc, ev) {
+		if t.owedLocked(ret, r, m.EventSeq, decoded, sc, ev) {
 			owed = true
 			break
 		}
@@ -405,8 +399,7 @@ func decodeRetained(m *jetstream.RetainedMsg) (*event.Message, subjects.Scope, b
 }
 
 // owedLocked reports whether local client rank r is still owed the event
-// at sequence seq (of the events stream with a stamp set, else of the
-// job-events stream).
+// at sequence seq of the events stream.
 func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) bool {
 	if ret.gone[r] {
 		return false
@@ -428,8 +421,7 @@ func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded 
 }
 
 // Replayed records that the cache was replayed, in full up to sequence
-// upTo (of the events stream with a stamp set, else of the job-events
-// stream), to registration g of client p: p has
+// upTo of the events stream, to registration g of client p: p has
 // received the retained events g accepts. The consumer gives its events
 // again to settle them.
 func (t *Retention) Replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64) {

@@ -6,9 +6,7 @@ type Stats struct {
 	Delivered                      uint64 // live deliveries to a client's chain
 	Replayed                       uint64 // cached events replayed to new registrations
 	Held                           int    // registrations being replayed to now
-	JobDropped, EnvDropped         uint64 // dropped by NATS: the inbox was full
-	JobRecovered                   uint64 // dropped job events recovered from the cache
-	Recoveries                     uint64 // recovery rounds done
+	JobDropped, EnvDropped         uint64 // transient events dropped by NATS: the inbox was full
 	CaughtUp                       uint64 // GLOBAL events run from other clusters' caches
 	Catchups                       uint64 // catch-ups completed
 	Subscriptions                  int
@@ -23,7 +21,6 @@ func (r *Router) Stats() Stats {
 	s := Stats{
 		Published: r.stats.published.Load(), Received: r.stats.received.Load(), Malformed: r.stats.malformed.Load(),
 		Delivered: r.stats.delivered.Load(), Replayed: r.stats.replayed.Load(), Held: int(r.nholds.Load()),
-		JobRecovered: r.rec.recovered.Load(), Recoveries: r.rec.rounds.Load(),
 		CaughtUp: r.catchup.caughtUp.Load(), Catchups: r.catchupRun.done.Load(),
 		Subscriptions: r.subscriptions(),
 	}
