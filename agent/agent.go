@@ -246,8 +246,8 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	a.router = router.New(router.Config{
 		Transport: router.NATS(a.nc), Place: a.place(), Host: routerHost{a},
-		Cache: a.cache, Replayed: a.retention.Replayed,
-		Log: a.log, Done: a.done, Ctx: a.ctx, Inbox: a.cfg.inboxSize,
+		Replayed: a.retention.Replayed,
+		Log:      a.log, Done: a.done, Inbox: a.cfg.inboxSize,
 	})
 	a.link = router.NewLink(router.LinkConfig{
 		Router: a.router, NATS: a.nc, Cluster: a.cfg.Cluster, Log: a.log, Ctx: a.ctx, Done: a.done, GoFunc: a.goFunc,
@@ -257,12 +257,8 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			}
 		},
 	})
-	if a.cfg.SequencedEvents {
-		if err := a.startSequence(); err != nil {
-			return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
-		}
-	} else if err := a.router.Mark(ctx); err != nil {
-		a.log.Warn("cannot read the event cache's last sequences; dropped job events are recovered only after a job event the agent received", "err", err)
+	if err := a.startSequence(); err != nil {
+		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}
 	if err := a.startPublishLookup(ctx); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "publish/lookup: %w", err)

@@ -80,6 +80,7 @@ func (a *Agent) startSequence() error {
 	if err := a.router.Sequence(a.ctx, a.cache); err != nil {
 		return err
 	}
+	a.retention.SetStamp(a.cache.LastSeq)
 	advisory := "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + jetstream.EventStreamName(string(a.cfg.Cluster))
 	if _, err := a.nc.Subscribe(advisory, func(*nats.Msg) { a.router.CheckTail() }); err != nil {
 		return err

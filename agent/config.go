@@ -104,11 +104,6 @@ type Config struct {
 	CacheMaxAge   time.Duration
 	CacheMaxBytes int64
 	CacheMemory   bool
-	// SequencedEvents takes the cached events from the events stream's
-	// copies, in stream order, and replays a new registration up to its
-	// place in that order (router.Sequence, docs/cache.md). Not the
-	// default yet: a replay does not settle retention for its client.
-	SequencedEvents bool
 	// CacheStatsInterval is how often the agent checks the cache for
 	// evictions, which it counts and logs. Zero is 5 s.
 	CacheStatsInterval time.Duration

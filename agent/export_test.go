@@ -6,9 +6,6 @@ import "github.com/pmixbus/pmixbus/pmix"
 // overflows it with a few.
 func SetInboxSize(cfg *Config, n int) { cfg.inboxSize = n }
 
-// Recoveries counts the recoveries of dropped job events an agent ran.
-func (a *Agent) Recoveries() uint64 { return a.router.Stats().Recoveries }
-
 // OpenConns counts the connections the agent has accepted and not closed,
 // authenticated or not.
 func (a *Agent) OpenConns() int {

@@ -23,13 +23,16 @@ type Stats struct {
 	EventsReceived  uint64 // arrived on the agent's subscriptions (once each)
 	EventsMalformed uint64 // arrived but could not be decoded, and dropped
 	EventsDropped   uint64 // dropped by NATS before the agent read them: its inbox was full (slow consumer)
-	// Of EventsDropped, the job events (the rest are environment
-	// events), and the job events the agent then recovered from the
-	// cache and delivered (docs/cache.md).
-	JobEventsDropped   uint64
-	JobEventsRecovered uint64
-	ChainsStarted      uint64 // live deliveries to a local client's chain
-	ChainsReplayed     uint64 // cached events replayed to new registrations
+	// Of EventsDropped, the transient job events (the rest are
+	// environment events or cached ones).
+	JobEventsDropped uint64
+	// Cached events: of EventsDropped, those NATS dropped (the copies
+	// the events stream republished); those the agent fetched from the
+	// cache for the gaps in its sequence, and those it found no stream
+	// held any more, lost (docs/cache.md).
+	CachedEventsDropped, CachedEventsFetched, CachedEventsLost uint64
+	ChainsStarted                                              uint64 // live deliveries to a local client's chain
+	ChainsReplayed                                             uint64 // cached events replayed to new registrations
 	// ChainsWaiting counts live deliveries waiting for room in their
 	// client's window of chains in flight (Config.ChainWindow).
 	ChainsWaiting int
@@ -112,8 +115,8 @@ func (a *Agent) Stats() Stats {
 			s.ChainsWaiting += rc.Window().Waiting()
 		}
 		s.RegistrationsHeld = rs.Held
-		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped, rs.JobDropped
-		s.JobEventsRecovered = rs.JobRecovered
+		s.EventsDropped, s.JobEventsDropped = rs.JobDropped+rs.EnvDropped+rs.CopiesDropped, rs.JobDropped
+		s.CachedEventsDropped, s.CachedEventsFetched, s.CachedEventsLost = rs.CopiesDropped, rs.Fetched, rs.Lost
 		s.Subscriptions = rs.Subscriptions
 	}
 	return s

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -75,15 +74,6 @@ func newSetup(ctx context.Context, nAgents, nClients int, tune func(*agent.Confi
 // setupOf starts a setup on cluster c, with one job of benchCluster whose
 // rank r runs on ranks[r], each agent's configuration adjusted by tune.
 func setupOf(ctx context.Context, c agenttest.Cluster, ranks []string, tune func(*agent.Config)) (*setup, error) {
-	if os.Getenv("PMIXBUS_SEQUENCED_EVENTS") == "1" { // the handoff by sequence, until it is the default
-		prev := tune
-		tune = func(c *agent.Config) {
-			c.SequencedEvents = true
-			if prev != nil {
-				prev(c)
-			}
-		}
-	}
 	w, err := agenttest.New(ctx, agenttest.Spec{
 		Clusters: []agenttest.Cluster{c},
 		Jobs:     []agenttest.Job{{Cluster: c.ID, Nspace: "bench", Session: "s", Nodes: ranks}},

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
-	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -108,9 +107,6 @@ type EventCache struct {
 	js     natsjs.JetStream
 	events natsjs.Stream
 	jobs   natsjs.Stream
-	// patience is how long a barrier waits for the stream to store
-	// something before giving up (requestTimeout; tests shorten it).
-	patience time.Duration
 }
 
 // OpenEventCache creates the streams, or updates their limits to cfg's, in
@@ -139,7 +135,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	jobs, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
 		Name:        JobStreamName(cfg.Cluster),
 		Description: "pmixbus job events of cluster " + cfg.Cluster + ", kept until local clients received them",
-		Subjects:    append(slices.Clone(cfg.JobSubjects), barrierSubject(cfg.Cluster, "jobs")),
+		Subjects:    cfg.JobSubjects,
 		Retention:   natsjs.InterestPolicy,
 		Discard:     natsjs.DiscardOld,
 		MaxMsgs:     jobMax,
@@ -154,7 +150,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	events, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
 		Name:        EventStreamName(cfg.Cluster),
 		Description: "pmixbus event cache of cluster " + cfg.Cluster,
-		Subjects:    append(slices.Clone(cfg.Subjects), barrierSubject(cfg.Cluster, "events")),
+		Subjects:    cfg.Subjects,
 		Retention:   natsjs.LimitsPolicy,
 		Discard:     natsjs.DiscardOld,
 		MaxMsgs:     cfg.MaxMsgs,
@@ -169,7 +165,7 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	if err != nil {
 		return nil, kvError(err, "event cache stream")
 	}
-	return &EventCache{cfg: cfg, js: js, events: events, jobs: jobs, patience: requestTimeout}, nil
+	return &EventCache{cfg: cfg, js: js, events: events, jobs: jobs}, nil
 }
 
 func orNoLimit(n int64) int64 {
@@ -223,32 +219,6 @@ type CachedMsg struct {
 	// of the job-events stream.
 	EventSeq uint64
 }
-
-// barrierSubject is a subject a cache stream captures only for Sync: nothing
-// is ever stored on it.
-func barrierSubject(cluster, stream string) string {
-	return "pmixbus.cachebarrier." + cluster + "." + stream
-}
-
-// Sync returns once both streams have stored every message that reached
-// the server before the call: JetStream stores a stream's messages from a
-// queue, after it has already delivered them to subscribers, so a reader
-// that has just subscribed could otherwise miss an event that was neither
-// delivered to it nor stored yet. Sync publishes to each stream a message
-// it is certain to refuse (it expects a last sequence the stream cannot
-// have); the refusal comes back only once the queue ahead of it is stored,
-// and nothing is stored for it. The events stream's goes first, so the
-// job-events copies of what it stored are stored too.
-//
-// Errors: as Stats.
-func (c *EventCache) Sync(ctx context.Context) error {
-	_, errEvents := c.mark(ctx, "events")
-	_, errJobs := c.mark(ctx, "jobs")
-	return errors.Join(errEvents, errJobs)
-}
-
-// barrierSeq is the last sequence a barrier expects: no stream has it.
-const barrierSeq = math.MaxUint64
 
 // RetainedMsg is a job event a retainer was given: Ack releases it.
 type RetainedMsg struct {
@@ -308,8 +278,10 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 		if err != nil {
 			return
 		}
+		// A copy carries its event's sequence in the events stream.
+		evSeq, _ := strconv.ParseUint(m.Headers().Get(hdrSequence), 10, 64)
 		f(&RetainedMsg{
-			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream},
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream, EventSeq: evSeq},
 			Pending:   meta.NumPending,
 			msg:       m,
 		})
@@ -348,17 +320,6 @@ func (r *Retainer) Backlog(ctx context.Context) (uint64, error) {
 		return 0, kvError(err, "job event consumer info")
 	}
 	return uint64(info.NumAckPending) + info.NumPending, nil
-}
-
-// LastJobSeq returns the job-events stream's last sequence once it has
-// stored everything published before the call, and the copies of all of
-// it: the events stream is marked first, which leaves the copies of what
-// it stored before the mark queued ahead of the job-events stream's mark.
-func (c *EventCache) LastJobSeq(ctx context.Context) (uint64, error) {
-	if _, err := c.mark(ctx, "events"); err != nil {
-		return 0, err
-	}
-	return c.mark(ctx, "jobs")
 }
 
 // Stop stops delivering messages; the consumer and its retention remain.

@@ -35,31 +35,6 @@ func publish(t *testing.T, nc *nats.Conn, subj, id string) {
 	}
 }
 
-// A read right after a burst of publishes sees all of them, in order:
-// Read waits for the streams to store what reached the server first.
-func TestReadSeesEverythingPublishedBefore(t *testing.T) {
-	c, nc := openTestCache(t, 10000)
-	const n = 3000
-	for i := range n {
-		publish(t, nc, "ev.x", fmt.Sprint(i))
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Read(t.Context(), []string{"ev.x"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != n {
-		t.Fatalf("read %d of %d", len(got), n)
-	}
-	for i, m := range got {
-		if m.ID != fmt.Sprint(i) {
-			t.Fatalf("message %d is %s", i, m.ID)
-		}
-	}
-}
-
 // The events stream keeps the newest MaxMsgs and counts the rest as
 // evicted; a job event retained in the job stream and evicted from the
 // events stream comes back first, once.
@@ -80,20 +55,17 @@ func TestEvictionAndRetainedOrder(t *testing.T) {
 	for i := range 5 {
 		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.Stats(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Msgs != 3 || st.Evicted != 3 || st.JobMsgs != 1 {
-		t.Fatalf("stats %+v; want 3 cached, 3 evicted, 1 job event", st)
-	}
-	got, err := c.Read(t.Context(), []string{"ev.*"}, []string{"job.*"})
+	clustertest.WaitFor(t, waitTime, func() error {
+		st, err := c.Stats(t.Context())
+		if err != nil {
+			return err
+		}
+		if st.Msgs != 3 || st.Evicted != 3 || st.JobMsgs != 1 {
+			return fmt.Errorf("stats %+v; want 3 cached, 3 evicted, 1 job event", st)
+		}
+		return nil
+	})
+	got, err := readAll(t, c, 6, []string{"ev.*"}, []string{"job.*"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +152,35 @@ func openBacklog(t *testing.T, n int) *EventCache {
 	return c
 }
 
+// waitStored waits until the events stream's last sequence reaches n.
+func waitStored(t *testing.T, c *EventCache, n uint64) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		last, err := c.LastSeq(t.Context())
+		if err != nil {
+			return err
+		}
+		if last < n {
+			return fmt.Errorf("%d of %d stored", last, n)
+		}
+		return nil
+	})
+}
+
+// readAll waits until the events stream stored n events and reads what a
+// registration placed at n is owed: the events on filters, and the copies
+// on jobFilters of the job events evicted.
+func readAll(t *testing.T, c *EventCache, n uint64, filters, jobFilters []string) ([]CachedMsg, error) {
+	t.Helper()
+	waitStored(t, c, n)
+	var out []CachedMsg
+	err := c.ReplayTo(t.Context(), filters, jobFilters, 1, n, func(b []CachedMsg) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, err
+}
+
 func jobState(t *testing.T, c *EventCache) (msgs uint64, consumers int) {
 	t.Helper()
 	info, err := c.jobs.Info(t.Context())
@@ -207,7 +208,11 @@ func TestReadBacklogKeepsRetention(t *testing.T) {
 			// 2-core machine: a generous bound, this is not a speed test.
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			got, err := c.Read(ctx, nil, []string{"job.j"})
+			var got []CachedMsg
+			err := c.ReplayTo(ctx, nil, []string{"job.j"}, 1, ^uint64(0), func(b []CachedMsg) error {
+				got = append(got, b...)
+				return nil
+			})
 			if err != nil {
 				t.Error(err)
 				return
@@ -219,82 +224,10 @@ func TestReadBacklogKeepsRetention(t *testing.T) {
 	}
 	wg.Wait()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
-	_, _ = c.Read(ctx, []string{"ev.j"}, []string{"job.j"}) // ends early
+	_ = c.ReplayTo(ctx, []string{"ev.j"}, []string{"job.j"}, 1, ^uint64(0), func([]CachedMsg) error { return nil }) // ends early
 	cancel()
 	if msgs, consumers := jobState(t, c); msgs != n || consumers != 1 {
 		t.Fatalf("job-events stream holds %d messages and %d consumers; want %d and the retainer", msgs, consumers, n)
-	}
-}
-
-// Replay hands over what it reads in batches of at most BatchSize, after
-// Marked.
-func TestReplayInBatches(t *testing.T) {
-	c, nc := openTestCache(t, 10000)
-	for i := range 1000 {
-		publish(t, nc, "ev.x", fmt.Sprint(i))
-	}
-	var marked ReadPoint
-	var sizes []int
-	next := 0
-	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
-		BatchSize: 100,
-		Marked:    func(rp ReadPoint) { marked = rp },
-		Batch: func(b []CachedMsg) error {
-			if marked.Events == 0 {
-				t.Error("a batch before Marked")
-			}
-			sizes = append(sizes, len(b))
-			for _, m := range b {
-				if m.ID != fmt.Sprint(next) {
-					t.Fatalf("message %d is %s", next, m.ID)
-				}
-				next++
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rp != marked || rp.Events != 1000 || next != 1000 || len(sizes) != 10 {
-		t.Fatalf("read point %+v, marked %+v, %d messages in batches %v", rp, marked, next, sizes)
-	}
-}
-
-// A job event the events stream evicts while a replay reads it comes from
-// its retained copy, in its place: a flood during a long replay loses no
-// retained job event.
-func TestEvictedDuringReplayComesFromCopy(t *testing.T) {
-	c, nc := openTestCache(t, 4)
-	retainAll(t, c, "keep", "job.*")
-	publish(t, nc, "ev.j", "job-old")
-	for i := range 4 { // job-old is evicted
-		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
-	}
-	for i := range 2 {
-		publish(t, nc, "ev.j", fmt.Sprint("job-", i))
-	}
-	if err := c.Sync(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	flooded := false
-	_, err := c.Replay(t.Context(), []string{"ev.*"}, []string{"job.*"}, ReplayOptions{BatchSize: 1, Batch: func(b []CachedMsg) error {
-		ids = append(ids, b[0].ID)
-		if !flooded { // after job-old, before the events stream is read
-			flooded = true
-			for i := range 8 {
-				publish(t, nc, "ev.e", fmt.Sprint("late-", i))
-			}
-			return c.Sync(t.Context())
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(ids) != "[job-old job-0 job-1]" {
-		t.Fatalf("replayed %v", ids)
 	}
 }
 
@@ -395,53 +328,9 @@ func TestConcurrentRetainerDeletesKeepOthers(t *testing.T) {
 	}
 }
 
-// With JobsAfterMarked, the job-events read point is fixed after Marked:
-// every event at or below the events stream's read point has its copy at
-// or below the job-events stream's, the events stream's copies of what it
-// stored before its mark being queued ahead of the later mark; copies of
-// events newer than that read point come last, once.
-func TestReplayJobsAfterMarked(t *testing.T) {
-	c, nc := openTestCache(t, 4)
-	retainAll(t, c, "keep", "job.*")
-	publish(t, nc, "ev.j", "job-0")
-	for i := range 4 { // job-0 is evicted
-		publish(t, nc, "ev.e", fmt.Sprint("env-", i))
-	}
-	publish(t, nc, "ev.j", "job-1")
-	var ids []string
-	_, err := c.Replay(t.Context(), []string{"ev.j"}, []string{"job.*"}, ReplayOptions{
-		JobsAfterMarked: true,
-		Marked: func(rp ReadPoint) {
-			if rp.Events == 0 || rp.Jobs != 0 {
-				t.Errorf("marked %+v, want the events stream's read point alone", rp)
-			}
-			publish(t, nc, "ev.j", "job-2") // newer than the read point
-			for i := range 4 {              // job-1 is evicted: its copy is read
-				publish(t, nc, "ev.e", fmt.Sprint("late-", i))
-			}
-			if err := c.Sync(t.Context()); err != nil {
-				t.Error(err)
-			}
-		},
-		Batch: func(b []CachedMsg) error {
-			for _, m := range b {
-				ids = append(ids, m.ID)
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(ids) != "[job-0 job-1 job-2]" {
-		t.Fatalf("replayed %v", ids)
-	}
-}
-
 // The job-events stream's copies are made by the events stream, in the
-// order it stores events, each once: a publisher sends an event once, a
-// repeated publish (same id) is not copied twice, and after
-// LastJobSeq every event stored before it has its copy at or below it.
+// order it stores events, each once, with its sequence: a publisher sends
+// an event once, and a repeated publish (same id) is not copied twice.
 func TestEventsStreamMakesTheCopies(t *testing.T) {
 	c, nc := openTestCache(t, 10000)
 	retainAll(t, c, "keep", "job.*")
@@ -451,72 +340,28 @@ func TestEventsStreamMakesTheCopies(t *testing.T) {
 		publish(t, nc, "ev.e", fmt.Sprint("env-", i)) // not a job event: no copy
 	}
 	publish(t, nc, "ev.j", "0") // a repeat: the events stream drops it
-	if err := nc.Flush(); err != nil {
+	waitStored(t, c, 2*n)
+	clustertest.WaitFor(t, waitTime, func() error {
+		if st, err := c.Stats(t.Context()); err != nil || st.JobMsgs != n {
+			return fmt.Errorf("%+v, %v; want %d copies", st, err, n)
+		}
+		return nil
+	})
+	var got []CachedMsg
+	if err := c.ReplayTo(t.Context(), nil, []string{"job.*"}, 1, 2*n+1, func(b []CachedMsg) error {
+		got = append(got, b...)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	last, err := c.LastJobSeq(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.Read(t.Context(), nil, []string{"job.*"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != n || uint64(n) > last {
-		t.Fatalf("%d copies, last job sequence %d; want %d", len(got), last, n)
+	if len(got) != n {
+		t.Fatalf("%d copies; want %d", len(got), n)
 	}
 	for i, m := range got {
-		if m.ID != fmt.Sprint(i) || m.Subject != "job.j" || m.Seq > last {
-			t.Fatalf("copy %d is %s on %s at %d (last %d)", i, m.ID, m.Subject, m.Seq, last)
+		if m.ID != fmt.Sprint(i) || m.Subject != "job.j" || m.EventSeq != uint64(2*i+1) {
+			t.Fatalf("copy %d is %s on %s of event %d", i, m.ID, m.Subject, m.EventSeq)
 		}
 	}
-}
-
-// After skips what a reader has read before.
-func TestReplayAfter(t *testing.T) {
-	c, nc := openTestCache(t, 10000)
-	for i := range 100 {
-		publish(t, nc, "ev.x", fmt.Sprint(i))
-	}
-	got, err := c.Read(t.Context(), []string{"ev.x"}, nil)
-	if err != nil || len(got) != 100 {
-		t.Fatalf("read %d, %v", len(got), err)
-	}
-	var ids []string
-	rp, err := c.Replay(t.Context(), []string{"ev.x"}, nil, ReplayOptions{
-		After: ReadPoint{Events: got[89].Seq},
-		Batch: func(b []CachedMsg) error {
-			for _, m := range b {
-				ids = append(ids, m.ID)
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(ids) != "[90 91 92 93 94 95 96 97 98 99]" || rp.Events != got[99].Seq {
-		t.Fatalf("read %v up to %+v", ids, rp)
-	}
-}
-
-// A barrier behind a long ingest queue waits as long as the stream keeps
-// storing, however much longer than one request's patience that is.
-func TestMarkWaitsWhileTheStreamStores(t *testing.T) {
-	c, nc := openTestCache(t, 1_000_000)
-	c.patience = 250 * time.Millisecond
-	const n = 100_000
-	for range n {
-		if err := nc.Publish("ev.e", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	seq, err := c.mark(t.Context(), "events")
-	if err != nil || seq != n {
-		t.Fatalf("mark after %v: %d, %v; want %d", time.Since(start), seq, err, n)
-	}
-	t.Logf("the barrier waited %v behind %d messages", time.Since(start), n)
 }
 
 // TestCacheShortMaxAge: a cache whose events live less than a minute

@@ -33,14 +33,14 @@ func TestReadClusterEvents(t *testing.T) {
 		}
 		return ids, evicted
 	}
+	stored := uint64(0)
 	publishSynced := func(subj string, ids ...string) {
 		t.Helper()
 		for _, id := range ids {
 			publish(t, nc, subj, id)
 		}
-		if err := c.Sync(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		stored += uint64(len(ids))
+		waitStored(t, c, stored)
 	}
 
 	publishSynced("ev.x", "old1", "old2")
@@ -87,12 +87,14 @@ func TestRemoteReadSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		since := time.Now()
+		last, err := c.LastSeq(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range n {
 			publish(t, ncA, "pmix.evt.global.-3000", fmt.Sprint(n, ".", i))
 		}
-		if err := c.Sync(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		waitStored(t, c, last+uint64(n))
 		var remote, local []time.Duration
 		for range runs {
 			for _, side := range []struct {

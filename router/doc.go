@@ -3,15 +3,15 @@
 // event's range on every node.
 //
 //   - Routing and dispatch (router.go): an event is published on the NATS
-//     subjects of its data range (package event, docs/subjects.md); the
-//     router keeps its subscriptions equal to what its clients'
-//     registrations need, and one dispatch goroutine runs every arriving
-//     event through the chains of the local clients it is for, in the order
-//     the agent received them.
-//   - The cache (docs/cache.md): a new registration is held out of live
-//     chains while the cached events it matches are replayed to it
-//     (replay.go, cache.go); job events NATS dropped from a full inbox are
-//     read back from the cache (recover.go); a job's events are retained for
+//     subjects of its data range (package event, docs/subjects.md); one
+//     dispatch goroutine runs every arriving event through the chains of
+//     the local clients it is for, in the order the agent received them.
+//   - The cache (docs/cache.md): the cluster's cached events arrive as the
+//     events stream's copies and are dispatched strictly in its sequence,
+//     gaps fetched (sequence.go, drops.go); a new registration takes its
+//     place in that sequence and is replayed what is cached up to it
+//     (replay.go, cache.go); transient events come on subscriptions that
+//     follow what the registrations need; a job's events are retained for
 //     its local clients not attached yet (Retention, retention.go).
 //   - The GLOBAL link (Link, globallink.go, globalcatchup.go): GLOBAL events
 //     kept and sent again after a leaf outage, and the other clusters'
@@ -28,9 +28,10 @@
 //
 //	r := router.New(router.Config{
 //		Transport: router.NATS(nc), Place: event.Place{Cluster: "A", Node: "n1"},
-//		Host: host, Cache: cache, Replayed: retention.Replayed, Log: log, Done: done,
+//		Host: host, Replayed: retention.Replayed, Log: log, Done: done,
 //	})
-//	go r.Dispatch() // until done is closed
+//	err := r.Sequence(ctx, cache) // the cluster's *jetstream.EventCache
+//	go r.Dispatch()               // until done is closed
 //	id, replied, err := r.Register(ctx, client, codes, info, handler)
 //	// send the client its reply, then:
 //	replied()

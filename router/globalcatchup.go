@@ -240,3 +240,13 @@ func (r *Router) CatchUpGlobal(ctx context.Context, nc *nats.Conn, others []live
 	}
 	r.catchupRun.done.Add(1)
 }
+
+// isDone reports whether the agent stopped.
+func (r *Router) isDone() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -146,18 +146,7 @@ func (s *MemStream) readSeqs(_ context.Context, from, to uint64, jobFilters []st
 	if to >= from {
 		missing = to - from + 1 - uint64(len(out))
 	}
-	b := make([]cachedEvent, 0, len(out))
-	for _, st := range out {
-		p, err := subjects.Parse(st.subj)
-		if err != nil {
-			continue
-		}
-		m, err := event.UnmarshalMessage(st.data)
-		if err != nil {
-			continue
-		}
-		b = append(b, cachedEvent{sc: p.Scope, m: m, seq: st.seq, evSeq: st.seq})
-	}
+	b := decodeStored(out)
 	if len(b) == 0 {
 		return missing, nil
 	}
@@ -177,4 +166,59 @@ func copyMatches(cluster, subj string, filters []string) bool {
 		}
 	}
 	return false
+}
+
+// replayTo reads what a registration placed at upTo is owed (seqSource):
+// the events stream's messages on filters, and the copies on jobFilters
+// of the job events it evicted.
+func (s *MemStream) replayTo(_ context.Context, filters, jobFilters []string, from, upTo uint64, f func([]cachedEvent) error) error {
+	var out []memStored
+	s.mu.Lock()
+	first := s.last + 1
+	if len(s.msgs) > 0 {
+		first = s.msgs[0].seq
+	}
+	for _, j := range s.jobs {
+		if j.seq >= from && j.seq <= upTo && j.seq < first && len(jobFilters) > 0 && copyMatches(s.cluster, j.subj, jobFilters) {
+			out = append(out, j)
+		}
+	}
+	for _, m := range s.msgs {
+		if m.seq >= from && m.seq <= upTo && subjectMatches(m.subj, filters) {
+			out = append(out, m)
+		}
+	}
+	s.mu.Unlock()
+	b := decodeStored(out)
+	if len(b) == 0 {
+		return nil
+	}
+	return f(b)
+}
+
+// subjectMatches reports whether subj is on one of filters.
+func subjectMatches(subj string, filters []string) bool {
+	for _, p := range filters {
+		if subjects.Match(p, subj) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeStored decodes stored events, skipping malformed ones.
+func decodeStored(out []memStored) []cachedEvent {
+	b := make([]cachedEvent, 0, len(out))
+	for _, st := range out {
+		p, err := subjects.Parse(st.subj)
+		if err != nil {
+			continue
+		}
+		m, err := event.UnmarshalMessage(st.data)
+		if err != nil {
+			continue
+		}
+		b = append(b, cachedEvent{sc: p.Scope, m: m, seq: st.seq, evSeq: st.seq})
+	}
+	return b
 }

@@ -55,6 +55,10 @@ type Retention struct {
 	mu     sync.Mutex
 	jobs   map[string]*retention // by nspace
 	closed bool
+	// stamp reads the events stream's last sequence, a client's stamp
+	// when it attaches (SetStamp); events are judged by their sequence
+	// there.
+	stamp func(context.Context) (uint64, error)
 }
 
 // RetentionConfig is what NewRetention needs.
@@ -72,6 +76,16 @@ func (t *Retention) SetCache(c *jetstream.EventCache) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cache = c
+}
+
+// SetStamp has clients stamped by stamp: the events stream's last
+// sequence. Every later event was stored, and so dispatched, once the
+// client was attached: it received them. Earlier ones are owed until a
+// replay recorded by Replayed, in the same sequence, covers them.
+func (t *Retention) SetStamp(stamp func(context.Context) (uint64, error)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stamp = stamp
 }
 
 // NewRetention returns a Retention with no job yet.
@@ -109,9 +123,10 @@ type retention struct {
 	// round is closed when a call of ensureRetention that did the work
 	// ends (and replaced): a hello waits on it for its client's stamp.
 	round chan struct{}
-	// attachedAt holds, for each attached local client, the job-events
-	// stream's last sequence just after it attached: it has received every
-	// later event. A client not in it (not attached, or not stamped yet) is
+	// attachedAt holds, for each attached local client, the events
+	// stream's last sequence just after it attached: it has received
+	// every later event. A client not in it (not attached, or not
+	// stamped yet) is
 	// owed every event.
 	attachedAt map[pmix.Rank]uint64
 	gone       map[pmix.Rank]bool // deregistered by the host: owed nothing
@@ -127,7 +142,7 @@ type replayRecord struct {
 	proc    pmix.Proc
 	session string
 	g       bus.Registration
-	upTo    uint64 // in the job-events stream
+	upTo    uint64 // in the events stream
 }
 
 func retainerName(cluster, node, nspace string) string {
@@ -221,14 +236,15 @@ func (t *Retention) Ensure(ctx context.Context, nspace string) {
 	}()
 	for range 4 {
 		ret := t.jobs[nspace]
-		if ret == nil || ret.busy || t.closed || t.cache == nil {
+		if ret == nil || ret.busy || t.closed || t.cache == nil || t.stamp == nil {
 			return
 		}
 		worked = ret
 		if stamp := t.unstampedLocked(ret); len(stamp) > 0 {
 			ret.busy = true
+			stampOf := t.stamp
 			t.mu.Unlock()
-			seq, err := t.cache.LastJobSeq(ctx)
+			seq, err := stampOf(ctx)
 			t.mu.Lock()
 			ret.busy = false
 			if err != nil {
@@ -346,7 +362,7 @@ func (t *Retention) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 	}
 	owed := false
 	for _, r := range ret.local {
-		if t.owedLocked(ret, r, m.Seq, decoded, sc, ev) {
+		if t.owedLocked(ret, r, m.EventSeq, decoded, sc, ev) {
 			owed = true
 			break
 		}
@@ -383,7 +399,7 @@ func decodeRetained(m *jetstream.RetainedMsg) (*event.Message, subjects.Scope, b
 }
 
 // owedLocked reports whether local client rank r is still owed the event
-// at sequence seq of the job-events stream.
+// at sequence seq of the events stream.
 func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) bool {
 	if ret.gone[r] {
 		return false
@@ -405,7 +421,7 @@ func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded 
 }
 
 // Replayed records that the cache was replayed, in full up to sequence
-// upTo of the job-events stream, to registration g of client p: p has
+// upTo of the events stream, to registration g of client p: p has
 // received the retained events g accepts. The consumer gives its events
 // again to settle them.
 func (t *Retention) Replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64) {

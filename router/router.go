@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/event"
-	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -35,10 +33,12 @@ type Router struct {
 	nc    Transport
 	place event.Place
 	host  Host
-	cache cacheReader
 	log   *slog.Logger
-	done  <-chan struct{}
-	msgs  chan *nats.Msg
+	// replayed is told of every replay that read the cache to the end
+	// (retention); nil: nobody is.
+	replayed func(p pmix.Proc, session string, g bus.Registration, upTo uint64)
+	done     <-chan struct{}
+	msgs     chan *nats.Msg
 
 	// Work for the dispatch goroutine, which runs it before the next
 	// event: a registration's replay and release.
@@ -58,12 +58,6 @@ type Router struct {
 	nholds  atomic.Int32 // holds in all, read on every event without holdMu
 	holdSeq atomic.Uint64
 
-	// Fences come back through the inbox (see hold), on the router's own
-	// subject, subscribed into msgs on first use.
-	fenceSubj string
-	fenceMu   sync.Mutex
-	fenceSub  Subscription
-
 	// updMu serializes changes to the subscriptions, which subscribe and
 	// unsubscribe under it (buffered writes, never a round trip): needs,
 	// interest and contrib. mu guards subs and scopes, which the dispatch
@@ -81,21 +75,7 @@ type Router struct {
 	catchup    globalCatchup
 	catchupRun catchupState
 
-	// Recovering the job events NATS dropped (recover.go). The dispatch
-	// goroutine alone touches recov, received and replayedIDs: the job
-	// events it received (or recovered), and those it replayed to new
-	// registrations.
-	rec         recoveryState
-	recov       *recovery
-	received    receivedSet
-	replayedIDs receivedSet
-	dropsSeen   uint64 // dropped() when last checked
-	// anchor: every event at or below it was received, recovered or is
-	// lost (the cache's state at the start, then each recovery's read
-	// point); anchorAdds is received.adds then.
-	anchor     readPoint
-	anchorAdds uint64
-	dropBurst  bool // drops began and were logged; the end is not yet
+	dropsSeen uint64 // dropped() when last checked (drops.go)
 
 	// seq dispatches cached events in the events stream's order
 	// (sequence.go); nil while the agent takes them on the subjects of
@@ -126,29 +106,6 @@ type Host interface {
 	GoFunc(f func()) bool
 }
 
-// cacheReader is the event cache as the router reads it (cache.go; the
-// tests have their own).
-type cacheReader interface {
-	// readCache reads the cached events a new registration of client
-	// proc (of session) matches, those at or below after excepted, and
-	// passes them to batch, oldest first, a batch at a time; marked is
-	// called once the read point is fixed, before the first batch. It
-	// returns the read point, and batch's error, or its own when the cache
-	// could not be read to the end (which it logs).
-	readCache(ctx context.Context, proc pmix.Proc, session string, g bus.Registration, after readPoint, marked func(), batch func([]cachedEvent) error) (readPoint, error)
-	// readJobEvents reads the cached job events on filters (the events
-	// stream) and jobFilters (the job-events stream) and passes them to
-	// batch, oldest first, a batch at a time; marked is called once the
-	// read point is fixed, and its error ends the read.
-	// It returns the read point, in the events stream and the job-events
-	// stream.
-	// Messages at or below after are not read.
-	readJobEvents(ctx context.Context, filters, jobFilters []string, after readPoint, marked func() error, batch func([]cachedEvent) error) (events, jobs uint64, err error)
-	// replayed records that the cache was replayed in full, up to upTo in
-	// the job-events stream, to registration g of client p.
-	replayed(p pmix.Proc, session string, g bus.Registration, upTo uint64)
-}
-
 // Recipient is a local client as the router sees it.
 type Recipient interface {
 	// Target returns the client's proc, its job's session and its
@@ -172,8 +129,8 @@ type cachedEvent struct {
 }
 
 // inboxSize bounds the events received but not yet dispatched. NATS drops
-// (and reports as a slow consumer) what does not fit; job events are then
-// recovered from the cache (recover.go).
+// (and reports as a slow consumer) what does not fit; cached events are
+// then fetched from the cache (drops.go).
 const inboxSize = 1 << 16
 
 // flushTimeout bounds the wait for the server to know a registration's
@@ -185,14 +142,11 @@ type Config struct {
 	Transport Transport
 	Place     event.Place // where the agent runs
 	Host      Host
-	// Cache is the cluster's event cache, opened; Replayed is told of
-	// every replay that read it to the end (retention).
-	Cache    *jetstream.EventCache
+	// Replayed is told of every replay that read the cache to the end
+	// (retention).
 	Replayed func(p pmix.Proc, session string, g bus.Registration, upTo uint64)
 	Log      *slog.Logger    // nil discards
 	Done     <-chan struct{} // closed when the agent stops
-	// Ctx ends the router's own reads of the cache (the agent stopping).
-	Ctx context.Context
 	// Inbox bounds the events received and not yet dispatched (0: the
 	// default, 65536).
 	Inbox int
@@ -203,18 +157,14 @@ func New(cfg Config) *Router {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Ctx == nil {
-		cfg.Ctx = context.Background()
-	}
-	c := &jsCache{c: cfg.Cache, place: cfg.Place, log: cfg.Log, ctx: cfg.Ctx, onReplayed: cfg.Replayed}
-	r := newRouter(cfg.Transport, cfg.Place, cfg.Host, c, cfg.Log, cfg.Done, cfg.Inbox)
-	c.r = r
+	r := newRouter(cfg.Transport, cfg.Place, cfg.Host, cfg.Log, cfg.Done, cfg.Inbox)
+	r.replayed = cfg.Replayed
 	return r
 }
 
 // newRouter returns a router whose inbox holds inbox events (inboxSize if
 // zero); a nil log discards.
-func newRouter(nc Transport, place event.Place, host Host, cache cacheReader, log *slog.Logger, done <-chan struct{}, inbox int) *Router {
+func newRouter(nc Transport, place event.Place, host Host, log *slog.Logger, done <-chan struct{}, inbox int) *Router {
 	if inbox <= 0 {
 		inbox = inboxSize
 	}
@@ -222,13 +172,12 @@ func newRouter(nc Transport, place event.Place, host Host, cache cacheReader, lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Router{
-		nc: nc, place: place, host: host, cache: cache, log: log, done: done,
+		nc: nc, place: place, host: host, log: log, done: done,
 		msgs: make(chan *nats.Msg, inbox), ctlSig: make(chan struct{}, 1),
-		holds: make(map[Recipient]*heldClient), fenceSubj: "_INBOX." + nuid.Next(),
-		subs: make(map[string]Subscription), scopes: make(map[string]subjects.Scope),
+		holds: make(map[Recipient]*heldClient),
+		subs:  make(map[string]Subscription), scopes: make(map[string]subjects.Scope),
 		interest: make(map[string]*scopeInterest), contrib: make(map[Recipient]map[bus.ID][]scopeNeed),
-		seen:     newRecentIDs(4096),
-		received: receivedSet{recentIDs: newRecentIDs(receivedIDs)}, replayedIDs: receivedSet{recentIDs: newRecentIDs(receivedIDs)},
+		seen: newRecentIDs(4096),
 	}
 }
 
@@ -246,21 +195,21 @@ func (r *Router) Publish(m *event.Message, from *event.Sender) error {
 	return nil
 }
 
-// register adds a registration to client rc's registry, held out of live
+// Register adds a registration to client rc's registry, held out of live
 // chains until the cached events it matches have been replayed to it, and
-// subscribes to what it needs (see hold). It returns once the events the
-// cache read can return have all been dispatched, or after fenceTimeout.
-// The client's events that arrive after the fence wait for the release,
-// when they run the client's chain with the new registration in it. Call
-// the returned function once the client has its reply: the replay then
-// starts, on the dispatch goroutine. So the registration gets every event
-// once, cached ones first; no replayed invocation precedes the reply; and
-// an event the client, or anyone who heard from it, causes after its call
-// returned reaches it in its chain.
+// subscribes to the transient events it needs. The registration takes its
+// place P in the events stream's order on the dispatch goroutine (see
+// hold): every event for it is either at or below P, dispatched before it
+// was added and read from the cache, or after P, waiting with its client's
+// other events for the release. Call the returned function once the client
+// has its reply: the replay then starts, on the dispatch goroutine. So the
+// registration gets every event once, cached ones first; no replayed
+// invocation precedes the reply; and an event the client, or anyone who
+// heard from it, causes after its call returned reaches it in its chain.
 //
 // A client's registrations are replayed to one at a time. One made while
-// another of the same client is held returns at once and is read for once
-// that one is released; the client's events wait for both.
+// another of the same client is held shares its place and is read for
+// once that one is released; the client's events wait for both.
 func (r *Router) Register(ctx context.Context, rc Recipient, codes []pmix.Status, info []pmix.Info, h bus.Handler) (bus.ID, func(), error) {
 	proc, session, reg, ok := rc.Target()
 	if !ok {
@@ -273,29 +222,31 @@ func (r *Router) Register(ctx context.Context, rc Recipient, codes []pmix.Status
 	if err != nil {
 		return 0, nil, err
 	}
-	if r.seq != nil {
-		return r.registerSeq(ctx, rc, proc, session, reg, id)
-	}
-	hd := r.addHold(ctx, rc, proc, session, reg, id)
 	undo := func(err error) (bus.ID, func(), error) {
-		r.post(func() { r.abandon(hd) })
 		_ = reg.Deregister(id)
 		r.unsubscribe(rc, id)
 		return 0, nil, err
 	}
-	if err := r.ensureFenceSub(); err != nil {
+	g, _ := reg.Lookup(id)
+	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, g)); err != nil {
 		return undo(err)
 	}
-	if err := r.subscribe(ctx, rc, id, r.needsOf(proc, session, hd.reg)); err != nil {
-		return undo(err)
+	placed := make(chan *hold, 1)
+	r.post(func() { placed <- r.placeHold(ctx, rc, proc, session, reg, id) })
+	var hd *hold
+	select {
+	case hd = <-placed:
+	case <-r.done:
+		return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
+	case <-ctx.Done():
+		// It is placed all the same, once the dispatch goroutine gets
+		// to it: abandoned there.
+		r.post(func() { r.abandon(<-placed) })
+		return undo(pmix.Errorf(pmix.ErrTimeout, "registering: %v", ctx.Err()))
 	}
-	if r.subscribed(hd) {
-		if !r.startRead(hd) {
-			return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
-		}
-		if !hd.fenceless {
-			r.awaitFence(ctx, hd)
-		}
+	if r.subscribed(hd) && !r.startRead(hd) {
+		r.post(func() { r.abandon(hd) })
+		return undo(pmix.Errorf(pmix.ErrLostConnection, "the agent is shutting down"))
 	}
 	return id, func() { r.post(func() { hd.replied = true; r.pump(hd) }) }, nil
 }
@@ -329,9 +280,8 @@ const dispatchBatch = 256
 // clients it writes to corked, so a burst costs one write per client
 // rather than one per frame. A client is corked when the batch first runs
 // its chain (corkForBatch), not every client at the start of every batch:
-// that made each message the dispatch goroutine handled, a registration's
-// fence among them, cost two locks per attached client (O(N) per
-// registration with N clients attached).
+// that made each message the dispatch goroutine handled cost two locks per
+// attached client.
 //
 // Control work posted with post runs before any event that arrives after
 // it was posted.
@@ -367,8 +317,7 @@ func (r *Router) Dispatch() {
 }
 
 // checkFull checks for drops (checkDrops) if the inbox was full when the
-// event just taken from it was: one taken after NATS dropped another
-// arrived after it, and must wait for the recovery (recover.go).
+// event just taken from it was (drops.go).
 func (r *Router) checkFull() {
 	if len(r.msgs) >= cap(r.msgs)-1 { // more may have come since it was taken
 		r.checkDrops()
@@ -399,13 +348,6 @@ func (r *Router) runControl() {
 // handle decodes an event and runs the chains of the local clients in its
 // range.
 func (r *Router) handle(msg *nats.Msg) {
-	if msg.Sub != nil && msg.Sub.Subject == r.fenceSubj {
-		if r.recoveryFenced(string(msg.Data)) || r.recov.take(pendingMsg{msg: msg}) {
-			return
-		}
-		r.handleFence(msg)
-		return
-	}
 	if r.seq != nil && msg.Sub.Subject == r.seq.subject {
 		r.copyArrived(msg)
 		return
@@ -425,30 +367,30 @@ func (r *Router) handle(msg *nats.Msg) {
 		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
 	}
+	r.arrived(sc, m)
+}
+
+// arrived runs an event that arrived, transient or cached, unless it came
+// already: through overlapping subscriptions while they change, or stored
+// under two scopes of this agent. Another cluster's GLOBAL event waits
+// while a catch-up is due.
+func (r *Router) arrived(sc subjects.Scope, m *event.Message) {
+	if !r.seen.add(m.ID) {
+		r.stats.duplicates.Add(1)
+		return
+	}
 	if r.holdForCatchup(sc, m) {
 		return
 	}
 	r.receive(sc, m)
 }
 
-// receive runs an arriving event, live or caught up after an outage,
-// unless it came already.
+// receive runs an arriving event: a transient one, a cached one in the
+// stream's order, or one caught up after an outage.
 func (r *Router) receive(sc subjects.Scope, m *event.Message) {
-	if !r.seen.add(m.ID) || (!sc.IsEnvironment() && !r.received.add(m.ID)) {
-		// Through overlapping subscriptions, or recovered before it
-		// came (recover.go).
-		r.stats.duplicates.Add(1)
-		return
-	}
 	r.stats.received.Add(1)
-	if r.recov.take(pendingMsg{sc: sc, m: m}) {
-		return // until the recovery has merged what NATS dropped
-	}
 	r.deliver(sc, m)
 }
-
-// handleFence handles a registration's fence.
-func (r *Router) handleFence(msg *nats.Msg) { r.fenced(string(msg.Data)) }
 
 // deliver runs m through the chain of every attached client it is for.
 // Registrations being replayed to are skipped by the chains; the event
@@ -467,7 +409,7 @@ func (r *Router) deliver(sc subjects.Scope, m *event.Message) int {
 		if d == nil {
 			d = r.newDelivery(m, m.BusEvent(r.place.Cluster))
 		}
-		if holding && r.holdEvent(rc, proc, session, sc, m, d.ev.Event()) {
+		if holding && r.holdEvent(rc, sc, m) {
 			ran++
 			continue // until the release
 		}
@@ -810,6 +752,11 @@ func (r *Router) unsubscribeSubjects(subjs []string) {
 // full (slow consumer), over every Subscription the router has had.
 func (r *Router) dropped() uint64 {
 	job, env := r.droppedByKind()
+	if r.seq != nil {
+		if d, err := r.seq.sub.Dropped(); err == nil {
+			job += uint64(d)
+		}
+	}
 	return job + env
 }
 
@@ -837,12 +784,6 @@ func (r *Router) Close() {
 	r.unsubscribeSubjects(subjs)
 	clear(r.interest)
 	clear(r.contrib)
-	r.fenceMu.Lock()
-	defer r.fenceMu.Unlock()
-	if r.fenceSub != nil {
-		_ = r.fenceSub.Unsubscribe()
-		r.fenceSub = nil
-	}
 }
 
 // recentIDs remembers the last n event ids, to drop an event that arrives

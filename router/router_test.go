@@ -74,13 +74,6 @@ func (h *fakeHost) Outcome(m *event.Message, source, client pmix.Proc, o bus.Out
 		}
 	}
 }
-func (h *fakeHost) readCache(context.Context, pmix.Proc, string, bus.Registration, readPoint, func(), func([]cachedEvent) error) (readPoint, error) {
-	return readPoint{}, nil
-}
-func (h *fakeHost) replayed(pmix.Proc, string, bus.Registration, uint64) {}
-func (h *fakeHost) readJobEvents(context.Context, []string, []string, readPoint, func() error, func([]cachedEvent) error) (uint64, uint64, error) {
-	return 0, 0, nil
-}
 func (h *fakeHost) GoFunc(f func()) bool { go f(); return true }
 
 func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session string) *fakeClient {
@@ -100,7 +93,7 @@ func newFakeClient(t *testing.T, place event.Place, proc pmix.Proc, session stri
 func startRouter(t *testing.T, tr Transport, place event.Place, host Host, inbox int, prepare func(*Router)) *Router {
 	t.Helper()
 	done := make(chan struct{})
-	r := newRouter(tr, place, host, host.(cacheReader), clustertest.Logger(t), done, inbox)
+	r := newRouter(tr, place, host, clustertest.Logger(t), done, inbox)
 	if prepare != nil {
 		prepare(r)
 	}
@@ -207,7 +200,7 @@ func TestRouterSubscriptionCounting(t *testing.T) {
 	host := &fakeHost{clients: []Recipient{c1, c2}}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(&MemTransport{}, place, host, host, clustertest.Logger(t), done, 0)
+	r := newRouter(&MemTransport{}, place, host, clustertest.Logger(t), done, 0)
 	go r.Dispatch()
 	jobOnly := []pmix.Info{pmix.NewInfo(pmix.KeyEventJobLevel, pmix.Bool(true))}
 	register := func(c *fakeClient, codes []pmix.Status) bus.ID {
@@ -296,7 +289,7 @@ func TestRegistrationFlushDoesNotStallDispatch(t *testing.T) {
 	tr := &blockingFlush{MemTransport: &MemTransport{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	done := make(chan struct{})
 	defer close(done)
-	r := newRouter(tr, place, host, host, clustertest.Logger(t), done, 0)
+	r := newRouter(tr, place, host, clustertest.Logger(t), done, 0)
 	go r.Dispatch()
 
 	close(tr.release) // c1's registration goes through

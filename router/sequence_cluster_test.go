@@ -41,7 +41,7 @@ func TestSequencedR3ServerKilled(t *testing.T) {
 	c1 := newFakeClient(t, place, pmix.Proc{Nspace: "jobA", Rank: 1}, "s")
 	host := &fakeHost{clients: []Recipient{c0, c1}, jobs: map[string]map[pmix.Rank]string{"jobA": {0: "n1", 1: "n1"}}}
 	done := make(chan struct{})
-	r := New(Config{Transport: NATS(nc), Place: place, Host: host, Cache: cache, Log: clustertest.Logger(t), Done: done, Ctx: ctx})
+	r := New(Config{Transport: NATS(nc), Place: place, Host: host, Log: clustertest.Logger(t), Done: done})
 	if err := r.Sequence(ctx, cache); err != nil {
 		t.Fatal(err)
 	}

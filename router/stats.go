@@ -6,12 +6,14 @@ type Stats struct {
 	Delivered                      uint64 // live deliveries to a client's chain
 	Replayed                       uint64 // cached events replayed to new registrations
 	Held                           int    // registrations being replayed to now
-	JobDropped, EnvDropped         uint64 // dropped by NATS: the inbox was full
-	JobRecovered                   uint64 // dropped job events recovered from the cache
-	Recoveries                     uint64 // recovery rounds done
+	JobDropped, EnvDropped         uint64 // transient events dropped by NATS: the inbox was full
 	CaughtUp                       uint64 // GLOBAL events run from other clusters' caches
 	Catchups                       uint64 // catch-ups completed
 	Subscriptions                  int
+	// The sequenced dispatch's: copies of cached events NATS dropped
+	// (the inbox was full), events fetched from the cache for gaps, and
+	// events neither stream held any more when fetched.
+	CopiesDropped, Fetched, Lost uint64
 }
 
 // Stats returns the router's counters; safe at any time.
@@ -19,11 +21,16 @@ func (r *Router) Stats() Stats {
 	s := Stats{
 		Published: r.stats.published.Load(), Received: r.stats.received.Load(), Malformed: r.stats.malformed.Load(),
 		Delivered: r.stats.delivered.Load(), Replayed: r.stats.replayed.Load(), Held: int(r.nholds.Load()),
-		JobRecovered: r.rec.recovered.Load(), Recoveries: r.rec.rounds.Load(),
 		CaughtUp: r.catchup.caughtUp.Load(), Catchups: r.catchupRun.done.Load(),
 		Subscriptions: r.subscriptions(),
 	}
 	s.JobDropped, s.EnvDropped = r.droppedByKind()
+	if q := r.seq; q != nil {
+		if d, err := q.sub.Dropped(); err == nil {
+			s.CopiesDropped = uint64(d)
+		}
+		s.Fetched, s.Lost = q.fetched.Load(), q.lost.Load()
+	}
 	return s
 }
 

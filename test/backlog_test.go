@@ -91,11 +91,16 @@ func (s *backlogAgent) jobStream() natsjs.StreamState {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	st, err := js.Stream(s.t.Context(), jetstream.JobStreamName("A"))
+	// Longer than nats.go's 5 s default: a flood the server is still
+	// delivering (to the agent too, which takes every copy) delays the
+	// answer under the race detector.
+	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, jetstream.JobStreamName("A"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	info, err := st.Info(s.t.Context())
+	info, err := st.Info(ctx)
 	if err != nil {
 		s.t.Fatal(err)
 	}

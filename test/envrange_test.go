@@ -108,7 +108,9 @@ func TestEnvironmentEventsObeyRange(t *testing.T) {
 
 // TestEnvironmentSubscriptionsFollowInterest: an agent subscribes to
 // environment subjects only while one of its clients wants environment
-// events, and then only to its clients' scopes for the codes they want.
+// events, and then only to its clients' scopes for the codes they want:
+// the transient ones (PMIX_EVENT_DO_NOT_CACHE), the cached ones coming
+// from the events stream's copies (docs/cache.md).
 func TestEnvironmentSubscriptionsFollowInterest(t *testing.T) {
 	w := newWorld(t)
 	w.client("A:jobA.0").register(t, nil, nil, pmix.EventNoActionTaken)
@@ -125,11 +127,11 @@ func TestEnvironmentSubscriptionsFollowInterest(t *testing.T) {
 		}
 	}
 	want := []string{
-		"pmix.env.A.agent.a2.-231", "pmix.env.A.agent.a2.-231.nc",
-		"pmix.env.A.node.a2.-231", "pmix.env.A.node.a2.-231.nc",
-		"pmix.env.A.ns.jobA.-231", "pmix.env.A.ns.jobA.-231.nc",
-		"pmix.env.A.sess.s1.-231", "pmix.env.A.sess.s1.-231.nc",
-		"pmix.env.global.-231", "pmix.env.global.-231.nc",
+		"pmix.env.A.agent.a2.-231.nc",
+		"pmix.env.A.node.a2.-231.nc",
+		"pmix.env.A.ns.jobA.-231.nc",
+		"pmix.env.A.sess.s1.-231.nc",
+		"pmix.env.global.-231.nc",
 	}
 	if !slices.Equal(env, want) {
 		t.Fatalf("a2's environment subscriptions %v, want %v", env, want)

@@ -297,7 +297,7 @@ func TestJobAndEnvironmentEvents(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(w.agents["a2"].Subjects(), "pmix.env.A.node.a2.>") {
+	if !slices.Contains(w.agents["a2"].Subjects(), "pmix.env.A.node.a2.*.nc") { // transient; cached ones come as copies
 		t.Fatalf("a2 subscriptions %v", w.agents["a2"].Subjects())
 	}
 
