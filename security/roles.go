@@ -106,7 +106,11 @@ func Permissions(r Role) *server.Permissions {
 			"$JS.>", // the JetStream API, in every domain; acks, flow control
 			"$KV.>",
 		}
-		return both(all)
+		p := both(all)
+		// Serving the servers' authorization requests (JobAuthority).
+		p.Publish.Allow = append(p.Publish.Allow, authReplies)
+		p.Subscribe.Allow = append(p.Subscribe.Allow, AuthCalloutSubject)
+		return p
 	case RoleRM:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{

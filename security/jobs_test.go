@@ -1,0 +1,140 @@
+package security_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/security"
+)
+
+// TestJobCredentialScope: a launcher signed in with a job credential for
+// jobX publishes its own job's events and control requests, and the
+// server refuses, as a permission violation, an event on jobY's subject
+// (a forged source) and a control request for jobY; an agent hears the
+// one and not the other.
+func TestJobCredentialScope(t *testing.T) {
+	s, keys := startSecured(t)
+	agentNC := clustertest.Connect(t, s.ClientURL(), keys.Option(security.RoleAgent))
+	events, err := agentNC.SubscribeSync("pmix.evt.A.ns.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	controls, err := agentNC.SubscribeSync("pmix.ctl.A.n1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agentNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	cred, err := keys.JobCredential("jobX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v clustertest.Violations
+	nc := clustertest.Connect(t, s.ClientURL(), cred.Option(), v.Option())
+	for _, subj := range []string{"pmix.evt.A.ns.jobY.-145", "pmix.ctl.A.n1.kill.jobY", "pmix.ctl.A.n1.kill",
+		"pmix.evt.global.-145", "$KV.PMIXBUS_JOBS.jobY", "$JS.API.STREAM.PURGE.KV_PMIXBUS_JOBS"} {
+		if err := nc.Publish(subj, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		v.Wait(t, wait, clustertest.Publish(subj))
+	}
+	for _, subj := range []string{"pmix.jobstate.A.jobY", "pmix.iof.A.jobY.>", security.LauncherInboxPrefix + ".>", "_INBOX.>"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		v.Wait(t, wait, clustertest.Subscription(subj))
+	}
+
+	for _, subj := range []string{"pmix.evt.A.ns.jobX.-145", "pmix.ctl.A.n1.kill.jobX"} {
+		if err := nc.Publish(subj, []byte("own")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, subj := range []string{"pmix.jobstate.A.jobX", "pmix.jobstate.A.jobX.spawn", "pmix.iof.A.jobX.>", security.JobInboxPrefix("jobX") + ".>"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.Fence(t, nc)
+	for _, seen := range v.All() {
+		if strings.Contains(seen, "jobX") {
+			t.Errorf("refused its own job's: %s", seen)
+		}
+	}
+	if m, err := events.NextMsg(wait); err != nil || m.Subject != "pmix.evt.A.ns.jobX.-145" || string(m.Data) != "own" {
+		t.Fatalf("the event that reached the agent: %v, %v; want jobX's own", m, err)
+	}
+	if m, err := controls.NextMsg(wait); err != nil || m.Subject != "pmix.ctl.A.n1.kill.jobX" {
+		t.Fatalf("the control request that reached the agent: %v, %v; want jobX's own", m, err)
+	}
+	if err := agentNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := events.Pending(); n != 0 {
+		t.Errorf("%d more events reached the agent", n)
+	}
+}
+
+// TestJobCredentialBinding: a job is bound to the first job key that
+// signs in for it. The same credential signs in again (a reconnect);
+// another launcher's credential for that job, a job key the launcher key
+// did not vouch for, and a credential vouched for by another
+// deployment's launcher key are refused.
+func TestJobCredentialBinding(t *testing.T) {
+	s, keys := startSecured(t)
+	first, err := keys.JobCredential("jobX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Connect(t, s.ClientURL(), first.Option()).Close()
+	clustertest.Connect(t, s.ClientURL(), first.Option()).Close() // again
+
+	second, err := keys.JobCredential("jobX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Refused(t, s.ClientURL(), second.Option())
+	other, err := security.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := other.JobCredential("jobZ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Refused(t, s.ClientURL(), stranger.Option())
+	// The launcher's vouching for one job does not carry to another.
+	forged := func(o *nats.Options) error {
+		if err := first.Option()(o); err != nil {
+			return err
+		}
+		o.User = "jobW"
+		return nil
+	}
+	clustertest.Refused(t, s.ClientURL(), forged)
+
+	// Another job is free.
+	y, err := keys.JobCredential("jobY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Connect(t, s.ClientURL(), y.Option()).Close()
+
+	if _, err := (&security.Keys{}).JobCredential("jobX"); !errors.Is(err, security.ErrNoKey) {
+		t.Errorf("a credential without the launcher key: %v, want ErrNoKey", err)
+	}
+	for _, bad := range []string{"", strings.Repeat("x", 300)} {
+		if _, err := keys.JobCredential(bad); err == nil {
+			t.Errorf("a credential for nspace %q: no error", bad)
+		}
+	}
+}
