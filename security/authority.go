@@ -28,7 +28,12 @@ const JobKeysBucket = "PMIXBUS_JOBKEYS"
 // job runs. A connection admitted once keeps its permissions however
 // long it lives; only a new sign-in after that (a reconnect) binds
 // again, and gets the nspace unless another job key took it meanwhile.
+// A binding whose job no longer runs is taken over by the next job key
+// that signs in for that nspace.
 const JobKeysMaxAge = 30 * 24 * time.Hour
+
+// jobsBucket is package launch's bucket of running jobs (JobsStream's).
+const jobsBucket = "PMIXBUS_JOBS"
 
 // JobClaims binds jobs to job keys.
 type JobClaims interface {
@@ -226,6 +231,10 @@ func (c *kvJobClaims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	return kv, nil
 }
 
+// Claim binds nspace to owner when no key is bound to it, or when the
+// key bound to it runs no job of it (its launcher is gone: the jobs
+// bucket, package launch's, has no key for it), so that a finished
+// job's nspace can be used again.
 func (c *kvJobClaims) Claim(ctx context.Context, nspace, owner string) error {
 	kv, err := c.bucket(ctx)
 	if err != nil {
@@ -233,18 +242,44 @@ func (c *kvJobClaims) Claim(ctx context.Context, nspace, owner string) error {
 	}
 	key := subjects.EscapeToken(nspace)
 	_, err = kv.Create(ctx, key, []byte(owner))
-	if errors.Is(err, natsjs.ErrKeyExists) {
-		e, gerr := kv.Get(ctx, key)
-		if gerr == nil && string(e.Value()) == owner {
-			return nil // the same job key signing in again
+	if !errors.Is(err, natsjs.ErrKeyExists) {
+		if err != nil {
+			return fmt.Errorf("binding job %s: %w", nspace, err)
 		}
-		if gerr == nil {
-			return fmt.Errorf("%w: %s", ErrJobClaimed, nspace)
-		}
-		err = gerr
+		return nil
 	}
+	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("binding job %s: %w", nspace, err)
 	}
+	if string(e.Value()) == owner {
+		return nil // the same job key signing in again
+	}
+	if runs, err := c.jobRuns(ctx, key); err != nil || runs {
+		return fmt.Errorf("%w: %s", ErrJobClaimed, nspace)
+	}
+	if _, err := kv.Update(ctx, key, []byte(owner), e.Revision()); err != nil {
+		return fmt.Errorf("%w: %s", ErrJobClaimed, nspace) // another key took it meanwhile
+	}
 	return nil
+}
+
+// jobRuns reports whether the jobs bucket holds the key of job key.
+func (c *kvJobClaims) jobRuns(ctx context.Context, key string) (bool, error) {
+	js, err := natsjs.New(c.nc)
+	if err != nil {
+		return false, err
+	}
+	jobs, err := js.KeyValue(ctx, jobsBucket)
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = jobs.Get(ctx, key)
+	if errors.Is(err, natsjs.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

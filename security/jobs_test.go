@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/security"
@@ -85,10 +86,12 @@ func TestJobCredentialScope(t *testing.T) {
 }
 
 // TestJobCredentialBinding: a job is bound to the first job key that
-// signs in for it. The same credential signs in again (a reconnect);
-// another launcher's credential for that job, a job key the launcher key
-// did not vouch for, and a credential vouched for by another
-// deployment's launcher key are refused.
+// signs in for it. While the job runs (its key is in the jobs bucket),
+// the same credential signs in again (a reconnect), and another
+// launcher's credential for that job is refused; once it has ended,
+// another may take the nspace. A job key the launcher key did not vouch
+// for, and a credential vouched for by another deployment's launcher
+// key, are refused.
 func TestJobCredentialBinding(t *testing.T) {
 	s, keys := startSecured(t)
 	first, err := keys.JobCredential("jobX")
@@ -96,6 +99,18 @@ func TestJobCredentialBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	clustertest.Connect(t, s.ClientURL(), first.Option()).Close()
+	// The job runs: its launcher's key in the jobs bucket (package launch).
+	js, err := jetstream.New(clustertest.Connect(t, s.ClientURL(), keys.Option(security.RoleAgent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "PMIXBUS_JOBS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.PutString(t.Context(), "jobX", "running"); err != nil {
+		t.Fatal(err)
+	}
 	clustertest.Connect(t, s.ClientURL(), first.Option()).Close() // again
 
 	second, err := keys.JobCredential("jobX")
@@ -103,6 +118,10 @@ func TestJobCredentialBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	clustertest.Refused(t, s.ClientURL(), second.Option())
+	if err := jobs.Delete(t.Context(), "jobX"); err != nil { // the job ended
+		t.Fatal(err)
+	}
+	clustertest.Connect(t, s.ClientURL(), second.Option()).Close()
 	other, err := security.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestReplicatedCluster(t *testing.T) {
 
 	// A new run starts, and its output arrives.
 	out := &syncBuffer{}
-	run, err := launch.Launch(ctx, launch.Config{Conn: launcherConn(t, w, "A"), Stdout: out, Stderr: out,
+	run, err := launch.Launch(ctx, launch.Config{SignIn: w.SignIn(w.URL("A")), Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo replicated output"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestRunStartsThroughAnOutage(t *testing.T) {
 	out := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	run, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out,
+	run, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{Cluster: "A", N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
 	if err := <-restarted; err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func TestStdinTargets(t *testing.T) {
 			}
 			// Named hosts: ranks 0-1 on a1, 2-3 on a2, whatever the agents'
 			// liveness says of the slots the previous subtest used.
-			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, Hosts: twoNodes,
+			cfg := launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, Hosts: twoNodes,
 				App: launch.App{Path: "wc", Args: []string{"-c"}}}}}
 			if !none {
 				cfg.Stdin = launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: rank}
@@ -101,7 +101,7 @@ func TestStdinTargets(t *testing.T) {
 func TestStdinEOFWithoutData(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, _ := rankLines(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: strings.NewReader(""), Rank: pmix.RankWildcard},
+	res, _ := rankLines(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: strings.NewReader(""), Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes, App: launch.App{Path: "cat"}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
@@ -125,7 +125,7 @@ func TestStdinNotRead(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	release := filepath.Join(t.TempDir(), "release")
 	in := &countingReader{}
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: in, Rank: 0},
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: in, Rank: 0},
 		Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "sh", Args: []string{"-c", "until [ -e " + release + " ]; do sleep 0.05; done"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestStdinRankEndsEarly(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	in := &countingReader{}
-	res, got := rankLines(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: in, Rank: pmix.RankWildcard},
+	res, got := rankLines(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: in, Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "sh", Args: []string{"-c", "head -c 10000 | wc -c"}}}}})
 	if res.ExitCode != 0 || got[0] != "10000" || got[1] != "10000" {
 		t.Fatalf("result %+v, read %v", res, got)
@@ -171,7 +171,7 @@ func TestStdinRankEndsEarly(t *testing.T) {
 func TestStdinBadTarget(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: strings.NewReader("x"), Rank: 5},
+	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: strings.NewReader("x"), Rank: 5},
 		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "cat"}}}})
 	if pmix.StatusOf(err) != pmix.ErrBadParam {
 		t.Fatalf("launch with stdin to rank 5 of 2: %v, want PMIX_ERR_BAD_PARAM", err)
@@ -187,7 +187,7 @@ func TestStdinAllAcrossClusters(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	wc := launch.App{Path: "wc", Args: []string{"-c"}}
-	res, out := runJob(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: pmix.RankWildcard},
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 1, App: wc}, {N: 1, Cluster: "B", App: wc}}})
 	if want := fmt.Sprintf("%d\n", len(stdinInput)); res.ExitCode != 0 || strings.Count(out.String(), want) != 2 {
 		t.Fatalf("result %+v; want %q twice in:\n%s", res, want, out)
@@ -201,7 +201,7 @@ func TestStdinRequestChecked(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.Close() })
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: pr, Rank: 0},
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: pr, Rank: 0},
 		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes[:1], App: launch.App{Path: "cat"}}}})
 	if err != nil {
 		t.Fatal(err)
