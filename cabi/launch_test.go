@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"

@@ -72,9 +72,9 @@ const LauncherInboxPrefix = "_PMIXBUS.launcher"
 // Subjects and streams of package launch, named here so that security
 // imports nothing above it.
 const (
-	JobsStream   = "KV_PMIXBUS_JOBS"
-	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
-	jobOutput    = "pmix.iof.>"
+	JobsStream  = "KV_PMIXBUS_JOBS"
+	controlJobs = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
+	jobOutput   = "pmix.iof.>"
 	// OutputStream is package iof's, one per domain: launchers and
 	// viewers read it through ordered consumers.
 	OutputStream = "PMIXBUS_IOF"
