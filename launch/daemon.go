@@ -88,6 +88,11 @@ type DaemonConfig struct {
 	// the daemon starts: the directory of pmixbus's libpmix.so.2, so that
 	// unmodified PMIx C programs load it instead of OpenPMIx's.
 	LibDir string
+	// JobUser, if set, is who every process runs as: the daemon runs as
+	// root, and its processes cannot read what only root may (the key
+	// files). Nil: the daemon's user. The host must let that user attach
+	// (the agent's socket, its uid check).
+	JobUser *JobUser
 	// Replicas of the cluster's jobs bucket when the daemon creates or
 	// updates it: 1 to 5, 0 is 1.
 	Replicas int
@@ -534,7 +539,11 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 	if merged == nil {
 		merged = map[string]string{}
 	}
-	for k, v := range mpirunEnv(j, r) {
+	var userEnv map[string]string
+	if u := d.cfg.JobUser; u != nil {
+		userEnv = u.env()
+	}
+	for k, v := range joinEnv(mpirunEnv(j, r), userEnv) {
 		if _, set := merged[k]; !set {
 			merged[k] = v
 		}
@@ -546,7 +555,7 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 	if dir := d.cfg.LibDir; dir != "" {
 		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
 	}
-	cmd := Command{Path: path, Args: app.Args, Argv0: app.Path, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r)}
+	cmd := Command{Path: path, Args: app.Args, Argv0: app.Path, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r), User: d.cfg.JobUser}
 	var out *iof.Source
 	if d.cfg.Output != nil {
 		spec := j.req.Output

@@ -95,19 +95,18 @@ func (a *JobAuthority) Issuer() string {
 // to publish on "$SYS._INBOX.>".
 //
 // Errors: what subscribing returns.
-func (a *JobAuthority) Serve(nc *nats.Conn) error {
+func (a *JobAuthority) Serve(nc *nats.Conn) (*nats.Subscription, error) {
 	claims := a.claims
 	if claims == nil {
 		claims = &kvJobClaims{nc: nc}
 	}
-	_, err := nc.QueueSubscribe(AuthCalloutSubject, "pmixbus-job-authority", func(m *nats.Msg) {
+	return nc.QueueSubscribe(AuthCalloutSubject, "pmixbus-job-authority", func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := a.answer(ctx, m, claims); err != nil {
 			a.log.Warn("answering an authorization request", "err", err)
 		}
 	})
-	return err
 }
 
 // answer answers one authorization request: a user JWT, or the reason

@@ -277,7 +277,10 @@ func (k *Keys) ServerAuth() (*cluster.Auth, error) {
 	for _, u := range auth.Users {
 		auth.Callout.AuthUsers = append(auth.Callout.AuthUsers, u.Nkey)
 	}
-	auth.Authorizer = ja.Serve
+	auth.Authorizer = func(nc *nats.Conn) error {
+		_, err := ja.Serve(nc)
+		return err
+	}
 	return auth, nil
 }
 

@@ -534,9 +534,17 @@ func TestLaunchBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Signed in for its job: refused by the servers (dup is bound to the
+	// first launcher's job key while it runs); on Conn alone, by the
+	// jobs bucket.
 	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
-	if !errors.Is(err, launch.ErrNspaceTaken) {
+	if !errors.Is(err, pmix.ErrNoPermissions) || !strings.Contains(err.Error(), "signing in for job dup") {
 		t.Fatalf("second launch as dup: %v", err)
+	}
+	agentNC := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: agentNC, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
+	if !errors.Is(err, launch.ErrNspaceTaken) {
+		t.Fatalf("second launch as dup, as an agent: %v", err)
 	}
 	r.Terminate(false)
 	res, err := r.Wait(t.Context())
@@ -556,11 +564,15 @@ func TestLaunchBadInput(t *testing.T) {
 func clusterOfNode(n string) cluster.ID { return cluster.ID(strings.ToUpper(n[:1])) }
 
 // TestLaunchRefusedWithoutLauncherKey: the rm and watch keys cannot
-// launch.
+// launch, nor the launcher key signed in itself: it only vouches for job
+// credentials.
 func TestLaunchRefusedWithoutLauncherKey(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	for _, role := range []security.Role{security.RoleRM, security.RoleWatch} {
+	for _, role := range []security.Role{security.RoleRM, security.RoleWatch, security.RoleLauncher} {
 		opts := []nats.Option{w.Keys().Option(role)}
+		if role == security.RoleLauncher {
+			opts = append(opts, nats.CustomInboxPrefix(security.LauncherInboxPrefix))
+		}
 		if role == security.RoleWatch {
 			opts = append(opts, nats.CustomInboxPrefix(security.WatchInboxPrefix))
 		}
@@ -677,8 +689,13 @@ func TestProcTerminatedForRegistrationsThatAsk(t *testing.T) {
 func TestLauncherGone(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
-	nc := launcherConn(t, w, "A")
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), JobTTL: time.Second, Beat: 250 * time.Millisecond, LauncherGrace: 500 * time.Millisecond,
+	var nc *nats.Conn
+	signIn := w.SignIn(w.URL("A"))
+	r, err := launch.Launch(t.Context(), launch.Config{SignIn: func(nspace string) (*nats.Conn, error) {
+		c, err := signIn(nspace)
+		nc = c
+		return c, err
+	}, JobTTL: time.Second, Beat: 250 * time.Millisecond, LauncherGrace: 500 * time.Millisecond,
 		Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-sleep", "60s"}}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // stdinInput is more than one request and one agent queue can take, so
@@ -213,6 +214,9 @@ func TestStdinRequestChecked(t *testing.T) {
 		_, _ = r.Wait(ctx)
 	})
 	ns := r.Nspaces()[0][len("A:"):]
+	// Sent as an agent does for a client's PMIx_IOF_push: whatever job
+	// it names (a launcher's credential may name its own job only).
+	agentNC := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
 	for _, tt := range []struct {
 		name string
 		req  launch.StdinRequest
@@ -227,14 +231,14 @@ func TestStdinRequestChecked(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var reply launch.StdinReply
-			err := launch.Control(t.Context(), nc, "A", "a1", launch.OpStdin, tt.req, &reply)
+			err := launch.Control(t.Context(), agentNC, "A", "a1", launch.OpStdin, tt.req, &reply)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("%v, want %v", err, tt.want)
 			}
 		})
 	}
 	// A rank the node does not run is no error: it is not held.
-	reply, err := launch.DeliverStdin(t.Context(), nc, "A", "a1", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0, 7}, Writer: "w", Data: []byte("x")})
+	reply, err := launch.DeliverStdin(t.Context(), agentNC, "A", "a1", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0, 7}, Writer: "w", Data: []byte("x")})
 	if err != nil || !slices.Equal(reply.Held, []pmix.Rank{0}) {
 		t.Fatalf("held %v, %v; want rank 0 only", reply.Held, err)
 	}

@@ -337,7 +337,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	nc, err := connectJob(nspace)
 	if errors.Is(err, nats.ErrAuthorization) && key != nil {
-		return fail("%s may not launch jobs: the server refused the job credential it vouched for (%v); sign in with the launcher key, --nkey %s (docs/security.md)", identity, err, defaultKeyFile(security.RoleLauncher))
+		return fail("%s may not launch jobs: the server refused the job credential it vouched for (%v); sign in with the launcher key, --nkey %s, and name no job that another launcher runs (--nspace %s) (docs/security.md)", identity, err, defaultKeyFile(security.RoleLauncher), nspace)
 	}
 	if err != nil {
 		return fail("connecting to %s: %v%s (give the URL of a pmixbus NATS server with --nats or PMIXBUS_NATS)", *natsURL, err, authHint(err, identity))
