@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/security"
 )
@@ -155,5 +156,51 @@ func TestJobCredentialBinding(t *testing.T) {
 		if _, err := keys.JobCredential(bad); err == nil {
 			t.Errorf("a credential for nspace %q: no error", bad)
 		}
+	}
+}
+
+// TestJobAuthorityServedByAgents: on servers pmixbus did not start (the
+// auth callout of "pmixbus keys --nats-conf", no authority of their own)
+// a sign-in with a job credential waits for an answer, which an agent's
+// connection gives.
+func TestJobAuthorityServedByAgents(t *testing.T) {
+	keys, err := security.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := keys.ServerAuth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.Authorizer = nil // as on servers of one's own
+	cfg := cluster.DefaultConfig("A", t.TempDir())
+	cfg.Auth = auth
+	cfg.Logger = clustertest.Logger(t)
+	s, err := cluster.StartServer(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.ShutdownAtCleanup(t, "server", s.Shutdown)
+	cred, err := keys.JobCredential("jobX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody answers: refused after the server's auth timeout (2 s).
+	clustertest.Refused(t, s.ClientURL(), cred.Option(), nats.Timeout(wait))
+
+	ja, err := keys.JobAuthority(nil, clustertest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentNC := clustertest.Connect(t, s.ClientURL(), keys.Option(security.RoleAgent))
+	if _, err := ja.Serve(agentNC); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Connect(t, s.ClientURL(), cred.Option()).Close()
+	if _, err := (&security.Keys{}).JobAuthority(nil, nil); !errors.Is(err, security.ErrNoKey) {
+		t.Errorf("an authority without the keys: %v, want ErrNoKey", err)
 	}
 }

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -769,5 +770,27 @@ func TestFinishedJobKeyExpires(t *testing.T) {
 	}
 	if op, ttl := m.Header.Get("KV-Operation"), m.Header.Get("Nats-TTL"); op != "PURGE" || ttl == "" {
 		t.Errorf("the finished job's key: operation %q, TTL %q; want a PURGE marker with a TTL", op, ttl)
+	}
+}
+
+// TestControlSubjectNamesTheJob: an agent refuses a request for one job
+// sent on another job's control subject, or on none: what NATS checked
+// (a job credential publishes on its own job's subjects only) is what
+// the agent acts on.
+func TestControlSubjectNamesTheJob(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
+	for _, subj := range []string{launch.JobControlSubject("A", "a1", launch.OpKill, "jobX"), launch.ControlSubject("A", "a1", launch.OpKill)} {
+		m, err := nc.Request(subj, []byte(`{"nspace":"jobY"}`), waitTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply launch.Reply
+		if err := json.Unmarshal(m.Data, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if err := reply.Err(); !errors.Is(err, pmix.ErrNoPermissions) {
+			t.Errorf("a kill of jobY on %s: %v, want PMIX_ERR_NO_PERMISSIONS", subj, err)
+		}
 	}
 }
