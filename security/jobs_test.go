@@ -1,7 +1,9 @@
 package security_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -203,4 +205,48 @@ func TestJobAuthorityServedByAgents(t *testing.T) {
 	if _, err := (&security.Keys{}).JobAuthority(nil, nil); !errors.Is(err, security.ErrNoKey) {
 		t.Errorf("an authority without the keys: %v, want ErrNoKey", err)
 	}
+}
+
+// BenchmarkSignIn: a connection signed in with a role's key against one
+// with a job credential for a fresh job (the servers' auth callout, a
+// KV create): what a launcher pays per job.
+func BenchmarkSignIn(b *testing.B) {
+	keys, err := security.GenerateKeys()
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth, err := keys.ServerAuth()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := cluster.DefaultConfig("A", b.TempDir())
+	cfg.Auth = auth
+	s, err := cluster.StartServer(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	connect := func(b *testing.B, opt nats.Option) {
+		nc, err := nats.Connect(s.ClientURL(), nats.NoReconnect(), opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nc.Close()
+	}
+	b.Run("role", func(b *testing.B) {
+		for b.Loop() {
+			connect(b, keys.Option(security.RoleLauncher))
+		}
+	})
+	b.Run("job", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			cred, err := keys.JobCredential(fmt.Sprintf("bench-%d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			connect(b, cred.Option())
+		}
+	})
 }
