@@ -101,9 +101,7 @@ func (a *JobAuthority) Serve(nc *nats.Conn) (*nats.Subscription, error) {
 		claims = &kvJobClaims{nc: nc}
 	}
 	return nc.QueueSubscribe(AuthCalloutSubject, "pmixbus-job-authority", func(m *nats.Msg) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if err := a.answer(ctx, m, claims); err != nil {
+		if err := a.answer(m, claims); err != nil {
 			a.log.Warn("answering an authorization request", "err", err)
 		}
 	})
@@ -111,7 +109,7 @@ func (a *JobAuthority) Serve(nc *nats.Conn) (*nats.Subscription, error) {
 
 // answer answers one authorization request: a user JWT, or the reason
 // the connection is refused.
-func (a *JobAuthority) answer(ctx context.Context, m *nats.Msg, claims JobClaims) error {
+func (a *JobAuthority) answer(m *nats.Msg, claims JobClaims) error {
 	req, err := jwt.DecodeAuthorizationRequestClaims(string(m.Data))
 	if err != nil {
 		return fmt.Errorf("a request that does not decode: %w", err)
@@ -119,6 +117,14 @@ func (a *JobAuthority) answer(ctx context.Context, m *nats.Msg, claims JobClaims
 	if !nkeys.IsValidPublicServerKey(req.Issuer) {
 		return fmt.Errorf("a request not signed by a server (%s)", req.Issuer)
 	}
+	// The server waits until the request expires (its auth timeout):
+	// binding the job must be done by then.
+	deadline := time.Now().Add(2 * time.Second)
+	if req.Expires > 0 {
+		deadline = time.Unix(req.Expires, 0)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	res := jwt.NewAuthorizationResponseClaims(req.UserNkey)
 	res.Audience = req.Server.ID
 	user, err := a.authorize(ctx, &req.AuthorizationRequest, claims)

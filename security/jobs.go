@@ -50,17 +50,11 @@ func JobInboxPrefix(nspace string) string {
 // requests and output, on its own inbox.
 func JobPermissions(nspace string) *server.Permissions {
 	n := subjects.EscapeToken(nspace)
-	pub := []string{controlJobs, "$JS.API.INFO",
-		subjects.Prefix + ".*.ns." + n + ".>",
-		"$KV.PMIXBUS_JOBS." + n, "$JS.*.API.$KV.PMIXBUS_JOBS." + n}
+	pub := append(launcherReads(), subjects.Prefix+".*.ns."+n+".>",
+		"$KV.PMIXBUS_JOBS."+n, "$JS.*.API.$KV.PMIXBUS_JOBS."+n)
 	for _, op := range JobControlOps() {
 		pub = append(pub, ControlPrefix+".*.*."+op+"."+n)
 	}
-	for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
-		pub = append(pub, streamAPI(api, JobsStream)...)
-	}
-	pub = append(pub, agentsRead()...)
-	pub = append(pub, outputRead()...)
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: []string{

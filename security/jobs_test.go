@@ -1,7 +1,6 @@
 package security_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -166,23 +165,7 @@ func TestJobCredentialBinding(t *testing.T) {
 // a sign-in with a job credential waits for an answer, which an agent's
 // connection gives.
 func TestJobAuthorityServedByAgents(t *testing.T) {
-	keys, err := security.GenerateKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := keys.ServerAuth()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth.Authorizer = nil // as on servers of one's own
-	cfg := cluster.DefaultConfig("A", t.TempDir())
-	cfg.Auth = auth
-	cfg.Logger = clustertest.Logger(t)
-	s, err := cluster.StartServer(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clustertest.ShutdownAtCleanup(t, "server", s.Shutdown)
+	s, keys := startSecured(t, func(a *cluster.Auth) { a.Authorizer = nil }) // as on servers of one's own
 	cred, err := keys.JobCredential("jobX")
 	if err != nil {
 		t.Fatal(err)
@@ -211,21 +194,7 @@ func TestJobAuthorityServedByAgents(t *testing.T) {
 // with a job credential for a fresh job (the servers' auth callout, a
 // KV create): what a launcher pays per job.
 func BenchmarkSignIn(b *testing.B) {
-	keys, err := security.GenerateKeys()
-	if err != nil {
-		b.Fatal(err)
-	}
-	auth, err := keys.ServerAuth()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := cluster.DefaultConfig("A", b.TempDir())
-	cfg.Auth = auth
-	s, err := cluster.StartServer(b.Context(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	s, keys := startSecured(b)
 	connect := func(b *testing.B, opt nats.Option) {
 		nc, err := nats.Connect(s.ClientURL(), nats.NoReconnect(), opt)
 		if err != nil {

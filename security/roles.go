@@ -123,14 +123,8 @@ func Permissions(r Role) *server.Permissions {
 		// (JobCredential, JobPermissions); signed in itself it only
 		// reads: which jobs run (the jobs buckets, an agent's "jobs"),
 		// the agents buckets and the output stream, as watch does.
-		pub := []string{controlJobs, "$JS.API.INFO"}
-		for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
-			pub = append(pub, streamAPI(api, JobsStream)...)
-		}
-		pub = append(pub, agentsRead()...)
-		pub = append(pub, outputRead()...)
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: pub},
+			Publish: &server.SubjectPermission{Allow: launcherReads()},
 			// The watch tools' inbox too, so that `pmixbus attach` signed
 			// in with this key reads the output as the watch role does
 			// (replies there carry nothing this role cannot read).
@@ -172,6 +166,17 @@ func Permissions(r Role) *server.Permissions {
 func streamAPI(api, stream string) []string {
 	return []string{"$JS.API." + api + "." + stream, "$JS.*.API." + api + "." + stream,
 		"$JS.API." + api + "." + stream + ".>", "$JS.*.API." + api + "." + stream + ".>"}
+}
+
+// launcherReads is what a launcher publishes to read, with its key or a
+// job credential: which jobs run (the jobs buckets, an agent's "jobs"),
+// the agents buckets, the output stream, which cluster is local.
+func launcherReads() []string {
+	pub := []string{controlJobs, "$JS.API.INFO"}
+	for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
+		pub = append(pub, streamAPI(api, JobsStream)...)
+	}
+	return append(append(pub, agentsRead()...), outputRead()...)
 }
 
 // agentsRead is what reading an agents bucket (liveness) takes.

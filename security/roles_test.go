@@ -15,8 +15,8 @@ import (
 const wait = 10 * time.Second
 
 // startSecured starts a server of cluster A that accepts the roles of
-// fresh keys.
-func startSecured(t *testing.T) (*cluster.Server, *security.Keys) {
+// fresh keys, its auth changed by mods.
+func startSecured(t testing.TB, mods ...func(*cluster.Auth)) (*cluster.Server, *security.Keys) {
 	t.Helper()
 	keys, err := security.GenerateKeys()
 	if err != nil {
@@ -25,6 +25,9 @@ func startSecured(t *testing.T) (*cluster.Server, *security.Keys) {
 	auth, err := keys.ServerAuth()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, mod := range mods {
+		mod(auth)
 	}
 	cfg := cluster.DefaultConfig("A", t.TempDir())
 	cfg.Auth = auth
