@@ -120,7 +120,7 @@ func TestReplicatedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
-	for _, want := range []string{"KV_PMIXBUS_AGENTS", "KV_PMIXBUS_JOBS", "PMIXBUS_IOF", "KV_PMIXBUS_GROUPS", "PMIXBUS_EVENTS_", "PMIXBUS_JOBEVENTS_", "KV_PMIXBUS_IOF_LIMITS", "KV_" + publishlookup.DefaultBucket} {
+	for _, want := range []string{"KV_PMIXBUS_AGENTS", "KV_PMIXBUS_JOBS", "KV_" + security.JobKeysBucket, "PMIXBUS_IOF", "KV_PMIXBUS_GROUPS", "PMIXBUS_EVENTS_", "PMIXBUS_JOBEVENTS_", "KV_PMIXBUS_IOF_LIMITS", "KV_" + publishlookup.DefaultBucket} {
 		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
 			t.Errorf("no stream %s* among %v", want, names)
 		}
@@ -134,7 +134,13 @@ func TestReplicatedCluster(t *testing.T) {
 // once it answers, rather than fail with "agents bucket unreachable".
 func TestRunStartsThroughAnOutage(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	nc := launcherConn(t, w, "A")
+	// Signed in for its job before the outage, as pmixbus run is: it
+	// connects first, then launches.
+	nspace := launch.NewNspace()
+	nc, err := w.SignIn(w.URL("A"))(nspace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := w.Cluster("A").Server(0)
 	if err := srv.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
@@ -147,8 +153,8 @@ func TestRunStartsThroughAnOutage(t *testing.T) {
 	out := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	run, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdout: out, Stderr: out,
-		Jobs: []launch.JobSpec{{Cluster: "A", N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
+	run, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out,
+		Jobs: []launch.JobSpec{{Cluster: "A", Nspace: nspace, N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
