@@ -236,6 +236,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		a.nc, a.ownNC = nc, true
 	}
 	a.watchNATS(a.nc)
+	if err := a.serveJobAuthority(); err != nil {
+		return err
+	}
 	a.replicas = a.cfg.Replicas
 	if a.replicas == 0 {
 		a.replicas = cluster.DefaultReplicas(a.nc)
@@ -267,7 +270,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return pmix.Errorf(pmix.ErrInit, "collectives: %w", err)
 	}
 	a.loadTopology(ctx)
-	ln, addr, err := listen(a.cfg.Listen)
+	group := -1
+	if u := a.cfg.JobUser; u != nil {
+		group = int(u.GID)
+	}
+	ln, addr, err := listen(a.cfg.Listen, group)
 	if err != nil {
 		return err
 	}
@@ -292,11 +299,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 
 // listen opens the clients' socket. A Unix socket file that no process
 // listens on is what an agent that died leaves behind, and is replaced;
-// one that answers belongs to a running agent, and is left alone.
-func listen(spec string) (net.Listener, string, error) {
+// one that answers belongs to a running agent, and is left alone. With
+// group >= 0 (the job user's), that group may connect too, and enter
+// the default socket directory (not list it, nor create in it).
+func listen(spec string, group int) (net.Listener, string, error) {
 	network, addr, _ := splitListen(spec)
 	if network == "unix" && filepath.Dir(addr) == SocketDir() {
-		if err := privateDir(SocketDir()); err != nil {
+		if err := privateDir(SocketDir(), group); err != nil {
 			return nil, "", err
 		}
 	}
@@ -314,8 +323,34 @@ func listen(spec string) (net.Listener, string, error) {
 	}
 	if network == "unix" {
 		_ = os.Chmod(addr, 0o700)
+		if group >= 0 {
+			if err := os.Chown(addr, -1, group); err != nil {
+				_ = ln.Close()
+				return nil, "", pmix.Errorf(pmix.ErrInit, "giving the socket %s to the job user's group %d: %v", addr, group, err)
+			}
+			_ = os.Chmod(addr, 0o770)
+		}
 	}
 	return ln, network + ":" + ln.Addr().String(), nil
+}
+
+// serveJobAuthority answers, on NATS servers the agent did not start
+// (pmixbus keys --nats-conf: their auth_callout), which job a launcher's
+// credential is for (security.JobAuthority), when the agent holds the
+// keys that takes. pmixbus's own servers answer themselves.
+func (a *Agent) serveJobAuthority() error {
+	k := a.cfg.Keys
+	if a.server != nil || !a.ownNC || !k.Has(security.RoleAgent) || !k.Has(security.RoleLauncher) {
+		return nil
+	}
+	ja, err := k.JobAuthority(nil, a.log)
+	if err == nil {
+		_, err = ja.Serve(a.nc)
+	}
+	if err != nil {
+		return pmix.Errorf(pmix.ErrInit, "serving launchers' job credentials: %v", err)
+	}
+	return nil
 }
 
 // Addr is what clients dial: "unix:/path" or "tcp:127.0.0.1:port".

@@ -14,6 +14,7 @@ import (
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/jetstream"
+	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -155,6 +156,11 @@ type Config struct {
 	// PMIxLibDir is put first on the LD_LIBRARY_PATH of the processes the
 	// agent launches: where pmixbus's libpmix.so.2 is (docs/cabi.md).
 	PMIxLibDir string
+	// JobUser, if set, is who the processes the agent launches run as:
+	// the agent runs as root, keeps its keys where only root may read
+	// them, and its socket is open to JobUser's group (docs/security.md,
+	// "Who can read which key"). Nil: the agent's own user.
+	JobUser *launch.JobUser
 	// Topology is the node's hwloc topology as XML, given to every client
 	// as PMIX_LOCAL_TOPO (pmix.ltopo), as mpirun's daemon gives it, so
 	// that Open MPI's ranks load it rather than each discover it. Empty:

@@ -21,7 +21,7 @@ func (a *Agent) startLaunch(ctx context.Context) error {
 	}
 	d, err := launch.NewDaemon(launch.DaemonConfig{
 		Conn: a.nc, Cluster: a.cfg.Cluster, Node: a.cfg.Node, Host: launchHost{a},
-		Version: a.cfg.livenessKnobs().Version, KillGrace: a.cfg.KillGrace, LauncherGrace: a.cfg.LauncherGrace, LibDir: a.cfg.PMIxLibDir, Output: a.output, Replicas: a.replicas,
+		Version: a.cfg.livenessKnobs().Version, KillGrace: a.cfg.KillGrace, LauncherGrace: a.cfg.LauncherGrace, LibDir: a.cfg.PMIxLibDir, JobUser: a.cfg.JobUser, Output: a.output, Replicas: a.replicas,
 		Logger: a.log,
 	})
 	if err != nil {
@@ -62,6 +62,9 @@ func (h launchHost) DeregisterJob(ctx context.Context, nspace string) error {
 }
 
 func (h launchHost) RegisterClient(ctx context.Context, p pmix.Proc) (map[string]string, error) {
+	if u := h.a.cfg.JobUser; u != nil {
+		return h.a.RegisterClient(ctx, p, WithExitWatched(), WithUID(int(u.UID)))
+	}
 	return h.a.RegisterClient(ctx, p, WithExitWatched())
 }
 

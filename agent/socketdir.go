@@ -24,9 +24,12 @@ func SocketDir() string {
 
 // privateDir creates dir 0700 if it is missing and checks that it is a
 // directory (not a link to one) of this user that no one else may enter.
+// With group >= 0 (the job user's, Config.JobUser) the directory is that
+// group's too, mode 0710: its members may reach the socket in it, and
+// neither list nor create anything there.
 //
 // Errors: pmix.ErrInit saying what is wrong with it.
-func privateDir(dir string) error {
+func privateDir(dir string, group int) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return pmix.Errorf(pmix.ErrInit, "creating the socket directory %s: %v", dir, err)
 	}
@@ -39,6 +42,15 @@ func privateDir(dir string) error {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return pmix.Errorf(pmix.ErrInit, "the socket directory %s belongs to uid %d, not to this agent's (%d): refusing it; give --listen", dir, st.Uid, os.Geteuid())
+	}
+	if group >= 0 {
+		if err := os.Chown(dir, -1, group); err != nil {
+			return pmix.Errorf(pmix.ErrInit, "giving the socket directory %s to the job user's group %d: %v", dir, group, err)
+		}
+		if err := os.Chmod(dir, 0o710); err != nil {
+			return pmix.Errorf(pmix.ErrInit, "the socket directory %s: %v", dir, err)
+		}
+		return nil
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return pmix.Errorf(pmix.ErrInit, "the socket directory %s is open to others (%v): refusing it; chmod 700 it or give --listen", dir, perm)

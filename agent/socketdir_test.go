@@ -16,13 +16,13 @@ import (
 func TestPrivateSocketDir(t *testing.T) {
 	base := t.TempDir()
 	fresh := filepath.Join(base, "fresh")
-	if err := privateDir(fresh); err != nil {
+	if err := privateDir(fresh, -1); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("made %v, %v; want 0700", fi.Mode(), err)
 	}
-	if err := privateDir(fresh); err != nil {
+	if err := privateDir(fresh, -1); err != nil {
 		t.Fatalf("its own directory, again: %v", err)
 	}
 
@@ -55,7 +55,7 @@ func TestPrivateSocketDir(t *testing.T) {
 		t.Log("not root: the case of another user's directory is not made")
 	}
 	for dir, want := range cases {
-		err := privateDir(dir)
+		err := privateDir(dir, -1)
 		if !errors.Is(err, pmix.ErrInit) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want PMIX_ERR_INIT saying %q", filepath.Base(dir), err, want)
 		}

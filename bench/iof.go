@@ -129,7 +129,7 @@ func (s *launchSetup) outputRate(ctx context.Context, n int, per int64) (float64
 	out := &arrivals{}
 	var errs bytes.Buffer
 	start := time.Now()
-	run, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Stdout: out, Stderr: &errs,
+	run, err := launch.Launch(ctx, launch.Config{SignIn: s.w.SignIn(s.nc.ConnectedUrl()), Stdout: out, Stderr: &errs,
 		Output: launch.OutputSpec{Limit: max(per*int64(n), iof.DefaultLimit)},
 		Jobs:   []launch.JobSpec{{N: n, MapBy: launch.MapByNode, App: s.app(rankWrite + " " + strconv.FormatInt(per, 10))}}})
 	if err != nil {
@@ -169,7 +169,7 @@ func (a *arrivals) Write(p []byte) (int, error) {
 // delay, sorted.
 func (s *launchSetup) lineLatency(ctx context.Context, n int) ([]time.Duration, error) {
 	lw := &latencies{}
-	run, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Stdout: lw, Stderr: io.Discard,
+	run, err := launch.Launch(ctx, launch.Config{SignIn: s.w.SignIn(s.nc.ConnectedUrl()), Stdout: lw, Stderr: io.Discard,
 		Jobs: []launch.JobSpec{{N: 1, App: s.app(rankLines + " " + strconv.Itoa(n))}}})
 	if err != nil {
 		return nil, err

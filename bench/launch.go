@@ -161,7 +161,7 @@ func (s *launchSetup) app(mode string) launch.App {
 func (s *launchSetup) launchAll(ctx context.Context, n int) (time.Duration, error) {
 	var out bytes.Buffer
 	start := time.Now()
-	r, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Stdout: &out, Stderr: &out,
+	r, err := launch.Launch(ctx, launch.Config{SignIn: s.w.SignIn(s.nc.ConnectedUrl()), Stdout: &out, Stderr: &out,
 		Jobs: []launch.JobSpec{{N: n, MapBy: launch.MapByNode, App: s.app(rankTrivial)}}})
 	if err != nil {
 		return 0, err
@@ -252,7 +252,7 @@ func (l *lines) waitFor(ctx context.Context, what string, ok func(string) bool) 
 func (s *launchSetup) killLatency(ctx context.Context) ([]time.Duration, error) {
 	victims := s.cfg.Kills + 1
 	out := newLines()
-	r, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Continuous: true, Stdout: out, Stderr: out,
+	r, err := launch.Launch(ctx, launch.Config{SignIn: s.w.SignIn(s.nc.ConnectedUrl()), Continuous: true, Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{N: 1 + victims, App: s.app(rankWatch),
 			Hosts: []launch.Node{{Name: launchNodes[0], Slots: 1}, {Name: launchNodes[1], Slots: victims}}}}})
 	if err != nil {

@@ -98,7 +98,7 @@ func (s *launchSetup) cutLatency(ctx context.Context) (reports, waits []time.Dur
 		}
 		out := newLines()
 		reported := make(chan time.Time, 1)
-		run, err := launch.Launch(ctx, launch.Config{Conn: s.nc, Stdout: out, Stderr: out, LauncherGrace: time.Second,
+		run, err := launch.Launch(ctx, launch.Config{SignIn: s.w.SignIn(s.nc.ConnectedUrl()), Stdout: out, Stderr: out, LauncherGrace: time.Second,
 			NodeDown: func(_ cluster.ID, node string) {
 				if node == victim {
 					select {

@@ -463,7 +463,7 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 		app.Env = map[string]string{"OMPI_MCA_btl": "self,tcp"}
 	}
 	start := time.Now()
-	run, err := launch.Launch(ctx, launch.Config{Conn: m.s.nc, Stdout: out, Stderr: &errs,
+	run, err := launch.Launch(ctx, launch.Config{SignIn: m.s.w.SignIn(m.s.nc.ConnectedUrl()), Stdout: out, Stderr: &errs,
 		Jobs: []launch.JobSpec{{N: n, App: app, Hosts: hosts, Oversubscribe: true}}}) // as mpirun --oversubscribe: a spawn's children too
 	if err != nil {
 		return peerRun{}, err

@@ -7,14 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
-	"github.com/pmixbus/pmixbus/security"
 )
 
 // The launch tests run C programs as the ranks of jobs started with
@@ -70,7 +67,7 @@ func launchJob(t *testing.T, w *agenttest.World, cfg launch.Config, specs ...lau
 // does, without waiting for its end.
 func startJob(t *testing.T, w *agenttest.World, cfg launch.Config, specs ...launch.JobSpec) (*launch.Run, *clustertest.Buffer) {
 	t.Helper()
-	cfg.Conn = clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleLauncher), nats.CustomInboxPrefix(security.LauncherInboxPrefix))
+	cfg.SignIn = w.SignIn(w.URL("A"))
 	out := &clustertest.Buffer{}
 	cfg.Stdout, cfg.Stderr = out, out
 	cfg.Jobs = specs

@@ -45,6 +45,24 @@ type Auth struct {
 	// routed cluster. StartCluster sets a fresh one for each cluster; a
 	// server started on its own needs it only with Routes.
 	RoutePassword string
+
+	// Callout, if set, has the server ask an authorization service who a
+	// connection is when it signs in with none of Users' keys (NATS's
+	// auth callout, in the global account): the service may admit it
+	// with permissions of its own making, signed by Callout.Issuer, or
+	// refuse it. Callout.AuthUsers must list every key of Users that
+	// is to keep its own permissions. Package security sets it for
+	// per-job credentials (docs/security.md).
+	Callout *server.AuthCallout
+
+	// Authorizer, with Callout, is the service: the server starts it on
+	// a connection of its own, in process and signed in with Client
+	// (which must be allowed to subscribe to "$SYS.REQ.USER.AUTH" and to
+	// publish on "$SYS._INBOX.>"), as soon as it accepts connections,
+	// and closes that connection when it shuts down. Nil: the service
+	// runs elsewhere (a server without it waits its auth timeout for
+	// each connection that is not one of Users).
+	Authorizer func(nc *nats.Conn) error
 }
 
 // routeUser is the user name routes authenticate with.
@@ -70,11 +88,25 @@ func (a *Auth) validate(p *problems) {
 	if a.Client == nil {
 		p.addf("Auth.Client: nil; the server's readiness checks need to sign in")
 	}
+	if c := a.Callout; c != nil && !nkeys.IsValidPublicAccountKey(c.Issuer) {
+		p.addf("Auth.Callout.Issuer: not an account nkey")
+	}
+	if a.Authorizer != nil && a.Callout == nil {
+		p.addf("Auth.Authorizer: set without Auth.Callout")
+	}
 }
 
 // apply configures opts, whose routes and leaf remotes are set already.
 func (a *Auth) apply(opts *server.Options) {
 	opts.Nkeys = slices.Clone(a.Users)
+	if a.Callout != nil {
+		c := *a.Callout
+		c.AuthUsers = slices.Clone(c.AuthUsers)
+		if c.Account == "" {
+			c.Account = server.DEFAULT_GLOBAL_ACCOUNT
+		}
+		opts.AuthCallout = &c
+	}
 	for _, r := range opts.LeafNode.Remotes {
 		r.Nkey = a.LeafSeed
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // Server is one embedded NATS server with JetStream. Its methods are safe for
@@ -23,6 +24,7 @@ type Server struct {
 	cfg      Config // ports pinned to the ones first bound, so Restart reuses them
 	ns       *server.Server
 	lock     *storeLock // the store directory, held while ns runs
+	authNC   *nats.Conn // the Auth.Authorizer's connection, closed with ns
 	stopping bool
 	stopped  chan struct{} // closed once ns has shut down completely
 }
@@ -117,9 +119,17 @@ func (s *Server) start(ctx context.Context, waitJS bool) error {
 		lock.release()
 		return fmt.Errorf("%w: server %s: %w after %v", ErrNotReady, cfg.Name, errListen, wait.Round(time.Millisecond))
 	}
+	authNC, err := startAuthorizer(ns, cfg.Auth)
+	if err != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		lock.release()
+		return fmt.Errorf("cluster: server %s: %w", cfg.Name, err)
+	}
 	s.mu.Lock()
 	s.ns = ns
 	s.lock = lock
+	s.authNC = authNC
 	s.stopping = false
 	s.stopped = make(chan struct{})
 	s.pinPorts()
@@ -244,10 +254,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	ns, lock, stopped := s.ns, s.lock, s.stopped
+	ns, lock, stopped, authNC := s.ns, s.lock, s.stopped, s.authNC
 	if !s.stopping {
 		s.stopping = true
 		go func() {
+			if authNC != nil {
+				authNC.Close()
+			}
 			ns.Shutdown()
 			ns.WaitForShutdown()
 			lock.release()
@@ -261,6 +274,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// startAuthorizer starts auth's Authorizer, if any, on an in-process
+// connection to ns, which accepts connections already: the callouts of
+// the connections that come next find it serving.
+func startAuthorizer(ns *server.Server, auth *Auth) (*nats.Conn, error) {
+	if auth == nil || auth.Authorizer == nil {
+		return nil, nil
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("pmixbus-authorizer"),
+		nats.MaxReconnects(-1), auth.Client)
+	if err != nil {
+		return nil, fmt.Errorf("the authorization service's connection: %w", err)
+	}
+	if err := auth.Authorizer(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("the authorization service: %w", err)
+	}
+	return nc, nil
 }
 
 // Restart starts a server that was shut down again, on the same ports and

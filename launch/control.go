@@ -28,7 +28,7 @@ func Control(ctx context.Context, nc *nats.Conn, c cluster.ID, node, op string, 
 			return pmix.Errorf(pmix.ErrPackFailure, "%s request: %v", op, err)
 		}
 	}
-	m, err := nc.RequestWithContext(ctx, ControlSubject(c, node, op), body)
+	m, err := nc.RequestWithContext(ctx, controlSubjectOf(c, node, op, req), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w: no agent of node %s in cluster %s answers %s requests%w", ErrNoAgent, node, c, op, noResponders)

@@ -88,6 +88,11 @@ type DaemonConfig struct {
 	// the daemon starts: the directory of pmixbus's libpmix.so.2, so that
 	// unmodified PMIx C programs load it instead of OpenPMIx's.
 	LibDir string
+	// JobUser, if set, is who every process runs as: the daemon runs as
+	// root, and its processes cannot read what only root may (the key
+	// files). Nil: the daemon's user. The host must let that user attach
+	// (the agent's socket, its uid check).
+	JobUser *JobUser
 	// Replicas of the cluster's jobs bucket when the daemon creates or
 	// updates it: 1 to 5, 0 is 1.
 	Replicas int
@@ -261,7 +266,8 @@ func (d *Daemon) Start(ctx context.Context) error {
 	if err != nil {
 		return pmix.Errorf(pmix.ErrUnreach, "watching %s: %v", JobsBucket, err)
 	}
-	sub, err := d.cfg.Conn.Subscribe(ControlSubject(d.cfg.Cluster, d.cfg.Node, "*"), d.request)
+	// pmix.ctl.<cluster>.<node>.<op>, and .<op>.<nspace> for a job's.
+	sub, err := d.cfg.Conn.Subscribe(ControlSubject(d.cfg.Cluster, d.cfg.Node, ">"), d.request)
 	if err != nil {
 		_ = w.Stop()
 		return pmix.Errorf(pmix.ErrUnreach, "subscribing to the control subject: %v", err)
@@ -345,17 +351,39 @@ func (d *Daemon) goFunc(f func()) bool {
 // request takes a control request off NATS and answers it on its own
 // goroutine, so a slow spawn holds up no other request.
 func (d *Daemon) request(m *nats.Msg) {
-	op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	if !d.goFunc(func() { d.answer(op, m) }) {
+	op, job, _ := strings.Cut(strings.TrimPrefix(m.Subject, ControlSubject(d.cfg.Cluster, d.cfg.Node, "")), ".")
+	if !d.goFunc(func() { d.answer(op, job, m) }) {
 		respond(m, Reply{Error: errorOf(ErrClosed)})
 	}
 }
 
-func (d *Daemon) answer(op string, m *nats.Msg) {
+// forJob checks that a request for one job came on that job's subject
+// (JobControlSubject: job is its last token): a launcher signed in for
+// one job may publish on its own job's subjects only, and this makes
+// the body agree with what NATS checked.
+//
+// Errors: pmix.ErrNoPermissions.
+func forJob(op, job string, req jobRequest) error {
+	if job != subjects.EscapeToken(req.jobNspace()) {
+		return pmix.Errorf(pmix.ErrNoPermissions, "a %s request for job %s on the control subject of job %s: refused (docs/security.md)",
+			op, pmix.Quote(req.jobNspace()), pmix.Quote(subjects.Unescaped(job)))
+	}
+	return nil
+}
+
+func (d *Daemon) answer(op, job string, m *nats.Msg) {
+	if job != "" && !jobOp(op) {
+		respond(m, Reply{Error: errorOf(pmix.Errorf(pmix.ErrNotSupported, "unknown control operation %s", pmix.Quote(op+"."+job)))})
+		return
+	}
 	switch op {
 	case OpSpawn:
 		var req SpawnRequest
-		if err := decode(m.Data, &req); err != nil {
+		err := decode(m.Data, &req)
+		if err == nil {
+			err = forJob(op, job, req)
+		}
+		if err != nil {
 			respond(m, SpawnReply{Node: d.cfg.Node, Error: errorOf(err)})
 			return
 		}
@@ -365,13 +393,16 @@ func (d *Daemon) answer(op string, m *nats.Msg) {
 		var req KillRequest
 		err := decode(m.Data, &req)
 		if err == nil {
+			err = forJob(op, job, req)
+		}
+		if err == nil {
 			err = d.Kill(req)
 		}
 		respond(m, Reply{Error: errorOf(err)})
 	case OpJobs:
 		respond(m, JobsReply{Node: d.cfg.Node, Jobs: d.Jobs(), Finished: d.Finished()})
 	case OpStdin:
-		d.answerStdin(m)
+		d.answerStdin(m, job)
 	default:
 		respond(m, Reply{Error: errorOf(pmix.Errorf(pmix.ErrNotSupported, "unknown control operation %s", pmix.Quote(op)))})
 	}
@@ -514,7 +545,11 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 	if merged == nil {
 		merged = map[string]string{}
 	}
-	for k, v := range mpirunEnv(j, r) {
+	var userEnv map[string]string
+	if u := d.cfg.JobUser; u != nil {
+		userEnv = u.env()
+	}
+	for k, v := range joinEnv(mpirunEnv(j, r), userEnv) {
 		if _, set := merged[k]; !set {
 			merged[k] = v
 		}
@@ -526,7 +561,7 @@ func (d *Daemon) start(ctx context.Context, j *localJob, r pmix.Rank) (*localPro
 	if dir := d.cfg.LibDir; dir != "" {
 		merged["LD_LIBRARY_PATH"] = prependPath(dir, merged["LD_LIBRARY_PATH"], os.Getenv("LD_LIBRARY_PATH"))
 	}
-	cmd := Command{Path: path, Args: app.Args, Argv0: app.Path, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r)}
+	cmd := Command{Path: path, Args: app.Args, Argv0: app.Path, Env: merged, Dir: app.Dir, Stdin: j.req.stdinFor(r), User: d.cfg.JobUser}
 	var out *iof.Source
 	if d.cfg.Output != nil {
 		spec := j.req.Output

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,9 @@ type Command struct {
 	Stdin bool
 	// Stdout and Stderr receive the process's output; nil discards it.
 	Stdout, Stderr io.Writer
+	// User, if set, is who the process runs as (the launcher must be
+	// root); nil: the launcher's user.
+	User *JobUser
 }
 
 // Process is a started process.
@@ -91,12 +95,17 @@ func Start(c Command) (*Process, error) {
 	if c.Argv0 != "" {
 		cmd.Args[0] = c.Argv0
 	}
-	cmd.Env = os.Environ()
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(secretEnv, k)
+	})
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		cmd.Env = append(cmd.Env, k+"="+c.Env[k]) // a later entry wins
 	}
 	cmd.Dir = c.Dir
-	setProcAttrs(cmd)
+	if err := setProcAttrs(cmd, c.User); err != nil {
+		return nil, err
+	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	// The output goes through pipes of our own rather than exec's, so
 	// that Wait returns when the process exits, whoever still holds them.

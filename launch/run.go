@@ -57,8 +57,9 @@ type JobSpec struct {
 // Config configures a run.
 type Config struct {
 	// Conn is the launcher's NATS connection, owned by the caller: to any
-	// server linked to the jobs' clusters, signed in with the launcher
-	// key on a secured deployment. Required.
+	// server linked to the jobs' clusters, signed in for the run's job
+	// on a secured deployment (see SignIn). Required unless SignIn is
+	// set.
 	Conn *nats.Conn
 	// Jobs are the run's app contexts, which make one job; at least one.
 	Jobs []JobSpec
@@ -113,6 +114,16 @@ type Config struct {
 	// its ranks there as ended, before the run's policy acts on it.
 	NodeDown func(c cluster.ID, node string)
 	Logger   *slog.Logger
+	// SignIn, if set, connects for one job, named nspace: on a secured
+	// deployment a launcher signs in for each job it starts with a
+	// credential for that job alone (security.JobCredential), which may
+	// publish that job's control requests and events only. The run calls
+	// it for its own job (after naming the job: the nspace the app
+	// contexts give, else a fresh one), and runs on what it returns
+	// instead of Conn; and again for each job its ranks spawn
+	// (PMIx_Spawn). The caller owns the connections. Nil: every job runs
+	// on Conn.
+	SignIn func(nspace string) (*nats.Conn, error)
 }
 
 // Result is how a run ended.
@@ -254,11 +265,19 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 }
 
 func (c *Config) setDefaults() error {
-	if c.Conn == nil {
-		return pmix.Errorf(pmix.ErrBadParam, "launch: no NATS connection")
-	}
 	if len(c.Jobs) == 0 {
 		return pmix.Errorf(pmix.ErrBadParam, "launch: no job to run")
+	}
+	if c.SignIn != nil {
+		nspace := NameJob(c.Jobs)
+		nc, err := c.SignIn(nspace)
+		if err != nil {
+			return pmix.Errorf(pmix.ErrNoPermissions, "launch: signing in for job %s: %v", nspace, err)
+		}
+		c.Conn = nc
+	}
+	if c.Conn == nil {
+		return pmix.Errorf(pmix.ErrBadParam, "launch: no NATS connection")
 	}
 	if c.Version == "" {
 		c.Version = liveness.ModuleVersion()
@@ -407,7 +426,7 @@ func (r *Run) plan(ctx context.Context) error {
 	r.session = session
 	given := r.nspace != ""
 	if !given {
-		r.nspace = newNspace()
+		r.nspace = NewNspace()
 	}
 	for _, j := range r.jobs {
 		j.nspace = r.nspace
@@ -497,7 +516,25 @@ func LocalCluster(ctx context.Context, nc *nats.Conn) (cluster.ID, error) {
 	return cluster.ID(ai.Domain), nil
 }
 
-func newNspace() string {
+// NameJob returns the nspace the app contexts give, or gives them a
+// fresh one (NewNspace) and returns it.
+func NameJob(jobs []JobSpec) string {
+	for _, j := range jobs {
+		if j.Nspace != "" {
+			return j.Nspace
+		}
+	}
+	nspace := NewNspace()
+	for i := range jobs {
+		jobs[i].Nspace = nspace
+	}
+	return nspace
+}
+
+// NewNspace returns a fresh nspace, "job-" and 12 random hex digits: a
+// launcher that signs in for its job (security.JobCredential) names it
+// before it launches.
+func NewNspace() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "job-" + hex.EncodeToString(b[:])

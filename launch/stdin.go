@@ -171,10 +171,13 @@ type stdinTarget struct {
 }
 
 // answerStdin serves an OpStdin request.
-func (d *Daemon) answerStdin(m *nats.Msg) {
+func (d *Daemon) answerStdin(m *nats.Msg, job string) {
 	var req StdinRequest
 	reply := StdinReply{}
 	err := decode(m.Data, &req)
+	if err == nil {
+		err = forJob(OpStdin, job, req)
+	}
 	if err == nil {
 		reply, err = d.Stdin(d.ctx, req)
 	}

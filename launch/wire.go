@@ -42,6 +42,33 @@ func ControlSubject(c cluster.ID, node, op string) string {
 	return ControlPrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(node) + "." + op
 }
 
+// JobControlSubject is where node's agent of cluster c takes op for
+// nspace's job: the control subject, then the job's nspace. The ops that
+// act on one job (spawn, kill, stdin) go there, so that what a launcher
+// signed in for one job may request is that job's (security.JobPermissions):
+// the agent refuses one whose body names another job.
+func JobControlSubject(c cluster.ID, node, op, nspace string) string {
+	return ControlSubject(c, node, op) + "." + subjects.EscapeToken(nspace)
+}
+
+// jobOp reports whether op acts on one job, named in its subject.
+func jobOp(op string) bool { return op == OpSpawn || op == OpKill || op == OpStdin }
+
+// jobRequest is a control request for one job.
+type jobRequest interface{ jobNspace() string }
+
+func (r SpawnRequest) jobNspace() string { return r.Nspace }
+func (r KillRequest) jobNspace() string  { return r.Nspace }
+func (r StdinRequest) jobNspace() string { return r.Nspace }
+
+// controlSubjectOf is where op with body req goes.
+func controlSubjectOf(c cluster.ID, node, op string, req any) string {
+	if jr, ok := req.(jobRequest); ok && jobOp(op) {
+		return JobControlSubject(c, node, op, jr.jobNspace())
+	}
+	return ControlSubject(c, node, op)
+}
+
 // StateSubject is where the agents report the ends of nspace's processes.
 func StateSubject(c cluster.ID, nspace string) string {
 	return StatePrefix + "." + subjects.EscapeToken(string(c)) + "." + subjects.EscapeToken(nspace)

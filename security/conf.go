@@ -15,7 +15,9 @@ import (
 // connection kinds, as the servers of package cluster do with ServerAuth:
 // for running pmixbus on NATS servers of one's own. It holds public keys
 // only; a leaf remote of such a server signs in with the seed of the leaf
-// key ("nkey" in its remotes entry).
+// key ("nkey" in its remotes entry). Its auth_callout block has the
+// servers ask who any other connection is, which the agents answer
+// (JobAuthority): a launcher's job credential.
 //
 // Errors: one wrapping ErrNoKey when k lacks a role.
 func (k *Keys) NATSConf() (string, error) {
@@ -36,7 +38,13 @@ func (k *Keys) NATSConf() (string, error) {
 		}
 		fmt.Fprintf(&b, "      }\n      allowed_connection_types: %s\n    }\n", quoteList(slices.Sorted(maps.Keys(u.AllowedConnectionTypes))))
 	}
-	b.WriteString("  ]\n}\n")
+	b.WriteString("  ]\n")
+	if c := auth.Callout; c != nil {
+		b.WriteString("  # Any other sign-in is a launcher's job credential: the agents answer.\n")
+		fmt.Fprintf(&b, "  auth_callout {\n    issuer: %s\n    account: %s\n    auth_users: %s\n  }\n",
+			strconv.Quote(c.Issuer), strconv.Quote(c.Account), quoteList(c.AuthUsers))
+	}
+	b.WriteString("}\n")
 	return b.String(), nil
 }
 

@@ -5,12 +5,23 @@
 //
 // # Roles
 //
-// There are four (Roles): RoleAgent, the agents', the only one that
+// There are five (Roles): RoleAgent, the agents', the only one that
 // writes the event caches and the publish/lookup buckets or reads the
 // buckets; RoleRM, for a host RM's events sent straight on NATS
-// ("pmixbus notify"); RoleWatch, read-only ("pmixbus watch"); and RoleLeaf,
-// the identity a server's leaf link signs in to its hub with. Permissions
-// gives each one's NATS permissions.
+// ("pmixbus notify"); RoleWatch, read-only ("pmixbus watch"); RoleLeaf,
+// the identity a server's leaf link signs in to its hub with; and
+// RoleLauncher, whose key vouches for job credentials. Permissions gives
+// each one's NATS permissions.
+//
+// # Job credentials
+//
+// A launcher signs in for each job with a JobCredential: a fresh job key
+// the launcher key vouches for. The servers ask their JobAuthority (NATS's
+// auth callout) about it, which binds the job's nspace to that key and
+// admits it with JobPermissions: its own job's subjects only.
+//
+//	cred, err := keys.JobCredential(nspace)
+//	nc, err := nats.Connect(url, cred.Option())
 //
 // # Keys
 //

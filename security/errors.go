@@ -11,4 +11,9 @@ var (
 	// cannot be trusted (others may read or write it) or that holds no
 	// user nkey seed.
 	ErrKeyFile = errors.New("security: bad key file")
+
+	// ErrJobClaimed is returned when a job credential names a job that
+	// another job key is bound to: one job's launcher cannot sign in as
+	// another's.
+	ErrJobClaimed = errors.New("security: the job is bound to another job key")
 )

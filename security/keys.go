@@ -267,6 +267,20 @@ func (k *Keys) ServerAuth() (*cluster.Auth, error) {
 	}
 	auth.LeafSeed = string(seed)
 	auth.RoutePassword = routePassword(seed)
+	ja, err := k.JobAuthority(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Every role keeps its own permissions; any other sign-in is a job
+	// credential, or refused, as the servers' own service says.
+	auth.Callout = &server.AuthCallout{Issuer: ja.Issuer(), Account: server.DEFAULT_GLOBAL_ACCOUNT}
+	for _, u := range auth.Users {
+		auth.Callout.AuthUsers = append(auth.Callout.AuthUsers, u.Nkey)
+	}
+	auth.Authorizer = func(nc *nats.Conn) error {
+		_, err := ja.Serve(nc)
+		return err
+	}
 	return auth, nil
 }
 

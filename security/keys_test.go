@@ -200,7 +200,10 @@ func TestNATSConf(t *testing.T) {
 			t.Errorf("user %d: read %+v %+v %v\nwant %+v %+v %v", i, got, got.Permissions, got.AllowedConnectionTypes, want, want.Permissions, want.AllowedConnectionTypes)
 		}
 	}
-	if strings.Contains(conf, `"SU`) {
+	if c := opts.AuthCallout; c == nil || !reflect.DeepEqual(c, auth.Callout) {
+		t.Errorf("auth callout read %+v, want %+v", c, auth.Callout)
+	}
+	if strings.Contains(conf, `"SU`) || strings.Contains(conf, `"SA`) {
 		t.Error("the configuration holds a seed")
 	}
 }

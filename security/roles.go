@@ -2,7 +2,6 @@ package security
 
 import (
 	"slices"
-	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,11 +36,13 @@ const (
 	// make leaf connections only, and no other role may.
 	RoleLeaf Role = "leaf"
 
-	// RoleLauncher is `pmixbus run`'s: it sends the agents control
-	// requests (spawn, kill, jobs: remote code execution, which no other
-	// role but the agents' may send), keeps its jobs' keys in the jobs
-	// buckets, reads the agents buckets, receives its jobs' process ends
-	// and output, and raises their PMIX_EVENT_JOB_END.
+	// RoleLauncher is `pmixbus run`'s. Its key vouches for the job keys
+	// a launcher signs in with, one per job (JobCredential): each sends
+	// its own job's control requests (spawn, kill, stdin: remote code
+	// execution, which no other role but the agents' may send), keeps
+	// its job's key in the jobs buckets, receives its job's process ends
+	// and output, and raises its PMIX_EVENT_JOB_END (JobPermissions).
+	// Signed in with the key itself, a launcher only reads.
 	RoleLauncher Role = "launcher"
 )
 
@@ -71,12 +72,9 @@ const LauncherInboxPrefix = "_PMIXBUS.launcher"
 // Subjects and streams of package launch, named here so that security
 // imports nothing above it.
 const (
-	JobsStream   = "KV_PMIXBUS_JOBS"
-	jobsBucketKV = "$KV.PMIXBUS_JOBS.>"
-	controlOps   = "pmix.ctl.*.*.*"
-	controlJobs  = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
-	jobState     = "pmix.jobstate.>"
-	jobOutput    = "pmix.iof.>"
+	JobsStream  = "KV_PMIXBUS_JOBS"
+	controlJobs = "pmix.ctl.*.*.jobs" // the agents' running jobs: read-only, for status
+	jobOutput   = "pmix.iof.>"
 	// OutputStream is package iof's, one per domain: launchers and
 	// viewers read it through ordered consumers.
 	OutputStream = "PMIXBUS_IOF"
@@ -106,7 +104,11 @@ func Permissions(r Role) *server.Permissions {
 			"$JS.>", // the JetStream API, in every domain; acks, flow control
 			"$KV.>",
 		}
-		return both(all)
+		p := both(all)
+		// Serving the servers' authorization requests (JobAuthority).
+		p.Publish.Allow = append(p.Publish.Allow, authReplies)
+		p.Subscribe.Allow = append(p.Subscribe.Allow, AuthCalloutSubject)
+		return p
 	case RoleRM:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{
@@ -117,25 +119,18 @@ func Permissions(r Role) *server.Permissions {
 			}},
 		}
 	case RoleLauncher:
-		pub := []string{controlOps, subjects.Prefix + ".>",
-			"$JS.API.INFO", jobsBucketKV, "$JS.*.API." + jobsBucketKV}
-		for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
-			pub = append(pub, streamAPI(api, JobsStream)...)
-		}
-		pub = append(pub, agentsRead()...)
-		pub = append(pub, outputRead()...)
+		// The key vouches for the job keys launchers sign in with
+		// (JobCredential, JobPermissions); signed in itself it only
+		// reads: which jobs run (the jobs buckets, an agent's "jobs"),
+		// the agents buckets and the output stream, as watch does.
 		return &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: pub},
+			Publish: &server.SubjectPermission{Allow: launcherReads()},
 			// The watch tools' inbox too, so that `pmixbus attach` signed
 			// in with this key reads the output as the watch role does
 			// (replies there carry nothing this role cannot read).
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				jobState, jobOutput, LauncherInboxPrefix + ".>", WatchInboxPrefix + ".>",
+				jobOutput, LauncherInboxPrefix + ".>", WatchInboxPrefix + ".>",
 			}},
-			// The answer to a spawn request of a job's process
-			// (pmix.jobstate.<cluster>.<nspace>.spawn), on the
-			// requesting agent's inbox: one reply per request.
-			Response: &server.ResponsePermission{MaxMsgs: 1, Expires: 5 * time.Minute},
 		}
 	case RoleWatch:
 		// Read-only: events and outcomes, and for `pmixbus status` the
@@ -171,6 +166,17 @@ func Permissions(r Role) *server.Permissions {
 func streamAPI(api, stream string) []string {
 	return []string{"$JS.API." + api + "." + stream, "$JS.*.API." + api + "." + stream,
 		"$JS.API." + api + "." + stream + ".>", "$JS.*.API." + api + "." + stream + ".>"}
+}
+
+// launcherReads is what a launcher publishes to read, with its key or a
+// job credential: which jobs run (the jobs buckets, an agent's "jobs"),
+// the agents buckets, the output stream, which cluster is local.
+func launcherReads() []string {
+	pub := []string{controlJobs, "$JS.API.INFO"}
+	for _, api := range []string{"STREAM.INFO", "DIRECT.GET", "STREAM.MSG.GET"} {
+		pub = append(pub, streamAPI(api, JobsStream)...)
+	}
+	return append(append(pub, agentsRead()...), outputRead()...)
 }
 
 // agentsRead is what reading an agents bucket (liveness) takes.

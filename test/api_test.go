@@ -82,7 +82,7 @@ func TestContinuousAbortReachesSurvivors(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	aborted := fmt.Sprint(int(pmix.ErrProcAborted))
-	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
 		Args: []string{"-watch", "-codes", aborted, "-fence", "-await", aborted, "-fail-rank", "0", "-fail", "exit:1"}}}}})
 	if res.First == nil || res.First.Rank != 0 || res.First.State != pmix.ErrExitNonzeroTerm {
 		t.Fatalf("first %+v\noutput:\n%s", res.First, out)
@@ -109,7 +109,7 @@ func TestJobControlKill(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
 		Args: []string{"-fence", "-kill", "3", "-sleep", "2s"}}}}})
 	if !strings.Contains(out.String(), "0: killed 3 err=<nil>") {
 		t.Fatalf("output:\n%s", out)
@@ -183,7 +183,7 @@ func TestQuery(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	out := &syncBuffer{}
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdout: out, Stderr: out,
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestNodeInfo(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	keys := strings.Join([]string{pmix.KeyNodeList, pmix.KeyNumNodes, pmix.KeyNodeID, pmix.KeyServerURI}, ",")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-get", keys}}}}})
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-get", keys}}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}

@@ -367,7 +367,7 @@ func launchConnected(t *testing.T, w *agenttest.World, extra ...string) (runs [2
 	for i, s := range sides {
 		outs[i] = &syncBuffer{}
 		args := append([]string{"-rendezvous", s.mine + "," + s.other}, extra...)
-		r, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, s.cluster), Stdout: outs[i], Stderr: outs[i],
+		r, err := launch.Launch(t.Context(), launch.Config{SignIn: w.SignIn(w.URL(s.cluster)), Stdout: outs[i], Stderr: outs[i],
 			Jobs: []launch.JobSpec{{N: s.n, MapBy: launch.MapByNode, App: launch.App{Path: p, Args: args}}}})
 		if err != nil {
 			t.Fatalf("launch on %s: %v", s.cluster, err)
@@ -501,7 +501,7 @@ func TestConnectJobAcrossClusters(t *testing.T) {
 	watch := []string{"-watch", "-codes", fmt.Sprint(int(code)), "-await", fmt.Sprint(int(code))}
 	outX, outY := &syncBuffer{}, &syncBuffer{}
 	argsX := append([]string{"-rendezvous", "rvx.X,rvx.Y"}, watch...)
-	rx, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, "A"), Stdout: outX, Stderr: outX, Jobs: []launch.JobSpec{
+	rx, err := launch.Launch(t.Context(), launch.Config{SignIn: w.SignIn(w.URL("A")), Stdout: outX, Stderr: outX, Jobs: []launch.JobSpec{
 		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: argsX}},
 		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: argsX}},
 	}})
@@ -509,7 +509,7 @@ func TestConnectJobAcrossClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rx.Terminate(true) })
-	ry, err := launch.Launch(t.Context(), launch.Config{Conn: launcherConn(t, w, "B"), Stdout: outY, Stderr: outY, Jobs: []launch.JobSpec{
+	ry, err := launch.Launch(t.Context(), launch.Config{SignIn: w.SignIn(w.URL("B")), Stdout: outY, Stderr: outY, Jobs: []launch.JobSpec{
 		{N: 2, App: launch.App{Path: p, Args: append([]string{"-rendezvous", "rvx.Y,rvx.X"}, watch...)}},
 	}})
 	if err != nil {

@@ -91,6 +91,7 @@ var sentinels = map[string]error{
 	"publishlookup.ErrClosed":             publishlookup.ErrClosed,
 	"security.ErrNoKey":                   security.ErrNoKey,
 	"security.ErrKeyFile":                 security.ErrKeyFile,
+	"security.ErrJobClaimed":              security.ErrJobClaimed,
 }
 
 // reexported are sentinels that are another package's under a second name:

@@ -47,7 +47,7 @@ func TestHelpAggregatedAcrossClusters(t *testing.T) {
 			// An interval longer than the run: the count comes at the
 			// job's end, whatever the machine's speed.
 			agg := iof.NewAggregator(iof.HelpConfig{Out: help, Interval: time.Hour, All: all})
-			res, out := runJob(t, launch.Config{Conn: nc, Help: agg, Jobs: []launch.JobSpec{
+			res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Help: agg, Jobs: []launch.JobSpec{
 				{N: 8, Cluster: "A", App: launch.App{Path: p, Args: args}},
 				{N: 8, Cluster: "B", App: launch.App{Path: p, Args: args}},
 			}})

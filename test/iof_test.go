@@ -60,7 +60,7 @@ func TestOutputTaggedLinesStayWhole(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	const lines = 300
 	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf "r$PMIX_RANK "; printf "line $i "; printf "end\n"; i=$((i+1)); done; printf "r$PMIX_RANK last"`, lines)
-	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(4, script)}}, "tag")
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{shJob(4, script)}}, "tag")
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
@@ -111,7 +111,7 @@ func TestOutputBinaryExact(t *testing.T) {
 	script := "cat " + file + "; cat " + file + " >&2"
 	for _, output := range []string{"raw", "json"} {
 		t.Run(output, func(t *testing.T) {
-			res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(2, script)}}, output)
+			res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{shJob(2, script)}}, output)
 			if res.ExitCode != 0 {
 				t.Fatalf("result %+v", res)
 			}
@@ -152,7 +152,7 @@ func TestOutputBinaryExact(t *testing.T) {
 func TestOutputXMLWellFormed(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(3, `echo "a <b> & c"; printf 'tab\there\n'; echo oops >&2`)}}, "xml,merge")
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{shJob(3, `echo "a <b> & c"; printf 'tab\there\n'; echo oops >&2`)}}, "xml,merge")
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
@@ -181,7 +181,7 @@ func TestOutputXMLWellFormed(t *testing.T) {
 func TestAttachReattach(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, _ := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 50 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done; echo bye >&2`)}})
+	res, _ := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 50 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done; echo bye >&2`)}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}
@@ -239,8 +239,7 @@ func TestAttachReattach(t *testing.T) {
 // order.
 func TestOutputAcrossReconnect(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	nc := launcherConn(t, w, "A")
-	runThroughFault(t, nc, 400, func(release func()) {
+	runThroughFault(t, w, 400, func(nc *nats.Conn, release func()) {
 		if err := nc.ForceReconnect(); err != nil { // the second half is written while the launcher reconnects
 			t.Fatal(err)
 		}
@@ -250,21 +249,28 @@ func TestOutputAcrossReconnect(t *testing.T) {
 
 // runThroughFault runs 2 ranks writing n numbered lines, half of them,
 // then fault (which lets them write the rest by calling release), and
-// checks that the launcher showed every line once, in order.
-func runThroughFault(t *testing.T, nc *nats.Conn, n int, fault func(release func())) {
+// checks that the launcher showed every line once, in order. The fault
+// gets the launcher's connection.
+func runThroughFault(t *testing.T, w *agenttest.World, n int, fault func(nc *nats.Conn, release func())) {
 	t.Helper()
 	out := &syncBuffer{}
 	file := filepath.Join(t.TempDir(), "release")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(file, n))}})
+	var nc *nats.Conn
+	signIn := w.SignIn(w.URL("A"))
+	r, err := launch.Launch(ctx, launch.Config{SignIn: func(nspace string) (*nats.Conn, error) {
+		c, err := signIn(nspace)
+		nc = c
+		return c, err
+	}, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{shJob(2, halfThenRest(file, n))}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rank := range 2 {
 		out.waitFor(t, fmt.Sprintf("%d %d\n", rank, n/2-1))
 	}
-	fault(func() {
+	fault(nc, func() {
 		if err := os.WriteFile(file, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +319,7 @@ func checkNumberedLines(t *testing.T, out string, ranks, lines int) {
 func TestOutputLimitOneWarning(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Output: launch.OutputSpec{Limit: 4 << 10},
+	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Output: launch.OutputSpec{Limit: 4 << 10},
 		Jobs: []launch.JobSpec{shJob(4, `i=0; while [ $i -lt 400 ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done`)}}, "") // about 9 KiB
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
@@ -349,7 +355,7 @@ func TestOutputLimitOneWarning(t *testing.T) {
 // rank is taken for lost.
 func TestOutputSurvivesServerRestart(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	runThroughFault(t, launcherConn(t, w, "A"), 300, func(release func()) {
+	runThroughFault(t, w, 300, func(_ *nats.Conn, release func()) {
 		srv := w.Cluster("A").Server(0)
 		if err := srv.Shutdown(t.Context()); err != nil {
 			t.Fatal(err)
@@ -366,7 +372,7 @@ func TestOutputSurvivesServerRestart(t *testing.T) {
 func TestOutputStdoutClosedEarly(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	res, stdout, stderr := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		shJob(2, `echo "out $PMIX_RANK"; exec 1>&-; sleep 0.2; echo "err $PMIX_RANK" >&2`)}}, "")
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, stderr)
@@ -383,7 +389,7 @@ func TestOutputStdoutClosedEarly(t *testing.T) {
 func TestAttachWithLauncherKey(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{shJob(2, `echo "line of $PMIX_RANK"`)}}, "")
+	res, stdout, _ := runDisplayed(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{shJob(2, `echo "line of $PMIX_RANK"`)}}, "")
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
 	}

@@ -89,7 +89,7 @@ func TestIOFPushPull(t *testing.T) {
 	// tool, and so does its EOF.
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.Close() })
-	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: pr, Rank: 0},
+	r, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: pr, Rank: 0},
 		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "wc", Args: []string{"-c"}}}}})
 	if err != nil {
 		t.Fatal(err)

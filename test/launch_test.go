@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -139,7 +140,7 @@ func TestLaunchAcrossAgents(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-say", "hello"}}}}})
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-say", "hello"}}}}})
 	if res.ExitCode != 0 || res.First != nil {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
@@ -195,7 +196,7 @@ func TestLaunchExitCodes(t *testing.T) {
 		{"abort:5", pmix.ErrProcRequestedAbort, 5},
 	} {
 		t.Run(tt.fail, func(t *testing.T) {
-			res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p,
+			res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p,
 				Args: []string{"-sleep", "30s", "-fail-rank", "1", "-fail", tt.fail}}}}})
 			if res.First == nil || res.First.Rank != 1 || res.First.State != tt.state || res.ExitCode != tt.code {
 				t.Fatalf("result %+v first %+v\n%s", res, res.First, out)
@@ -226,7 +227,7 @@ func TestTerminationReachesOtherRanks(t *testing.T) {
 			// Rank 3 (on a2) fails; a1's ranks must hear of it. The
 			// others end normally once they have (-end-on), and a
 			// rank registered after the failure hears it replayed.
-			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out,
+			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Stdout: out, Stderr: out,
 				Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "30s", "-end-on", fmt.Sprint(int(tt.code)), "-fail-rank", "3", "-fail", tt.fail}}}}})
 			if err != nil {
 				t.Fatal(err)
@@ -256,7 +257,7 @@ func TestAbortPolicy(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p,
 		Args: []string{"-sleep", "60s", "-fail-rank", "2", "-fail", "exit:7"}}}}})
 	if res.ExitCode != 7 || res.First == nil || res.First.Rank != 2 {
 		t.Fatalf("result %+v\n%s", res, out)
@@ -316,7 +317,7 @@ func TestLaunchMPMD(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-say", "east", "-get", mpmdKeys, "-fence"}}},
 		{N: 3, Cluster: "B", MapBy: launch.MapByNode, App: launch.App{Path: p, Args: []string{"-say", "west", "-get", mpmdKeys, "-fence"}}},
 	}})
@@ -356,7 +357,7 @@ func TestLaunchMPMDEventsAcrossClusters(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	watch := []string{"-watch", "-codes", "-404", "-fence", "-await", "-404"}
-	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Jobs: []launch.JobSpec{
 		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: watch}},
 		{N: 2, Cluster: "B", App: launch.App{Path: p, Args: watch}},
 		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: []string{"-fence", "-fail-rank", "4", "-fail", "exit:5"}}},
@@ -388,7 +389,7 @@ func TestWantTermination(t *testing.T) {
 			out := &syncBuffer{}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			r, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out, Continuous: continuous, Jobs: []launch.JobSpec{
+			r, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdout: out, Stderr: out, Continuous: continuous, Jobs: []launch.JobSpec{
 				{N: 1, App: launch.App{Path: p, Args: append([]string{"-want-term"}, watch...)}},
 				{N: 2, App: launch.App{Path: p, Args: watch}},
 			}})
@@ -432,7 +433,7 @@ func TestLaunchMPMDFenceTermination(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Continuous: true, Jobs: []launch.JobSpec{
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Jobs: []launch.JobSpec{
 		// Rank 2 has ended, and its agent announced it, before the
 		// others fence (before the coordinator watches the job).
 		{N: 2, Cluster: "A", App: launch.App{Path: p, Args: []string{"-pause", "2s", "-fence"}}},
@@ -460,7 +461,7 @@ func TestLaunchMPMDOneCluster(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	args := func(more ...string) []string { return append([]string{"-get", mpmdKeys, "-fence"}, more...) }
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		{N: 1, App: launch.App{Path: p, Args: args()}},
 		{N: 2, App: launch.App{Path: p, Args: args()}},
 		{N: 1, App: launch.App{Path: p, Args: args("-say", "last")}},
@@ -471,7 +472,7 @@ func TestLaunchMPMDOneCluster(t *testing.T) {
 	a := p + " -get " + mpmdKeys + " -fence"
 	checkMPMDInfo(t, out.String(), []string{a, a, a + " -say last"}, 1, 2, 1)
 
-	res, out = runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	res, out = runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		{N: 2, App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}},
 		{N: 2, App: launch.App{Path: p, Args: []string{"-fail-rank", "3", "-fail", "exit:7", "-sleep", "30s"}}},
 	}})
@@ -506,7 +507,7 @@ func TestLaunchBadInput(t *testing.T) {
 		{"unknown cluster", launch.JobSpec{N: 1, Cluster: "Z", App: launch.App{Path: p}}, func(c *launch.Config) { c.ElectionWait = time.Second }, pmix.ErrUnreach, "Z"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{tt.spec}}
+			cfg := launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{tt.spec}}
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
@@ -519,25 +520,33 @@ func TestLaunchBadInput(t *testing.T) {
 		})
 	}
 	// Every agent failed the missing program: all are named.
-	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/no/such/prog"}}}})
+	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/no/such/prog"}}}})
 	var merr *multierror.Error
 	if !errors.As(err, &merr) || len(merr.Errors) != 2 || !strings.Contains(err.Error(), "a1") || !strings.Contains(err.Error(), "a2") {
 		t.Fatalf("err = %v, want both agents' failures", err)
 	}
 	// Two app contexts are one job: two nspaces are an error.
-	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		{N: 1, Cluster: "A", Nspace: "one", App: launch.App{Path: p}}, {N: 1, Cluster: "B", Nspace: "two", App: launch.App{Path: p}}}})
 	if !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), "app context 2") {
 		t.Fatalf("two nspaces for one job: %v", err)
 	}
 	// A duplicate nspace.
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p, Args: []string{"-sleep", "30s"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
-	if !errors.Is(err, launch.ErrNspaceTaken) {
+	// Signed in for its job: refused by the servers (dup is bound to the
+	// first launcher's job key while it runs); on Conn alone, by the
+	// jobs bucket.
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
+	if !errors.Is(err, pmix.ErrNoPermissions) || !strings.Contains(err.Error(), "signing in for job dup") {
 		t.Fatalf("second launch as dup: %v", err)
+	}
+	agentNC := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
+	_, err = launch.Launch(t.Context(), launch.Config{Conn: agentNC, Jobs: []launch.JobSpec{{N: 1, Nspace: "dup", App: launch.App{Path: p}}}})
+	if !errors.Is(err, launch.ErrNspaceTaken) {
+		t.Fatalf("second launch as dup, as an agent: %v", err)
 	}
 	r.Terminate(false)
 	res, err := r.Wait(t.Context())
@@ -557,11 +566,15 @@ func TestLaunchBadInput(t *testing.T) {
 func clusterOfNode(n string) cluster.ID { return cluster.ID(strings.ToUpper(n[:1])) }
 
 // TestLaunchRefusedWithoutLauncherKey: the rm and watch keys cannot
-// launch.
+// launch, nor the launcher key signed in itself: it only vouches for job
+// credentials.
 func TestLaunchRefusedWithoutLauncherKey(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	for _, role := range []security.Role{security.RoleRM, security.RoleWatch} {
+	for _, role := range []security.Role{security.RoleRM, security.RoleWatch, security.RoleLauncher} {
 		opts := []nats.Option{w.Keys().Option(role)}
+		if role == security.RoleLauncher {
+			opts = append(opts, nats.CustomInboxPrefix(security.LauncherInboxPrefix))
+		}
 		if role == security.RoleWatch {
 			opts = append(opts, nats.CustomInboxPrefix(security.WatchInboxPrefix))
 		}
@@ -584,7 +597,7 @@ func TestLaunchedNodeDown(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	out := &syncBuffer{}
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out,
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "8s"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -659,7 +672,7 @@ func TestProcTerminatedForRegistrationsThatAsk(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// Rank 1 exits once rank 0 watches (a fence orders it); rank 0
 			// waits 2 s for the event.
-			res, out := runJob(t, launch.Config{Conn: nc, NotifyTermination: tt.notify, Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode,
+			res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), NotifyTermination: tt.notify, Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode,
 				App: launch.App{Path: p, Args: []string{"-watch", "-codes", tt.codes, "-fence", "-sleep", "2s", "-fail-rank", "1", "-fail", "exit:0"}}}}})
 			if res.ExitCode != 0 {
 				t.Fatalf("result %+v\n%s", res, out)
@@ -678,8 +691,13 @@ func TestProcTerminatedForRegistrationsThatAsk(t *testing.T) {
 func TestLauncherGone(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
-	nc := launcherConn(t, w, "A")
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, JobTTL: time.Second, Beat: 250 * time.Millisecond, LauncherGrace: 500 * time.Millisecond,
+	var nc *nats.Conn
+	signIn := w.SignIn(w.URL("A"))
+	r, err := launch.Launch(t.Context(), launch.Config{SignIn: func(nspace string) (*nats.Conn, error) {
+		c, err := signIn(nspace)
+		nc = c
+		return c, err
+	}, JobTTL: time.Second, Beat: 250 * time.Millisecond, LauncherGrace: 500 * time.Millisecond,
 		Jobs: []launch.JobSpec{{N: 3, App: launch.App{Path: p, Args: []string{"-sleep", "60s"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -713,7 +731,7 @@ func TestLaunchMPIRunEnvironment(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	script := `echo "r=$OMPI_COMM_WORLD_RANK/$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE pmix=$PMIX_RANK bound=$OMPI_MCA_orte_bound_at_launch"`
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script}}}}})
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script}}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
@@ -722,7 +740,7 @@ func TestLaunchMPIRunEnvironment(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
-	res, out = runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script},
+	res, out = runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/sh", Args: []string{"-c", script},
 		Env: map[string]string{"OMPI_MCA_hwloc_base_binding_policy": "core"}}}}})
 	if res.ExitCode != 0 || !strings.Contains(out.String(), "r=0/1 local=0/1 pmix=0 bound=\n") {
 		t.Errorf("a rank whose environment asks Open MPI to bind: %+v\n%s", res, out)
@@ -735,7 +753,7 @@ func TestLaunchMPIRunEnvironment(t *testing.T) {
 func TestFinishedJobKeyExpires(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/true"}}}})
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "/bin/true"}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
@@ -753,5 +771,27 @@ func TestFinishedJobKeyExpires(t *testing.T) {
 	}
 	if op, ttl := m.Header.Get("KV-Operation"), m.Header.Get("Nats-TTL"); op != "PURGE" || ttl == "" {
 		t.Errorf("the finished job's key: operation %q, TTL %q; want a PURGE marker with a TTL", op, ttl)
+	}
+}
+
+// TestControlSubjectNamesTheJob: an agent refuses a request for one job
+// sent on another job's control subject, or on none: what NATS checked
+// (a job credential publishes on its own job's subjects only) is what
+// the agent acts on.
+func TestControlSubjectNamesTheJob(t *testing.T) {
+	w := agenttest.Start(t, launchSpec)
+	nc := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
+	for _, subj := range []string{launch.JobControlSubject("A", "a1", launch.OpKill, "jobX"), launch.ControlSubject("A", "a1", launch.OpKill)} {
+		m, err := nc.Request(subj, []byte(`{"nspace":"jobY"}`), waitTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply launch.Reply
+		if err := json.Unmarshal(m.Data, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if err := reply.Err(); !errors.Is(err, pmix.ErrNoPermissions) {
+			t.Errorf("a kill of jobY on %s: %v, want PMIX_ERR_NO_PERMISSIONS", subj, err)
+		}
 	}
 }

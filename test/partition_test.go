@@ -55,7 +55,7 @@ func TestCutOffNodeRanksNeverComeBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &syncBuffer{}
 			lost := make(chan string, 4)
-			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Continuous: true, Stdout: out, Stderr: out, LauncherGrace: tc.grace,
+			r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Continuous: true, Stdout: out, Stderr: out, LauncherGrace: tc.grace,
 				NodeDown: func(_ cluster.ID, node string) { lost <- node },
 				Jobs:     []launch.JobSpec{{N: 4, App: launch.App{Path: p, Args: []string{"-watch", "-sleep", "60s"}}}}})
 			if err != nil {

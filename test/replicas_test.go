@@ -3,11 +3,14 @@ package test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/agent/agenttest"
@@ -88,7 +91,7 @@ func TestReplicatedCluster(t *testing.T) {
 
 	// A new run starts, and its output arrives.
 	out := &syncBuffer{}
-	run, err := launch.Launch(ctx, launch.Config{Conn: launcherConn(t, w, "A"), Stdout: out, Stderr: out,
+	run, err := launch.Launch(ctx, launch.Config{SignIn: w.SignIn(w.URL("A")), Stdout: out, Stderr: out,
 		Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo replicated output"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +123,7 @@ func TestReplicatedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
-	for _, want := range []string{"KV_PMIXBUS_AGENTS", "KV_PMIXBUS_JOBS", "PMIXBUS_IOF", "KV_PMIXBUS_GROUPS", "PMIXBUS_EVENTS_", "PMIXBUS_JOBEVENTS_", "KV_PMIXBUS_IOF_LIMITS", "KV_" + publishlookup.DefaultBucket} {
+	for _, want := range []string{"KV_PMIXBUS_AGENTS", "KV_PMIXBUS_JOBS", "KV_" + security.JobKeysBucket, "PMIXBUS_IOF", "KV_PMIXBUS_GROUPS", "PMIXBUS_EVENTS_", "PMIXBUS_JOBEVENTS_", "KV_PMIXBUS_IOF_LIMITS", "KV_" + publishlookup.DefaultBucket} {
 		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, want) }) {
 			t.Errorf("no stream %s* among %v", want, names)
 		}
@@ -134,7 +137,13 @@ func TestReplicatedCluster(t *testing.T) {
 // once it answers, rather than fail with "agents bucket unreachable".
 func TestRunStartsThroughAnOutage(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
-	nc := launcherConn(t, w, "A")
+	// Signed in for its job before the outage, as pmixbus run is: it
+	// connects first, then launches.
+	nspace := launch.NewNspace()
+	nc, err := w.SignIn(w.URL("A"))(nspace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := w.Cluster("A").Server(0)
 	if err := srv.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
@@ -148,7 +157,7 @@ func TestRunStartsThroughAnOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := launch.Launch(ctx, launch.Config{Conn: nc, Stdout: out, Stderr: out,
-		Jobs: []launch.JobSpec{{Cluster: "A", N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
+		Jobs: []launch.JobSpec{{Cluster: "A", Nspace: nspace, N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh", Args: []string{"-c", "echo started"}}}}})
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
@@ -162,4 +171,72 @@ func TestRunStartsThroughAnOutage(t *testing.T) {
 	if n := strings.Count(out.String(), "started"); n != 2 {
 		t.Fatalf("%d of 2 lines:\n%s", n, out)
 	}
+}
+
+// TestLauncherSurvivesItsServer: on a cluster of three servers, the
+// server a launcher signed in to with its job credential is killed under
+// a running job. The launcher reconnects to another server with the same
+// credential (the job's binding is replicated and every server answers
+// for job credentials), the job's output and end arrive, and its
+// PMIX_EVENT_JOB_END is published: the run ends with exit 0.
+func TestLauncherSurvivesItsServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	w := agenttest.Start(t, agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Servers: 3, Nodes: []string{"a1", "a2"}}},
+	})
+	servers := w.Cluster("A").Servers()
+	signIn := w.SignIn(servers[0].ClientURL())
+	var reconnected = make(chan struct{}, 1)
+	out := &syncBuffer{}
+	file := filepath.Join(t.TempDir(), "go")
+	run, err := launch.Launch(ctx, launch.Config{SignIn: func(nspace string) (*nats.Conn, error) {
+		nc, err := signIn(nspace)
+		if err == nil {
+			nc.SetReconnectHandler(func(*nats.Conn) {
+				select {
+				case reconnected <- struct{}{}:
+				default:
+				}
+			})
+		}
+		return nc, err
+	}, Stdout: out, Stderr: out, Jobs: []launch.JobSpec{{N: 2, MapBy: launch.MapByNode, App: launch.App{Path: "/bin/sh",
+		Args: []string{"-c", `echo before; while [ ! -e "$0" ]; do sleep 0.05; done; echo after`, file}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, waitTime, func() error {
+		if n := strings.Count(out.String(), "before"); n != 2 {
+			return fmt.Errorf("%d of 2 ranks started:\n%s", n, out)
+		}
+		return nil
+	})
+	if err := servers[0].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reconnected:
+	case <-ctx.Done():
+		t.Fatal("the launcher did not reconnect to another server")
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run.Wait(ctx)
+	if err != nil || res.ExitCode != 0 || res.Lost {
+		t.Fatalf("%+v, %v\n%s", res, err, out)
+	}
+	if strings.Count(out.String(), "before") != 2 || strings.Count(out.String(), "after") != 2 {
+		t.Fatalf("output:\n%s", out)
+	}
+	// Its end, published with the job credential after the reconnect.
+	agentNC := clustertest.Connect(t, servers[1].ClientURL(), w.Keys().Option(security.RoleAgent))
+	clustertest.WaitFor(t, waitTime, func() error {
+		_, m, err := launch.CachedJobEnd(ctx, agentNC, "A", run.Nspace())
+		if err == nil && m == nil {
+			err = fmt.Errorf("no PMIX_EVENT_JOB_END of %s cached", run.Nspace())
+		}
+		return err
+	})
 }

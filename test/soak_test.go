@@ -131,7 +131,7 @@ func TestRunLoopLeavesNothing(t *testing.T) {
 	}
 	for i := range runs {
 		starts = append(starts, time.Now())
-		res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: p, Args: []string{"-fence", "-say", "hello"}}}}})
+		res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: p, Args: []string{"-fence", "-say", "hello"}}}}})
 		if res.ExitCode != 0 {
 			t.Fatalf("run %d: %+v\n%s", i, res, out)
 		}

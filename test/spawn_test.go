@@ -24,7 +24,7 @@ func TestSpawn(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: p, Args: []string{"-spawn", "2"}}}}})
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: p, Args: []string{"-spawn", "2"}}}}})
 	if res.ExitCode != 0 || len(res.Jobs) != 2 {
 		t.Fatalf("result %+v\n%s", res, out)
 	}
@@ -53,7 +53,7 @@ func TestSpawnAcrossClusters(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p,
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p,
 		Args: []string{"-spawn", "3", "-spawn-info", pmix.KeySpawnCluster + "=B," + pmix.KeyMapBy + "=node"}}}}})
 	if res.ExitCode != 0 || len(res.Jobs) != 2 {
 		t.Fatalf("result %+v\n%s", res, out)
@@ -92,7 +92,7 @@ func TestSpawnFailures(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// ElectionWait: no cluster Z answers, asked again up to it.
-			res, out := runJob(t, launch.Config{Conn: nc, ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p, Args: tt.args}}}})
+			res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: p, Args: tt.args}}}})
 			if res.ExitCode != 0 || len(res.Jobs) != 1 || !strings.Contains(out.String(), tt.want) {
 				t.Fatalf("want %q; result %+v\n%s", tt.want, res, out)
 			}
@@ -132,7 +132,7 @@ func TestSpawnAgentGone(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	w.Agent("a2").NATS().Close()
 	// ElectionWait: a2, listed up, is asked again up to it.
-	res, out := runJob(t, launch.Config{Conn: nc, ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, Hosts: []launch.Node{{Name: "a1"}}, App: launch.App{Path: p,
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), ElectionWait: time.Second, Jobs: []launch.JobSpec{{N: 1, Hosts: []launch.Node{{Name: "a1"}}, App: launch.App{Path: p,
 		Args: []string{"-spawn", "1", "-spawn-info", pmix.KeyHost + "=a2"}}}}})
 	unreach := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrUnreach)
 	noSlot := fmt.Sprintf("0: spawn failed: %d ", pmix.ErrOutOfResource)
@@ -150,7 +150,7 @@ func TestSpawnFromAJobAcrossClusters(t *testing.T) {
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	args := []string{"-spawn", "1", "-spawn-rank", "1", "-spawn-apps", "2", "-spawn-args", "-get pmix.parent,pmix.appnum"}
-	res, out := runJob(t, launch.Config{Conn: nc, Jobs: []launch.JobSpec{
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{
 		{N: 1, App: launch.App{Path: p, Args: args}},
 		{N: 1, Cluster: "B", App: launch.App{Path: p, Args: args}},
 	}})

@@ -19,6 +19,7 @@ import (
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 // stdinInput is more than one request and one agent queue can take, so
@@ -79,7 +80,7 @@ func TestStdinTargets(t *testing.T) {
 			}
 			// Named hosts: ranks 0-1 on a1, 2-3 on a2, whatever the agents'
 			// liveness says of the slots the previous subtest used.
-			cfg := launch.Config{Conn: nc, Jobs: []launch.JobSpec{{N: 4, Hosts: twoNodes,
+			cfg := launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{{N: 4, Hosts: twoNodes,
 				App: launch.App{Path: "wc", Args: []string{"-c"}}}}}
 			if !none {
 				cfg.Stdin = launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: rank}
@@ -101,7 +102,7 @@ func TestStdinTargets(t *testing.T) {
 func TestStdinEOFWithoutData(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	res, _ := rankLines(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: strings.NewReader(""), Rank: pmix.RankWildcard},
+	res, _ := rankLines(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: strings.NewReader(""), Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes, App: launch.App{Path: "cat"}}}})
 	if res.ExitCode != 0 {
 		t.Fatalf("result %+v", res)
@@ -125,7 +126,7 @@ func TestStdinNotRead(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	release := filepath.Join(t.TempDir(), "release")
 	in := &countingReader{}
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: in, Rank: 0},
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: in, Rank: 0},
 		Jobs: []launch.JobSpec{{N: 1, App: launch.App{Path: "sh", Args: []string{"-c", "until [ -e " + release + " ]; do sleep 0.05; done"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +160,7 @@ func TestStdinRankEndsEarly(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	in := &countingReader{}
-	res, got := rankLines(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: in, Rank: pmix.RankWildcard},
+	res, got := rankLines(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: in, Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "sh", Args: []string{"-c", "head -c 10000 | wc -c"}}}}})
 	if res.ExitCode != 0 || got[0] != "10000" || got[1] != "10000" {
 		t.Fatalf("result %+v, read %v", res, got)
@@ -171,7 +172,7 @@ func TestStdinRankEndsEarly(t *testing.T) {
 func TestStdinBadTarget(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
-	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: strings.NewReader("x"), Rank: 5},
+	_, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: strings.NewReader("x"), Rank: 5},
 		Jobs: []launch.JobSpec{{N: 2, App: launch.App{Path: "cat"}}}})
 	if pmix.StatusOf(err) != pmix.ErrBadParam {
 		t.Fatalf("launch with stdin to rank 5 of 2: %v, want PMIX_ERR_BAD_PARAM", err)
@@ -187,7 +188,7 @@ func TestStdinAllAcrossClusters(t *testing.T) {
 	w := agenttest.Start(t, launchSpec)
 	nc := launcherConn(t, w, "A")
 	wc := launch.App{Path: "wc", Args: []string{"-c"}}
-	res, out := runJob(t, launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: pmix.RankWildcard},
+	res, out := runJob(t, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: bytes.NewReader(stdinInput), Rank: pmix.RankWildcard},
 		Jobs: []launch.JobSpec{{N: 1, App: wc}, {N: 1, Cluster: "B", App: wc}}})
 	if want := fmt.Sprintf("%d\n", len(stdinInput)); res.ExitCode != 0 || strings.Count(out.String(), want) != 2 {
 		t.Fatalf("result %+v; want %q twice in:\n%s", res, want, out)
@@ -201,7 +202,7 @@ func TestStdinRequestChecked(t *testing.T) {
 	nc := launcherConn(t, w, "A")
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.Close() })
-	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, Stdin: launch.Stdin{Reader: pr, Rank: 0},
+	r, err := launch.Launch(t.Context(), launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdin: launch.Stdin{Reader: pr, Rank: 0},
 		Jobs: []launch.JobSpec{{N: 2, Hosts: twoNodes[:1], App: launch.App{Path: "cat"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +214,9 @@ func TestStdinRequestChecked(t *testing.T) {
 		_, _ = r.Wait(ctx)
 	})
 	ns := r.Nspaces()[0][len("A:"):]
+	// Sent as an agent does for a client's PMIx_IOF_push: whatever job
+	// it names (a launcher's credential may name its own job only).
+	agentNC := clustertest.Connect(t, w.URL("A"), w.Keys().Option(security.RoleAgent))
 	for _, tt := range []struct {
 		name string
 		req  launch.StdinRequest
@@ -227,14 +231,14 @@ func TestStdinRequestChecked(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var reply launch.StdinReply
-			err := launch.Control(t.Context(), nc, "A", "a1", launch.OpStdin, tt.req, &reply)
+			err := launch.Control(t.Context(), agentNC, "A", "a1", launch.OpStdin, tt.req, &reply)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("%v, want %v", err, tt.want)
 			}
 		})
 	}
 	// A rank the node does not run is no error: it is not held.
-	reply, err := launch.DeliverStdin(t.Context(), nc, "A", "a1", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0, 7}, Writer: "w", Data: []byte("x")})
+	reply, err := launch.DeliverStdin(t.Context(), agentNC, "A", "a1", launch.StdinRequest{Nspace: ns, Ranks: []pmix.Rank{0, 7}, Writer: "w", Data: []byte("x")})
 	if err != nil || !slices.Equal(reply.Held, []pmix.Rank{0}) {
 		t.Fatalf("held %v, %v; want rank 0 only", reply.Held, err)
 	}

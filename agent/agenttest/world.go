@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/client"
 	"github.com/pmixbus/pmixbus/cluster"
@@ -38,14 +40,15 @@ type World struct {
 	mc      *cluster.MultiCluster
 	lone    *cluster.Cluster
 
-	mu       sync.Mutex
-	jobs     []Job
-	agents   map[string]*agent.Agent // by node: the one running now
-	started  []startedAgent          // every agent started, for Close
-	clients  map[string]*client.Client
-	attached []*client.Client // every client attached, for Close
-	envs     map[string]map[string]string
-	closed   bool
+	mu            sync.Mutex
+	jobs          []Job
+	agents        map[string]*agent.Agent // by node: the one running now
+	started       []startedAgent          // every agent started, for Close
+	clients       map[string]*client.Client
+	attached      []*client.Client // every client attached, for Close
+	envs          map[string]map[string]string
+	launcherConns []*nats.Conn // SignIn's, closed by Close
+	closed        bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -377,8 +380,11 @@ func (w *World) Close(ctx context.Context) error {
 func (w *World) close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
-	clients, agents := w.attached, w.started
+	clients, agents, launchers := w.attached, w.started, w.launcherConns
 	w.mu.Unlock()
+	for _, nc := range launchers {
+		nc.Close()
+	}
 
 	// Clients first, while their agents still answer.
 	var wg sync.WaitGroup
@@ -496,6 +502,36 @@ func (w *World) Cluster(id cluster.ID) *cluster.Cluster {
 // already and no Spec.Keys). Keys().Option(role) signs a connection of
 // the test in as role; on nil it adds no key.
 func (w *World) Keys() *security.Keys { return w.keys }
+
+// SignIn returns what signs a launcher in to the server at url for one
+// job (launch.Config.SignIn): with a job credential vouched for by the
+// world's launcher key (security.JobCredential), or with no key in an
+// insecure world. Its connections close when the world does.
+func (w *World) SignIn(url string, opts ...nats.Option) func(nspace string) (*nats.Conn, error) {
+	return func(nspace string) (*nats.Conn, error) {
+		opts := append([]nats.Option{nats.Name("launcher " + nspace), nats.MaxReconnects(-1),
+			nats.ReconnectWait(50 * time.Millisecond), nats.CustomInboxPrefix(security.LauncherInboxPrefix)}, opts...)
+		if w.keys != nil {
+			cred, err := w.keys.JobCredential(nspace)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, cred.Option())
+		}
+		nc, err := nats.Connect(url, opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.closed {
+			nc.Close()
+			return nil, ErrClosed
+		}
+		w.launcherConns = append(w.launcherConns, nc)
+		return nc, nil
+	}
+}
 
 // MultiCluster returns the clusters and their hub when the world started
 // several clusters, or nil.

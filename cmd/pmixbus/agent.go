@@ -127,6 +127,7 @@ var agentEnv = envBindings{
 	"kill-grace":        "PMIXBUS_KILL_GRACE",
 	"cluster-grace":     "PMIXBUS_CLUSTER_GRACE",
 	"pmix-lib":          "PMIXBUS_PMIX_LIB",
+	"job-user":          "PMIXBUS_JOB_USER",
 	"launcher-grace":    "PMIXBUS_LAUNCHER_GRACE",
 	"iof-max-age":       "PMIXBUS_IOF_MAX_AGE",
 	"iof-stream-bytes":  "PMIXBUS_IOF_STREAM_BYTES",
@@ -159,6 +160,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		clusterGrace   = fs.Duration("cluster-grace", liveness.DefaultClusterGrace, "how long a cluster connected to this one's processes may be unreachable before its nodes hosting them are declared down (PMIXBUS_CLUSTER_GRACE)")
 		killGrace      = fs.Duration("kill-grace", 2*time.Second, "how long a launched process asked to end (SIGTERM) has before SIGKILL (PMIXBUS_KILL_GRACE)")
 		launcherGrace  = fs.Duration("launcher-grace", launch.DefaultLauncherGrace, "how long a job's processes outlive their launcher once its key expired (PMIXBUS_LAUNCHER_GRACE)")
+		jobUser        = fs.String("job-user", "", "run launched processes as this `user` (name or uid): the agent runs as root and keeps its keys where only root reads them, so the jobs cannot (docs/security.md) (PMIXBUS_JOB_USER)")
 		pmixLib        = fs.String("pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2, put first on launched processes' LD_LIBRARY_PATH (PMIXBUS_PMIX_LIB; default: lib/ beside the pmixbus binary, if it holds one)")
 		iofMaxAge      = fs.Duration("iof-max-age", iof.DefaultMaxAge, "how long the cluster's output stream keeps a job's output for pmixbus attach (PMIXBUS_IOF_MAX_AGE)")
 		iofStreamBytes = fs.Int64("iof-stream-bytes", iof.DefaultStreamBytes, "byte limit of the cluster's whole output stream, the oldest output of any job dropped first (PMIXBUS_IOF_STREAM_BYTES)")
@@ -232,6 +234,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.ClusterGrace = *clusterGrace
 	cfg.OutputMaxAge, cfg.OutputStreamBytes = *iofMaxAge, *iofStreamBytes
 	cfg.KillGrace, cfg.LauncherGrace, cfg.NoLaunch, cfg.PMIxLibDir = *killGrace, *launcherGrace, *noLaunch, *pmixLib
+	if *jobUser != "" {
+		u, err := launch.LookupJobUser(*jobUser)
+		if err != nil {
+			return usageError(fs, stderr, "--job-user: %v", pmix.MessageOf(err))
+		}
+		if os.Geteuid() != 0 {
+			return usageError(fs, stderr, "--job-user %s: the agent must run as root to start processes as another user", *jobUser)
+		}
+		cfg.JobUser = u
+	}
 	var log *slog.Logger
 	if level != nil {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: *level}))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -315,12 +316,37 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		*natsURL = d.URL()
 	}
 	agents := localAgentsAt(*natsURL) // to tell the loss of "its" agent from that of NATS
-	// Pings every second: a server cut off silently is noticed within
-	// two (lostAfter's margin), not nats.go's default of minutes.
-	nc, err := connectTool(*natsURL, key, given(first.fs, "nkey"), stderr, "run",
-		nats.Name("pmixbus run"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
-		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2),
-		nats.CustomInboxPrefix(security.LauncherInboxPrefix), asyncErrors(stderr, "run"))
+	// The job is named here: the launcher signs in for it alone, with a
+	// job key of its own that the launcher key vouches for
+	// (docs/security.md, "Credentials per job").
+	nspace := launch.NameJob(specs)
+	var (
+		childMu  sync.Mutex
+		children []*nats.Conn
+	)
+	defer func() {
+		childMu.Lock()
+		defer childMu.Unlock()
+		for _, c := range children {
+			c.Close()
+		}
+	}()
+	connectJob := func(nspace string) (*nats.Conn, error) {
+		jobKey, err := jobCredential(key, *nkey, nspace)
+		if err != nil {
+			return nil, err
+		}
+		// Pings every second: a server cut off silently is noticed within
+		// two (lostAfter's margin), not nats.go's default of minutes.
+		return connectTool(*natsURL, jobKey, given(first.fs, "nkey"), stderr, "run",
+			nats.Name("pmixbus run "+nspace), nats.Timeout(5*time.Second), nats.MaxReconnects(-1),
+			nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2),
+			nats.CustomInboxPrefix(security.LauncherInboxPrefix), asyncErrors(stderr, "run"))
+	}
+	nc, err := connectJob(nspace)
+	if errors.Is(err, nats.ErrAuthorization) && key != nil {
+		return fail("%s may not launch jobs: the server refused the job credential it vouched for (%v); sign in with the launcher key, --nkey %s, and name no job that another launcher runs (--nspace %s) (docs/security.md)", identity, err, defaultKeyFile(security.RoleLauncher), nspace)
+	}
 	if err != nil {
 		return fail("connecting to %s: %v%s (give the URL of a pmixbus NATS server with --nats or PMIXBUS_NATS)", *natsURL, err, authHint(err, identity))
 	}
@@ -330,6 +356,18 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, Jobs: specs, Continuous: *continuous, NotifyTermination: *noteTerm,
+		SignIn: func(ns string) (*nats.Conn, error) {
+			if ns == nspace {
+				return nc, nil
+			}
+			c, err := connectJob(ns)
+			if err == nil {
+				childMu.Lock()
+				children = append(children, c)
+				childMu.Unlock()
+			}
+			return c, err
+		},
 		Display: display, Stdout: stdout, Stderr: stderr, Started: func(r *launch.Run) { run.Store(r) }, Stdin: stdin,
 		NodeDown: func(c cluster.ID, node string) {
 			fmt.Fprintf(stderr, "pmixbus run: node %s of cluster %s is down: its agent has not answered for %v and its liveness key expired; its ranks count as ended\n", node, c, launch.DefaultJobTTL)
@@ -350,7 +388,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // without those rights (the watch key, say) would otherwise only make
 // every request time out.
 func mayLaunch(nc *nats.Conn) error {
-	sub, err := nc.SubscribeSync(security.LauncherInboxPrefix + ".probe")
+	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {
 		return err
 	}
@@ -362,4 +400,18 @@ func mayLaunch(nc *nats.Conn) error {
 		return err
 	}
 	return refused(nc)
+}
+
+// jobCredential returns the option that signs the launcher in for job
+// nspace: a job credential vouched for by the key in file, or nil when
+// there is no key (key nil: a server without authentication).
+func jobCredential(key nats.Option, file, nspace string) (nats.Option, error) {
+	if key == nil {
+		return nil, nil
+	}
+	cred, err := security.FileJobCredential(file, nspace)
+	if err != nil {
+		return nil, fmt.Errorf("--nkey: %w", err)
+	}
+	return cred.Option(), nil
 }
