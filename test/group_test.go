@@ -202,9 +202,10 @@ func TestGroupAcrossClusters(t *testing.T) {
 }
 
 // TestGroupBadRequests: group frames with bad arguments get a PMIx status
-// at once, never a hang: no name, a name with ':', no members, a join
+// at once, never a hang: no name, a name with ":", no members to invite, a join
 // naming no leader, a destruct or leave of no group, a join to an
-// invitation not out.
+// invitation not out; a construct of no procs (an added member) that no
+// leader adds ends at its PMIX_TIMEOUT.
 func TestGroupBadRequests(t *testing.T) {
 	w := agenttest.Start(t, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A"}},
@@ -221,7 +222,12 @@ func TestGroupBadRequests(t *testing.T) {
 	}{
 		{"construct without a name", func() error { _, err := c.GroupConstruct(ctx, "", all, nil); return err }(), pmix.ErrBadParam},
 		{"construct named with ':'", func() error { _, err := c.GroupConstruct(ctx, "B:x", all, nil); return err }(), pmix.ErrBadParam},
-		{"construct of no procs", func() error { _, err := c.GroupConstruct(ctx, "g", nil, nil); return err }(), pmix.ErrBadParam},
+		// No procs: an added member (PMIX_GROUP_ADD_MEMBERS), which no
+		// leader adds here.
+		{"construct of no procs, added by nobody", func() error {
+			_, err := c.GroupConstruct(ctx, "g", nil, []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(1))})
+			return err
+		}(), pmix.ErrTimeout},
 		{"invite of no procs", func() error { _, err := c.GroupInvite(ctx, "g", nil, nil); return err }(), pmix.ErrBadParam},
 		{"join naming no leader", func() error { _, err := c.GroupJoin(ctx, "g", pmix.Proc{}, true, nil); return err }(), pmix.ErrBadParam},
 		{"join of no invitation", func() error {
