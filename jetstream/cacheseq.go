@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/pmix"
 )
@@ -140,16 +141,14 @@ func (c *EventCache) ReadSeqs(ctx context.Context, from, to uint64, jobFilters [
 // in the order the events stream stored their events, so the first is
 // found by bisection and the rest follow it.
 func (c *EventCache) readCopies(ctx context.Context, lo, hi uint64, filters []string, emit func(CachedMsg) error) error {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	info, err := c.jobs.Info(rctx)
-	cancel()
+	api := "$JS.API.DIRECT.GET." + JobStreamName(c.cfg.Cluster)
+	info, err := c.copiesCaughtUp(ctx, api, hi)
 	if err != nil {
-		return kvError(err, "cache read")
+		return err
 	}
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	api := "$JS.API.DIRECT.GET." + JobStreamName(c.cfg.Cluster)
 	// The first copy at or after jseq, with its event's sequence.
 	b, e := info.State.FirstSeq, info.State.LastSeq+1
 	for b < e {
@@ -183,6 +182,54 @@ func (c *EventCache) readCopies(ctx context.Context, lo, hi uint64, filters []st
 		return nil
 	}
 	return err
+}
+
+// copyCatchUp bounds how long a read of the copies waits for those still
+// on their way to the job-events stream.
+const copyCatchUp = time.Second
+
+// copyQuiet is how long the job-events stream must not grow for a read to
+// take it that no copy is on its way.
+const copyQuiet = 25 * time.Millisecond
+
+// copiesCaughtUp returns the job-events stream's state once its copies
+// have caught up with the events stream up to event hi: its last copy is
+// of hi or a later event, or it has stopped growing (the events after its
+// last copy are no job events), or copyCatchUp has passed. A copy is
+// republished as the events stream stores its event and stored by the
+// job-events stream a moment later; under a flood the events stream
+// evicted an event before its copy was stored, and a fetch that read the
+// copies then counted it lost (agent's TestDroppedJobEventsRecovered,
+// 2 runs in 6).
+func (c *EventCache) copiesCaughtUp(ctx context.Context, api string, hi uint64) (*natsjs.StreamInfo, error) {
+	deadline := time.Now().Add(copyCatchUp)
+	var last uint64
+	for {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		info, err := c.jobs.Info(rctx)
+		cancel()
+		if err != nil {
+			return nil, kvError(err, "cache read")
+		}
+		if info.State.Msgs > 0 {
+			m, err := directGetOne(ctx, c.js.Conn(), api, directGetRequest{LastFor: ">"})
+			if err != nil {
+				return nil, err
+			}
+			if m != nil && m.EventSeq >= hi {
+				return info, nil
+			}
+		}
+		if (last > 0 && info.State.LastSeq == last) || time.Now().After(deadline) {
+			return info, nil
+		}
+		last = max(info.State.LastSeq, 1)
+		select {
+		case <-ctx.Done():
+			return nil, kvError(ctx.Err(), "cache read")
+		case <-time.After(copyQuiet):
+		}
+	}
 }
 
 // leaderGet returns the events stream's message seq as its leader has it
