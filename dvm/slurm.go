@@ -2,6 +2,7 @@ package dvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,7 +38,7 @@ func SlurmAllocation(ctx context.Context) ([]launch.Node, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "scontrol", "show", "hostnames", list).Output()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && len(ee.Stderr) > 0 {
 			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(ee.Stderr)))
 		}
 		return nil, fmt.Errorf("%w: scontrol show hostnames %s: %v", ErrAllocation, list, err)

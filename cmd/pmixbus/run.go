@@ -203,6 +203,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "pmixbus run (pmixbus) %s\n", pmixbusVersion())
 		return exitOK
 	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pmixbus run: "+format+"\n", a...)
+		return exitFail
+	}
 	natsNamed := *natsURL != "" || os.Getenv("PMIXBUS_NATS") != ""
 	natsErr := applyLocalNATS(first.fs, natsURL, *first.cluster)
 	dvmHosts, err := first.placeHosts()
@@ -213,8 +217,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// No hosts named and no server here: inside a Slurm allocation,
 		// its nodes, as prterun takes them.
 		if dvmHosts, err = dvm.SlurmAllocation(ctx); err != nil {
-			fmt.Fprintf(stderr, "pmixbus run: %v\n", pmix.MessageOf(err))
-			return exitFail
+			return fail("%v", pmix.MessageOf(err))
 		}
 	}
 	// Agents are started on the hosts when asked to, or when there is no
@@ -264,10 +267,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageError(first.fs, stderr, "app context %d: %v", i+1, err)
 		}
 		specs = append(specs, s)
-	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "pmixbus run: "+format+"\n", a...)
-		return exitFail
 	}
 	clusters := map[cluster.ID]bool{}
 	for _, s := range specs {
