@@ -15,8 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/security"
 )
 
 //go:embed peer/pmixops.c peer/mpiinit.c peer/mpispawn.c peer/nodelay.c
@@ -56,6 +59,20 @@ type PeerConfig struct {
 	// side is skipped, and said so, without it or without OpenPMIx's
 	// headers.
 	Mpirun string
+	// Only names the measurements to run, of PeerMeasurements (default:
+	// all of them).
+	Only []string
+}
+
+// PeerMeasurements are the measurements of Peer, by the names
+// PeerConfig.Only takes: the fences (with and without data), MPI_Init and
+// the MPI launch and spawn, a rank's footprint, one output line, notify
+// and the group construct.
+var PeerMeasurements = []string{"fence", "mpi", "footprint", "output", "notify", "group"}
+
+// wants says whether the measurement named is to run.
+func (c *PeerConfig) wants(name string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, name)
 }
 
 func (c *PeerConfig) defaults() {
@@ -119,6 +136,11 @@ func (c *PeerConfig) defaults() {
 func Peer(ctx context.Context, cfg PeerConfig) (*Report, error) {
 	if cfg.LibDir == "" {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "bench peer: no directory of pmixbus's libpmix.so.2")
+	}
+	for _, name := range cfg.Only {
+		if !slices.Contains(PeerMeasurements, name) {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "bench peer: no measurement %q (there are %s)", name, strings.Join(PeerMeasurements, ", "))
+		}
 	}
 	if _, err := os.Stat(filepath.Join(cfg.LibDir, "libpmix.so.2")); err != nil {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "bench peer: %s holds no libpmix.so.2 (build it first: make): %v", cfg.LibDir, err)
@@ -230,6 +252,40 @@ type peerRun struct {
 }
 
 func (m *peerMeasure) all(ctx context.Context) error {
+	if m.cfg.wants("fence") {
+		if err := m.fences(ctx); err != nil {
+			return err
+		}
+	}
+	if m.cfg.wants("mpi") {
+		if err := m.mpi(ctx); err != nil {
+			return err
+		}
+	}
+	if m.cfg.wants("footprint") {
+		if err := m.footprint(ctx); err != nil {
+			return err
+		}
+	}
+	if m.cfg.wants("output") {
+		if err := m.output(ctx); err != nil {
+			return err
+		}
+	}
+	if m.cfg.wants("notify") {
+		if err := m.notify(ctx); err != nil {
+			return err
+		}
+	}
+	if m.cfg.wants("group") {
+		return m.group(ctx)
+	}
+	return nil
+}
+
+// fences compares PMIx_Fence without data at each of Sizes ranks, and the
+// first one with data at the smallest.
+func (m *peerMeasure) fences(ctx context.Context) error {
 	small := slices.Min(m.cfg.Sizes)
 	for _, n := range m.cfg.Sizes {
 		args := []string{"fence", strconv.Itoa(m.cfg.Fences)}
@@ -246,6 +302,12 @@ func (m *peerMeasure) all(ctx context.Context) error {
 			m.line(fmt.Sprintf("first fence with PMIX_COLLECT_DATA, %d ranks", n), fmt.Sprintf("peer_fence_data_%d_vs_mpirun", n), peer, ours, 1.0)
 		}
 	}
+	return nil
+}
+
+// mpi compares an Open MPI program's MPI_Init, launch and spawn, where
+// mpicc is installed.
+func (m *peerMeasure) mpi(ctx context.Context) error {
 	if m.p.mpiinit != "" {
 		peer, ours, err := m.compare(ctx, 2, m.p.mpiinit, nil, nil, value("mpi_init"))
 		if err != nil {
@@ -268,6 +330,12 @@ func (m *peerMeasure) all(ctx context.Context) error {
 	} else {
 		m.r.addf("MPI_Init: skipped, mpicc is not installed")
 	}
+	return nil
+}
+
+// footprint compares a rank's peak RSS, threads and idle context
+// switches.
+func (m *peerMeasure) footprint(ctx context.Context) error {
 	idle := []string{"idle", strconv.Itoa(int(m.cfg.Idle / time.Millisecond))}
 	peers, ourss, err := m.compareAll(ctx, 2, m.p.pmixops, idle, nil, value("rss_kb"), value("threads"), value("idle_switches"))
 	if err != nil {
@@ -282,12 +350,78 @@ func (m *peerMeasure) all(ctx context.Context) error {
 	m.r.Targets = append(m.r.Targets,
 		Target{Name: "rank_threads_after_init", Measured: float64(ourss[1]), Op: "<=", Goal: 2},
 		Target{Name: "rank_idle_switches_per_10s", Measured: float64(ourss[2]), Op: "<=", Goal: 2})
+	return nil
+}
+
+// output compares one output line's way from a rank to the launcher's
+// stdout.
+func (m *peerMeasure) output(ctx context.Context) error {
 	lines := []string{"lines", strconv.Itoa(m.cfg.Lines)}
 	peer, ours, err := m.compare(ctx, 1, m.p.pmixops, lines, nil, func(r peerRun) time.Duration { return percentile(r.delays, 50) })
 	if err != nil {
 		return err
 	}
 	m.line("one output line, rank to launcher's stdout, p50", "peer_output_line_vs_mpirun", peer, ours, 1.0)
+	floor, err := m.oneWay(ctx)
+	if err != nil {
+		return err
+	}
+	m.r.addf("%-52s nats   %9s  (pmixbus's line is this, a pipe and the agent's and launcher's handling)", "its floor: one NATS message between two clients, p50", us(floor))
+	return nil
+}
+
+// oneWay is the floor under pmixbus's output line: the median delay of
+// Lines NATS messages, 5 ms apart as the rank's lines are, from one
+// client of the agents' server to a subscriber on another (an agent's
+// connection to the launcher's, without the stream, the pipe or either
+// end's work).
+func (m *peerMeasure) oneWay(ctx context.Context) (time.Duration, error) {
+	url := m.s.nc.ConnectedUrl()
+	pub, err := nats.Connect(url, m.s.w.Keys().Option(security.RoleAgent))
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	sub, err := nats.Connect(url, m.s.w.Keys().Option(security.RoleAgent))
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	ch := make(chan *nats.Msg, 1)
+	subj := "pmixbus.bench.peer.oneway"
+	if _, err := sub.ChanSubscribe(subj, ch); err != nil {
+		return 0, err
+	}
+	if err := sub.FlushTimeout(5 * time.Second); err != nil {
+		return 0, err
+	}
+	d := make([]time.Duration, 0, m.cfg.Lines)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range m.cfg.Lines {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		start := time.Now()
+		if err := pub.Publish(subj, []byte("t 1234567890123456789\n")); err != nil {
+			return 0, err
+		}
+		select {
+		case <-ch:
+			d = append(d, time.Since(start))
+		case <-time.After(5 * time.Second):
+			return 0, fmt.Errorf("bench peer: a NATS message to a subscriber of the same server took over 5 s")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return percentile(d, 50), nil
+}
+
+// notify compares a LOCAL-range event's round trip between two ranks.
+func (m *peerMeasure) notify(ctx context.Context) error {
 	notify := []string{"notify", strconv.Itoa(m.cfg.Notifies)}
 	rtt := func(r peerRun) time.Duration { return r.values["notify_rtt"] }
 	if m.p.mpirun != "" {
@@ -299,12 +433,12 @@ func (m *peerMeasure) all(ctx context.Context) error {
 		}
 		m.r.addf("%-52s mpirun %9s (stock OpenPMIx, without TCP_NODELAY)", "notify round trip, LOCAL range, p50", us(rtt(stock)))
 	}
-	peer, ours, err = m.compare(ctx, 2, m.p.pmixops, notify, []string{"LD_PRELOAD=" + m.p.nodelay}, rtt)
+	peer, ours, err := m.compare(ctx, 2, m.p.pmixops, notify, []string{"LD_PRELOAD=" + m.p.nodelay}, rtt)
 	if err != nil {
 		return err
 	}
 	m.line("notify round trip, LOCAL range, p50 (TCP_NODELAY)", "peer_notify_vs_openpmix", peer, ours, 1.0)
-	return m.group(ctx)
+	return nil
 }
 
 // group measures PMIx_Group_construct of GroupRanks ranks spread over

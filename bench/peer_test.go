@@ -36,7 +36,7 @@ func TestPeerSmoke(t *testing.T) {
 	}
 	r.Print(testWriter{t})
 	text := strings.Join(r.Lines, "\n")
-	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "notify round trip", "peak RSS", "threads of a rank", "group construct, 4 ranks on 2 agents"} {
+	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "its floor: one NATS message", "notify round trip", "peak RSS", "threads of a rank", "group construct, 4 ranks on 2 agents"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q line in the report", want)
 		}
@@ -51,6 +51,10 @@ func TestPeerNeedsLibrary(t *testing.T) {
 		if _, err := Peer(t.Context(), PeerConfig{LibDir: dir}); !errors.Is(err, pmix.ErrBadParam) {
 			t.Errorf("LibDir %q: %v, want PMIX_ERR_BAD_PARAM", dir, err)
 		}
+	}
+	lib := peerLib(t)
+	if _, err := Peer(t.Context(), PeerConfig{LibDir: lib, Only: []string{"fence", "fences"}}); !errors.Is(err, pmix.ErrBadParam) || !strings.Contains(err.Error(), `"fences"`) {
+		t.Errorf("Only fences: %v, want PMIX_ERR_BAD_PARAM naming it", err)
 	}
 }
 

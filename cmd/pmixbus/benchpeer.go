@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bench"
@@ -42,7 +43,8 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
 
 Where mpirun or OpenPMIx's headers are not installed the peer side is
 skipped, saying so (apt-get install openmpi-bin libopenmpi-dev libpmix-dev),
-and pmixbus's times are printed alone.`+"\n"+benchDescription)
+and pmixbus's times are printed alone. --only runs some of the
+measurements: fence, mpi, footprint, output, notify, group.`+"\n"+benchDescription)
 	cfg := bench.PeerConfig{Sizes: []int{4, 16, 64}}
 	fs.StringVar(&cfg.LibDir, "pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2 (default: lib/ beside the pmixbus binary)")
 	fs.StringVar(&cfg.Include, "pmix-include", "", "`dir` of PMIx headers where OpenPMIx's are not installed (pmixbus's cabi/include)")
@@ -57,6 +59,10 @@ and pmixbus's times are printed alone.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.GroupRanks, "group-ranks", 64, "ranks `n` of the group construct")
 	fs.IntVar(&cfg.GroupAgents, "group-agents", 4, "agents `n` the group construct's ranks spread over")
 	fs.IntVar(&cfg.Groups, "groups", 20, "group constructs `n` timed in each run")
+	fs.Func("only", "comma-separated `names` of the measurements to run (default: all)", func(v string) error {
+		cfg.Only = strings.Split(v, ",")
+		return nil
+	})
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"fences", &cfg.Fences, 1}, {"notifies", &cfg.Notifies, 1}, {"lines", &cfg.Lines, 1}, {"launch", &cfg.Launch, 1}, {"rounds", &cfg.Rounds, 1},
 		{"group-ranks", &cfg.GroupRanks, 1}, {"group-agents", &cfg.GroupAgents, 1}, {"groups", &cfg.Groups, 1}}, func() (*bench.Report, error) {
 		return bench.Peer(ctx, cfg)
