@@ -4,7 +4,8 @@
  * "<name> <nanoseconds>" lines.
  *
  *   fence K    a put of 64 bytes, commit, the first fence with
- *              PMIX_COLLECT_DATA (timed: fence_data), a get of the next
+ *              PMIX_COLLECT_DATA (timed: fence_data; and every rank's
+ *              realtime call and return: fence_data_in.R, fence_data_out.R), a get of the next
  *              rank's value, one warm-up fence, then K fences without data
  *              (the median: fence)
  *   notify K   two ranks on one node (range LOCAL: mpirun delivers no
@@ -67,7 +68,7 @@ static void fence(long k)
     pmix_status_t rc;
     char buf[64];
     uint32_t size;
-    long long t, *took = calloc(k, sizeof *took);
+    long long t, in, out, *took = calloc(k, sizeof *took);
     bool collect = true;
 
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
@@ -84,10 +85,16 @@ static void fence(long k)
     if (PMIX_SUCCESS != (rc = PMIx_Commit()))
         die("commit", rc);
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    in = now(CLOCK_REALTIME);
     t = now(CLOCK_MONOTONIC);
     if (PMIX_SUCCESS != (rc = PMIx_Fence(&wild, 1, &info, 1)))
         die("fence with data", rc);
     t = now(CLOCK_MONOTONIC) - t;
+    out = now(CLOCK_REALTIME);
+    /* Every rank: when it called and when it returned (the realtime
+     * clock, one machine), so that the fence is also timed from the last
+     * rank's call, without the launch's spread. */
+    printf("fence_data_in.%u %lld\nfence_data_out.%u %lld\n", me.rank, in, me.rank, out);
     PMIX_LOAD_PROCID(&peer, me.nspace, (me.rank + 1) % size);
     if (PMIX_SUCCESS != (rc = PMIx_Get(&peer, "peer.bench", NULL, 0, &got)))
         die("get of the next rank's value", rc);
