@@ -1,0 +1,186 @@
+package nodefence
+
+import (
+	"sync"
+
+	"github.com/pmixbus/pmixbus/pmix"
+)
+
+// ErrBroken is what a fence gets when the barrier broke while it waited,
+// with the status stored by the break (by default
+// PMIX_ERR_PROC_TERM_WO_SYNC, as the agent's path answers when a
+// participant terminates before it arrived).
+var ErrBroken = pmix.NewCodedError(pmix.ErrProcTermWOSync, "collective.participant_terminated", "a rank of the job left its node's barrier")
+
+// A Barrier is the agent's side of one job's segment: it made it, hands
+// its fd to the job's ranks, arrives on behalf of the clients that did not
+// map it, and breaks it.
+type Barrier struct {
+	seg *segment // platform-specific: the mapping and the fd
+
+	mu       sync.Mutex
+	closed   bool
+	waiters  map[chan error]uint32 // arrivals on behalf, by the generation they wait to move
+	watching bool
+	watched  chan struct{} // closed when the watcher returns; nil while none runs
+}
+
+// New makes the segment of a barrier of n ranks.
+//
+// Errors: pmix.ErrBadParam for n outside 1 to MaxRanks;
+// pmix.ErrNotSupported where there is no memfd (not Linux); the system's
+// error making or mapping it.
+func New(n int) (*Barrier, error) {
+	if n < 1 || n > MaxRanks {
+		return nil, pmix.Errorf(pmix.ErrBadParam, "node fence of %d ranks, want 1 to %d", n, MaxRanks)
+	}
+	seg, err := newSegment(uint32(n))
+	if err != nil {
+		return nil, err
+	}
+	return &Barrier{seg: seg, waiters: map[chan error]uint32{}}, nil
+}
+
+// FD is the segment's file descriptor, to hand to the ranks; it stays the
+// Barrier's (Close closes it). -1 after Close.
+func (b *Barrier) FD() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return -1
+	}
+	return b.seg.fd
+}
+
+// Broken reports whether the barrier broke (or closed): fences of the
+// job then take the agent's path.
+func (b *Barrier) Broken() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed || b.seg.gen()%2 == 1
+}
+
+// Arrive arrives at the barrier on a client's behalf. It returns false
+// when the barrier is broken, and the fence takes the agent's path;
+// otherwise a channel that receives nil once every rank arrived, or
+// ErrBroken (with the break's status) when the barrier broke first.
+func (b *Barrier) Arrive() (<-chan error, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false
+	}
+	g := b.seg.gen()
+	if g%2 == 1 {
+		return nil, false
+	}
+	ch := make(chan error, 1)
+	if b.seg.addArrived(1) == b.seg.n {
+		b.seg.storeArrived(0)
+		b.seg.addGen(2)
+		b.seg.wake()
+		ch <- nil
+		return ch, true
+	}
+	b.waiters[ch] = g
+	if !b.watching {
+		b.watching = true
+		b.watched = make(chan struct{})
+		go b.watch(b.watched)
+	}
+	return ch, true
+}
+
+// watch waits on the futex while arrivals on behalf wait, and releases
+// each once the generation moved from the one it arrived at.
+func (b *Barrier) watch(done chan struct{}) {
+	defer close(done)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if b.closed {
+			b.releaseLocked(func(uint32) bool { return true })
+		} else {
+			cur := b.seg.gen()
+			b.releaseLocked(func(g uint32) bool { return g != cur })
+		}
+		if len(b.waiters) == 0 {
+			b.watching = false
+			return
+		}
+		cur := b.seg.gen()
+		b.mu.Unlock()
+		b.seg.wait(cur) // bounded: the loop checks closed now and then
+		b.mu.Lock()
+	}
+}
+
+// releaseLocked answers the waiters whose generation moved (moved(g)).
+func (b *Barrier) releaseLocked(moved func(g uint32) bool) {
+	cur := uint32(1)
+	if !b.closed {
+		cur = b.seg.gen()
+	}
+	for ch, g := range b.waiters {
+		if !moved(g) {
+			continue
+		}
+		delete(b.waiters, ch)
+		if !b.closed && cur-g >= 2 {
+			ch <- nil
+			continue
+		}
+		ch <- b.brokenErr()
+	}
+}
+
+// brokenErr is ErrBroken with the break's status, when a valid one was
+// stored.
+func (b *Barrier) brokenErr() error {
+	if b.closed {
+		return ErrBroken
+	}
+	st := pmix.Status(b.seg.status())
+	if st >= 0 || st == ErrBroken.Status {
+		return ErrBroken
+	}
+	return pmix.NewCodedError(st, ErrBroken.Code, "the job's node barrier broke: "+st.String())
+}
+
+// Break breaks the barrier, for good: every waiter wakes with the status
+// st (the first break's is kept), and fences of the job take the agent's
+// path. Breaking a broken or closed barrier does nothing.
+func (b *Barrier) Break(st pmix.Status) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.breakLocked(st)
+}
+
+func (b *Barrier) breakLocked(st pmix.Status) {
+	if b.closed || b.seg.gen()%2 == 1 {
+		return
+	}
+	b.seg.casStatus(int32(st))
+	b.seg.addGen(1)
+	b.seg.wake()
+}
+
+// Close breaks the barrier, answers the arrivals still waiting with
+// ErrBroken, and unmaps and closes the segment (the ranks keep their own
+// mappings). Safe to call twice.
+func (b *Barrier) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.breakLocked(ErrBroken.Status)
+	b.closed = true
+	b.releaseLocked(func(uint32) bool { return true })
+	watched := b.watched
+	b.mu.Unlock()
+	if watched != nil {
+		<-watched // it touches the mapping no more
+	}
+	b.seg.close()
+}

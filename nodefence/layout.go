@@ -1,0 +1,67 @@
+package nodefence
+
+import "github.com/pmixbus/pmixbus/pmix"
+
+// The segment's layout, which cabi/src/nodefence.c repeats.
+const (
+	Magic   = 0x706d7866 // "pmxf"
+	Version = 1
+	Size    = 4096 // one page
+
+	OffMagic   = 0   // uint32
+	OffVersion = 4   // uint32
+	OffN       = 8   // uint32: the ranks that arrive
+	OffSize    = 12  // uint32: Size
+	OffStatus  = 16  // int32: the status of a break (0 before one)
+	OffGen     = 64  // uint32: the generation, the futex word
+	OffArrived = 128 // uint32: arrivals at the current generation
+)
+
+// MaxRanks bounds n: a job's ranks on one node.
+const MaxRanks = 1 << 20
+
+// KeyDeadline (bool) marks a PMIX_TIMEOUT beside it as the reference Go
+// client's own, derived from its context's deadline, rather than the
+// application's: it does not make a fence ineligible (Eligible), and on
+// the barrier's path the client gives up alone at its deadline.
+const KeyDeadline = "pmixbus.deadline"
+
+// Eligible reports whether a fence of self with procs and info takes the
+// node's barrier when its job has one: procs none, or exactly self's
+// nspace (as the caller names it, not cluster-qualified) with
+// PMIX_RANK_WILDCARD; and every info a PMIX_COLLECT_DATA of bool false,
+// or a PMIX_TIMEOUT that KeyDeadline marks as the Go client's (with the
+// mark itself). Anything else — data to collect, a timeout, an id, an
+// unknown key — takes the agent's path. cabi/src/nodefence.c applies the
+// same rule.
+func Eligible(self pmix.Proc, procs []pmix.Proc, info []pmix.Info) bool {
+	switch len(procs) {
+	case 0:
+	case 1:
+		if procs[0].Nspace != self.Nspace || procs[0].Rank != pmix.RankWildcard {
+			return false
+		}
+	default:
+		return false
+	}
+	marked := pmix.Flag(info, KeyDeadline)
+	for _, in := range info {
+		switch in.Key {
+		case pmix.KeyCollectData:
+			if b, ok := in.Value.Bool(); !ok || b {
+				return false
+			}
+		case pmix.KeyTimeout:
+			if !marked {
+				return false
+			}
+		case KeyDeadline:
+			if !marked {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
