@@ -145,7 +145,7 @@ func TestEligible(t *testing.T) {
 	self := pmix.Proc{Nspace: "job", Rank: 1}
 	wild := []pmix.Proc{{Nspace: "job", Rank: pmix.RankWildcard}}
 	timeout := pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(5))
-	mark := pmix.NewInfo(KeyDeadline, pmix.Bool(true))
+	mark := pmix.NewInfo(pmix.KeyDeadline, pmix.Bool(true))
 	for _, tc := range []struct {
 		name  string
 		procs []pmix.Proc
@@ -159,7 +159,7 @@ func TestEligible(t *testing.T) {
 		{"collect", nil, []pmix.Info{pmix.NewInfo(pmix.KeyCollectData, pmix.Bool(true))}, false},
 		{"collect undef", nil, []pmix.Info{pmix.NewInfo(pmix.KeyCollectData, pmix.Value{})}, false},
 		{"timeout", nil, []pmix.Info{timeout}, false},
-		{"mark alone", nil, []pmix.Info{pmix.NewInfo(KeyDeadline, pmix.Bool(false))}, false},
+		{"mark alone", nil, []pmix.Info{pmix.NewInfo(pmix.KeyDeadline, pmix.Bool(false))}, false},
 		{"id", nil, []pmix.Info{pmix.NewInfo(pmix.KeyCollectiveID, pmix.String("x"))}, false},
 		{"qualified", []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}, nil, false},
 		{"a rank", []pmix.Proc{{Nspace: "job", Rank: 1}}, nil, false},

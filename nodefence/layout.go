@@ -20,17 +20,11 @@ const (
 // MaxRanks bounds n: a job's ranks on one node.
 const MaxRanks = 1 << 20
 
-// KeyDeadline (bool) marks a PMIX_TIMEOUT beside it as the reference Go
-// client's own, derived from its context's deadline, rather than the
-// application's: it does not make a fence ineligible (Eligible), and on
-// the barrier's path the client gives up alone at its deadline.
-const KeyDeadline = "pmixbus.deadline"
-
 // Eligible reports whether a fence of self with procs and info takes the
 // node's barrier when its job has one: procs none, or exactly self's
 // nspace (as the caller names it, not cluster-qualified) with
 // PMIX_RANK_WILDCARD; and every info a PMIX_COLLECT_DATA of bool false,
-// or a PMIX_TIMEOUT that KeyDeadline marks as the Go client's (with the
+// or a PMIX_TIMEOUT that pmix.KeyDeadline marks as the Go client's (with the
 // mark itself). Anything else — data to collect, a timeout, an id, an
 // unknown key — takes the agent's path. cabi/src/nodefence.c applies the
 // same rule.
@@ -44,7 +38,7 @@ func Eligible(self pmix.Proc, procs []pmix.Proc, info []pmix.Info) bool {
 	default:
 		return false
 	}
-	marked := pmix.Flag(info, KeyDeadline)
+	marked := pmix.Flag(info, pmix.KeyDeadline)
 	for _, in := range info {
 		switch in.Key {
 		case pmix.KeyCollectData:
@@ -55,7 +49,7 @@ func Eligible(self pmix.Proc, procs []pmix.Proc, info []pmix.Info) bool {
 			if !marked {
 				return false
 			}
-		case KeyDeadline:
+		case pmix.KeyDeadline:
 			if !marked {
 				return false
 			}

@@ -146,6 +146,13 @@ const (
 	// fence.
 	KeyCollectiveID = "pmixbus.coll.id"
 
+	// KeyDeadline (bool) marks the PMIX_TIMEOUT beside it in a fence as
+	// the reference Go client's own, made from its context's deadline,
+	// not the application's: such a fence may still take its job's node
+	// barrier (package nodefence), where the client alone gives up at its
+	// deadline.
+	KeyDeadline = "pmixbus.deadline"
+
 	// KeyIOFTime (time) is when the source agent read the bytes of a
 	// record a pull delivers.
 	KeyIOFTime = "pmixbus.iof.time"
@@ -234,7 +241,7 @@ var knownKeys = func() map[string]string {
 		KeyConnectNotifyReq, KeyConnectOptional, KeyConnectXchgOnly, KeyConnectID, KeyCollectData,
 		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
-		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
+		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyDeadline, KeyIOFTime,
 		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
 		KeyLogMsg, KeyLogSyslog, KeyLogLocalSyslog, KeyLogGlobalSyslog, KeyLogEmail, KeyLogSyslogPri, KeyLogTimestamp,
 		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "nodefence.h"
 
 HIDDEN int progress_start(void);
 
@@ -1687,6 +1688,12 @@ static pmix_status_t fence(const pmix_proc_t procs[], size_t nprocs, const pmix_
         return answer(rc, cbfunc, cbdata);
     }
     if (PMIX_SUCCESS != rc) {
+        return rc;
+    }
+    /* A blocking fence of the whole job without data, when the job's
+     * ranks share the node's barrier (nodefence.c); the _nb form goes to
+     * the agent, which arrives at the barrier for it. */
+    if (NULL == cbfunc && nf_eligible(procs, nprocs, info, ninfo, lib.proc.nspace) && nf_fence(&rc)) {
         return rc;
     }
     return request(T_FENCE, build_procs, &a, cbfunc, cbdata);
