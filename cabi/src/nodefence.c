@@ -38,26 +38,6 @@ static struct {
     uint32_t n;
 } nf = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static uint32_t rd32(const char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-int nf_check(const void *seg, size_t len, uint32_t n)
-{
-    const char *p = seg;
-    if (NULL == p || len < NF_SIZE || 0 == n || n > NF_MAX_RANKS) {
-        return -1;
-    }
-    if (NF_MAGIC != rd32(p + NF_OFF_MAGIC) || NF_VERSION != rd32(p + NF_OFF_VERSION) ||
-        NF_SIZE != rd32(p + NF_OFF_SIZE) || n != rd32(p + NF_OFF_N)) {
-        return -1;
-    }
-    return 0;
-}
-
 static uint32_t *word(size_t off) { return (uint32_t *)(void *)(nf.p + off); }
 
 /* job_count is a uint32 of the hello's job info, 0 when absent. */

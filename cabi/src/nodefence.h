@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pmix.h"
 
@@ -27,8 +28,20 @@
 #define NF_OFF_ARRIVED 128
 
 /* nf_check checks a segment of len bytes for n ranks: 0 when usable.
- * Pure, so it can be fuzzed alone. */
-HIDDEN int nf_check(const void *seg, size_t len, uint32_t n);
+ * Pure, so it can be fuzzed alone (cabi/fuzz/fuzz_nodefence.c). */
+static inline int nf_check(const void *seg, size_t len, uint32_t n)
+{
+    const unsigned char *p = seg;
+    uint32_t v[4];
+    if (NULL == p || len < NF_SIZE || 0 == n || n > NF_MAX_RANKS) {
+        return -1;
+    }
+    memcpy(v, p + NF_OFF_MAGIC, sizeof(v)); /* magic, version, n, size */
+    if (NF_MAGIC != v[0] || NF_VERSION != v[1] || n != v[2] || NF_SIZE != v[3]) {
+        return -1;
+    }
+    return 0;
+}
 /* nf_adopt maps the fd the hello's reply carried (-1: none) if it passes
  * every check, and closes it either way. Called once attached. */
 HIDDEN void nf_adopt(int fd);
