@@ -40,6 +40,11 @@ func (a *Agent) jobFence(j *job) *nodefence.Barrier {
 			return nil
 		}
 	}
+	if v, ok := pmix.LookupValue(j.info, pmix.KeyJobSize); ok {
+		if size, ok := v.Int(); !ok || size != int64(len(j.procs)) {
+			return nil // the host gave this agent part of the job only
+		}
+	}
 	b, err := nodefence.New(len(j.procs))
 	if err != nil {
 		a.log.Warn("the job's fences take the agent's path: no node barrier", "nspace", j.nspace, "err", err)
@@ -91,12 +96,13 @@ func closeFence(b *nodefence.Barrier) {
 func (cc *clientConn) helloReply(r *proto.Frame, b *nodefence.Barrier) error {
 	uc, ok := cc.c.(*net.UnixConn)
 	fd := -1
-	if b != nil && ok && !b.Broken() {
-		fd = b.FD()
+	if b != nil && ok {
+		fd = b.DupFD()
 	}
 	if fd < 0 {
 		return cc.write(r)
 	}
+	defer func() { _ = unix.Close(fd) }()
 	out, err := proto.AppendFrame(nil, r)
 	if err != nil {
 		return err

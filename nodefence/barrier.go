@@ -41,15 +41,18 @@ func New(n int) (*Barrier, error) {
 	return &Barrier{seg: seg, waiters: map[chan error]uint32{}}, nil
 }
 
-// FD is the segment's file descriptor, to hand to the ranks; it stays the
-// Barrier's (Close closes it). -1 after Close.
-func (b *Barrier) FD() int {
+// DupFD returns a duplicate of the segment's file descriptor, to hand to
+// a rank, which the caller closes: a barrier closed meanwhile cannot
+// have the caller pass on a number reused by another file. -1 after Close
+// or when the barrier is broken (the ranks would not use it), or when dup
+// fails.
+func (b *Barrier) DupFD() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.closed || b.seg.gen()%2 == 1 {
 		return -1
 	}
-	return b.seg.fd
+	return b.seg.dup()
 }
 
 // Broken reports whether the barrier broke (or closed): fences of the

@@ -102,7 +102,7 @@ func TestCloseAnswersWaiters(t *testing.T) {
 	if err := wait(t, ch); !errors.Is(err, ErrBroken) || !errors.Is(err, pmix.ErrProcTermWOSync) {
 		t.Errorf("waiter got %v, want ErrBroken", err)
 	}
-	if b.FD() != -1 {
+	if b.DupFD() != -1 {
 		t.Error("a closed barrier has an fd")
 	}
 }
@@ -112,7 +112,12 @@ func TestCloseAnswersWaiters(t *testing.T) {
 // another mapping (a rank's) counts.
 func TestSegmentAsARankSeesIt(t *testing.T) {
 	b := newBarrier(t, 2)
-	mem, err := unix.Mmap(b.FD(), 0, Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	fd := b.DupFD()
+	if fd < 0 {
+		t.Fatal("no fd")
+	}
+	defer func() { _ = unix.Close(fd) }()
+	mem, err := unix.Mmap(fd, 0, Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +127,7 @@ func TestSegmentAsARankSeesIt(t *testing.T) {
 		t.Errorf("header % x", mem[:16])
 	}
 	for _, size := range []int64{0, 2 * Size} {
-		if err := unix.Ftruncate(b.FD(), size); err == nil {
+		if err := unix.Ftruncate(fd, size); err == nil {
 			t.Errorf("the segment could be truncated to %d bytes", size)
 		}
 	}

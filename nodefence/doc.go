@@ -5,7 +5,7 @@
 // makes no round trip to the agent.
 //
 //	b, err := nodefence.New(4)          // the job's 4 local ranks
-//	fd := b.FD()                        // handed to each rank with its hello reply (SCM_RIGHTS)
+//	fd := b.DupFD()                     // handed to a rank with its hello reply (SCM_RIGHTS), then closed
 //	ch, ok := b.Arrive()                // a fence that reached the agent over the socket
 //	if !ok { /* broken: the fence takes the agent's path */ }
 //	err = <-ch                          // released, or broken while waiting

@@ -77,6 +77,14 @@ func (s *segment) wait(cur uint32) {
 	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.word(OffGen))), futexWait, uintptr(cur), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
+func (s *segment) dup() int {
+	fd, err := unix.FcntlInt(uintptr(s.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
 func (s *segment) close() {
 	_ = unix.Munmap(s.mem)
 	_ = unix.Close(s.fd)
