@@ -258,17 +258,7 @@ func segmentFD(t *testing.T, size int, seal bool, fill func([]byte)) int {
 func fenceAgent(l net.Listener, fd int, fences chan<- int) {
 	n := 0
 	defer func() { fences <- n }()
-	conn, err := l.Accept()
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	r, w := proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
-	for {
-		f, err := r.ReadFrame()
-		if err != nil {
-			return
-		}
+	serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
 		reply := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
 		switch f.Type {
 		case proto.TypeHello:
@@ -277,20 +267,16 @@ func fenceAgent(l net.Listener, fd int, fences chan<- int) {
 				pmix.NewInfo(pmix.KeyJobSize, pmix.Uint32(1)), pmix.NewInfo(pmix.KeyLocalSize, pmix.Uint32(1))}
 			out, err := proto.AppendFrame(nil, reply)
 			if err != nil {
-				return
+				return false
 			}
-			if _, _, err := conn.(*net.UnixConn).WriteMsgUnix(out, unix.UnixRights(fd), nil); err != nil {
-				return
-			}
-			continue
+			_, _, err = conn.(*net.UnixConn).WriteMsgUnix(out, unix.UnixRights(fd), nil)
+			return err == nil
 		case proto.TypeFence:
 			n++
 		case proto.TypeFinalize:
 		default:
 			reply.Status = pmix.ErrNotSupported
 		}
-		if w.WriteFrame(reply) != nil || w.Flush() != nil {
-			return
-		}
-	}
+		return w.WriteFrame(reply) == nil && w.Flush() == nil
+	})
 }
