@@ -84,6 +84,11 @@ func (c *Client) Commit(ctx context.Context) error {
 // that Get of it is answered at once), PMIX_TIMEOUT (seconds; without it,
 // ctx's deadline gives one), and pmixbus's KeyCollectiveID (a string every
 // participant gives, to tell apart concurrent fences of the same procs).
+// A fence of the whole job without directives, when every rank of the job
+// runs on this process's node, is decided by the job's node barrier
+// (docs/protocol.md): ctx's deadline then makes this process give up
+// alone, its arrival standing, and its next Fence waits for that round to
+// complete before it counts.
 //
 // Errors: PMIX_ERR_TIMEOUT, naming the participants that had not arrived,
 // at every participant; PMIX_ERR_INVALID_OPERATION for a latecomer to a
