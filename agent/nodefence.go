@@ -3,25 +3,30 @@ package agent
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pmixbus/pmixbus/collective"
 	"github.com/pmixbus/pmixbus/nodefence"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
 
-// The node barrier of a job whose ranks all run on this node (package
-// nodefence): made at the first hello of one of its ranks, handed to each
+// The node barrier of a job's ranks on this node (package nodefence;
+// partial when the job has ranks on other nodes too): made at the first
+// hello of one of its ranks, handed to each
 // rank with its hello's reply (SCM_RIGHTS, on a Unix socket), arrived at
 // on behalf of the clients whose eligible fences come over the socket,
 // broken when a rank of the job detaches or terminates, closed with the
 // job.
 
 // jobFence returns j's barrier, made the first time it is asked for; nil
-// when j has ranks on other nodes, is no longer the registered job of its
+// when j has no rank on this node, is no longer the registered job of its
 // nspace, or barriers are off (Config.NoNodeFence) or cannot be made here.
+// The barrier of a job with ranks on other nodes too is partial: the
+// node's last arrival has the agent run the job's fence (nodeJoin).
 func (a *Agent) jobFence(j *job) *nodefence.Barrier {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -32,20 +37,24 @@ func (a *Agent) jobFence(j *job) *nodefence.Barrier {
 		return nil
 	}
 	j.fenceMade = true
-	if a.cfg.NoNodeFence || len(j.procs) == 0 || len(j.procs) > nodefence.MaxRanks {
+	if a.cfg.NoNodeFence || len(j.procs) > nodefence.MaxRanks {
 		return nil
 	}
+	local := 0
 	for _, node := range j.procs {
-		if node != a.cfg.Node {
-			return nil
+		if node == a.cfg.Node {
+			local++
 		}
+	}
+	if local == 0 {
+		return nil
 	}
 	if v, ok := pmix.LookupValue(j.info, pmix.KeyJobSize); ok {
 		if size, ok := v.Int(); !ok || size != int64(len(j.procs)) {
 			return nil // the host gave this agent part of the job only
 		}
 	}
-	b, err := nodefence.New(len(j.procs))
+	b, err := nodefence.New(local, local < len(j.procs))
 	if err != nil {
 		a.log.Warn("the job's fences take the agent's path: no node barrier", "nspace", j.nspace, "err", err)
 		return nil
@@ -154,9 +163,18 @@ func (cc *clientConn) barrier(ctx context.Context, e *clientEntry, b *nodefence.
 			return pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
 		}
 	}
-	ch, ok := b.Arrive()
+	if b.Partial() && pmix.Flag(f.Info, pmix.KeyNodeFenceLast) {
+		// The node's last rank, which arrived itself.
+		err := cc.a.nodeJoin(e.job, f.Procs)
+		b.Complete(err)
+		return err
+	}
+	ch, last, ok := b.Arrive()
 	if !ok {
 		return cc.fence(ctx, e, f) // collective.go
+	}
+	if last {
+		b.Complete(cc.a.nodeJoin(e.job, f.Procs))
 	}
 	select {
 	case err := <-ch:
@@ -165,4 +183,42 @@ func (cc *clientConn) barrier(ctx context.Context, e *clientEntry, b *nodefence.
 		// Detached or shutting down: either broke the barrier.
 		return pmix.NewError(pmix.ErrLostConnectionToClient, "client detached")
 	}
+}
+
+// nodeJoin runs the fence of procs (none: the whole job) across agents
+// for every rank of j on this node, which all arrived at its partial
+// barrier: one Join each, together, as their own fences would, so that
+// the collective service counts the job's fences alike whichever path
+// each node's ranks took. It returns the first failure. The fence is the
+// node's, not the calling client's: it ends with the agent, not with the
+// client's connection.
+func (a *Agent) nodeJoin(j *job, procs []pmix.Proc) error {
+	if a.coll == nil {
+		return ErrClosed
+	}
+	if len(procs) == 0 {
+		procs = []pmix.Proc{{Nspace: j.nspace, Rank: pmix.RankWildcard}}
+	}
+	var ranks []pmix.Rank
+	for r, node := range j.procs {
+		if node == a.cfg.Node {
+			ranks = append(ranks, r)
+		}
+	}
+	errs := make([]error, len(ranks))
+	var wg sync.WaitGroup
+	for i, r := range ranks {
+		wg.Go(func() {
+			_, errs[i] = a.coll.svc.Join(a.ctx, collective.Request{
+				Kind: collective.KindFence, Procs: procs, Self: pmix.Proc{Nspace: j.nspace, Rank: r},
+			})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -53,6 +53,59 @@ func TestNodeFenceLoop(t *testing.T) {
 	})
 }
 
+// twoNodeJob is a world of two agents, n1 and n2, and a job of four
+// ranks, two on each: each node's ranks share a partial barrier.
+func twoNodeJob(nspace string) agenttest.Spec {
+	return agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"n1", "n2"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: nspace, Nodes: []string{"n1", "n1", "n2", "n2"}, Detached: true}},
+	}
+}
+
+// TestNodeFencePartial: four C ranks on two nodes fence in a loop as in
+// TestNodeFenceLoop: each node's last arrival has its agent run the
+// job's fence across agents for the node's two ranks.
+func TestNodeFencePartial(t *testing.T) {
+	forEachHeader(t, "nodefence.c", twoNodeJob("part"), func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		var ranks []*started
+		for r := range 4 {
+			ranks = append(ranks, start(t, ctx, bin, w.Env(fmt.Sprintf("A:part.%d", r)), "init 0", "loop", "90"))
+		}
+		for r, s := range ranks {
+			out := s.wait(t)
+			if !strings.Contains(out, "mapped 1\n") || !strings.Contains(out, "fences 0\n") || !strings.Contains(out, "finalize 0\n") {
+				t.Errorf("rank %d:\n%s", r, out)
+			}
+		}
+	})
+}
+
+// TestNodeFencePartialRankKilled: ranks 0 and 1 (node n1) and 2 (n2)
+// wait for rank 3 (n2), which is killed: every survivor's fence fails
+// with PMIX_ERR_PROC_TERM_WO_SYNC — on n1, through the job's fence that
+// n1's agent ran for its ranks — and so does its next one.
+func TestNodeFencePartialRankKilled(t *testing.T) {
+	forEachHeader(t, "nodefence.c", twoNodeJob("pk"), func(t *testing.T, bin string, w *agenttest.World) {
+		ctx := testContext(t)
+		victim := start(t, ctx, bin, w.Env("A:pk.3"), "ready", "idle")
+		var waiting []*started
+		for r := range 3 {
+			waiting = append(waiting, start(t, ctx, bin, w.Env(fmt.Sprintf("A:pk.%d", r)), "ready", "wait"))
+		}
+		waitingInFutex(t, waiting...)
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		for r, s := range waiting {
+			out := s.wait(t)
+			if !strings.Contains(out, "fence -200\n") || !strings.Contains(out, "after -200\n") {
+				t.Errorf("rank %d:\n%s", r, out)
+			}
+		}
+	})
+}
+
 // TestNodeFenceMixed: two C ranks and a Go client rank (which maps
 // nothing: the agent arrives for it) of one job fence together, in the
 // same forms, the Go client with a context deadline (a timeout it marks
@@ -194,6 +247,8 @@ func TestNodeFenceHostileSegment(t *testing.T) {
 		{"size field", nodefence.Size, true, func(b []byte) { le.PutUint32(b[nodefence.OffSize:], 1<<30) }, false},
 		{"short", 64, true, nil, false},
 		{"not sealed", nodefence.Size, false, nil, false},
+		{"partial, of the whole job", nodefence.Size, true, func(b []byte) { le.PutUint32(b[nodefence.OffFlags:], nodefence.FlagPartial) }, false},
+		{"unknown flags", nodefence.Size, true, func(b []byte) { le.PutUint32(b[nodefence.OffFlags:], 6) }, false},
 	}
 	bin := compile(t, "nodefence.c", headers(t)[0], true)
 	for _, tc := range cases {

@@ -16,7 +16,8 @@ var ErrBroken = pmix.NewCodedError(pmix.ErrProcTermWOSync, "collective.participa
 // its fd to the job's ranks, arrives on behalf of the clients that did not
 // map it, and breaks it.
 type Barrier struct {
-	seg *segment // platform-specific: the mapping and the fd
+	seg     *segment // platform-specific: the mapping and the fd
+	partial bool     // FlagPartial
 
 	mu       sync.Mutex
 	closed   bool
@@ -25,21 +26,29 @@ type Barrier struct {
 	watched  chan struct{} // closed when the watcher returns; nil while none runs
 }
 
-// New makes the segment of a barrier of n ranks.
+// New makes the segment of a barrier of n ranks; partial for a node's
+// share of a job with ranks elsewhere too (FlagPartial).
 //
 // Errors: pmix.ErrBadParam for n outside 1 to MaxRanks;
 // pmix.ErrNotSupported where there is no memfd (not Linux); the system's
 // error making or mapping it.
-func New(n int) (*Barrier, error) {
+func New(n int, partial bool) (*Barrier, error) {
 	if n < 1 || n > MaxRanks {
 		return nil, pmix.Errorf(pmix.ErrBadParam, "node fence of %d ranks, want 1 to %d", n, MaxRanks)
 	}
-	seg, err := newSegment(uint32(n))
+	var flags uint32
+	if partial {
+		flags = FlagPartial
+	}
+	seg, err := newSegment(uint32(n), flags)
 	if err != nil {
 		return nil, err
 	}
-	return &Barrier{seg: seg, waiters: map[chan error]uint32{}}, nil
+	return &Barrier{seg: seg, partial: partial, waiters: map[chan error]uint32{}}, nil
 }
+
+// Partial reports whether the barrier is a node's share of a larger job.
+func (b *Barrier) Partial() bool { return b.partial }
 
 // DupFD returns a duplicate of the segment's file descriptor, to hand to
 // a rank, which the caller closes: a barrier closed meanwhile cannot
@@ -63,35 +72,65 @@ func (b *Barrier) Broken() bool {
 	return b.closed || b.seg.gen()%2 == 1
 }
 
-// Arrive arrives at the barrier on a client's behalf. It returns false
-// when the barrier is broken, and the fence takes the agent's path;
+// Arrive arrives at the barrier on a client's behalf. It returns ok
+// false when the barrier is broken, and the fence takes the agent's path;
 // otherwise a channel that receives nil once every rank arrived, or
-// ErrBroken (with the break's status) when the barrier broke first.
-func (b *Barrier) Arrive() (<-chan error, bool) {
+// ErrBroken (with the break's status) when the barrier broke first. On a
+// partial barrier, last is true for the node's last arrival: the caller
+// runs the job's fence for the node's ranks and calls Complete with its
+// result, which answers the channel.
+func (b *Barrier) Arrive() (ch <-chan error, last, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, false
+		return nil, false, false
 	}
 	g := b.seg.gen()
 	if g%2 == 1 {
-		return nil, false
+		return nil, false, false
 	}
-	ch := make(chan error, 1)
+	c := make(chan error, 1)
 	if b.seg.addArrived(1) == b.seg.n {
 		b.seg.storeArrived(0)
-		b.seg.addGen(2)
-		b.seg.wake()
-		ch <- nil
-		return ch, true
+		if !b.partial {
+			b.seg.addGen(2)
+			b.seg.wake()
+			c <- nil
+			return c, false, true
+		}
+		last = true
 	}
-	b.waiters[ch] = g
+	b.waitLocked(c, g)
+	return c, last, true
+}
+
+// Complete ends the round of a partial barrier whose last arrival ran
+// the job's fence across agents: err nil moves the generation, releasing
+// the node's ranks; an error breaks the barrier with its status, which
+// the waiters return. For a barrier that broke meanwhile, a success
+// still releases the round (every rank arrived).
+func (b *Barrier) Complete(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if err != nil {
+		b.breakLocked(pmix.StatusOf(err))
+		return
+	}
+	b.seg.addGen(2)
+	b.seg.wake()
+}
+
+// waitLocked has the watcher answer c once the generation moved from g.
+func (b *Barrier) waitLocked(c chan error, g uint32) {
+	b.waiters[c] = g
 	if !b.watching {
 		b.watching = true
 		b.watched = make(chan struct{})
 		go b.watch(b.watched)
 	}
-	return ch, true
 }
 
 // watch waits on the futex while arrivals on behalf wait, and releases

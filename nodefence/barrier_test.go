@@ -16,7 +16,7 @@ import (
 
 func newBarrier(t *testing.T, n int) *Barrier {
 	t.Helper()
-	b, err := New(n)
+	b, err := New(n, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestArriveOnBehalf(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			for range rounds {
-				ch, ok := b.Arrive()
+				ch, _, ok := b.Arrive()
 				if !ok {
 					errs <- errors.New("the barrier broke")
 					return
@@ -72,7 +72,7 @@ func TestArriveOnBehalf(t *testing.T) {
 // first's status.
 func TestBreakWakesWaiters(t *testing.T) {
 	b := newBarrier(t, 3)
-	ch, ok := b.Arrive()
+	ch, _, ok := b.Arrive()
 	if !ok {
 		t.Fatal("a new barrier is broken")
 	}
@@ -85,18 +85,18 @@ func TestBreakWakesWaiters(t *testing.T) {
 	if !b.Broken() {
 		t.Error("not broken after Break")
 	}
-	if _, ok := b.Arrive(); ok {
+	if _, _, ok := b.Arrive(); ok {
 		t.Error("arrived at a broken barrier")
 	}
 }
 
 // TestCloseAnswersWaiters: Close answers a waiter with ErrBroken.
 func TestCloseAnswersWaiters(t *testing.T) {
-	b, err := New(2)
+	b, err := New(2, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, _ := b.Arrive()
+	ch, _, _ := b.Arrive()
 	b.Close()
 	b.Close()
 	if err := wait(t, ch); !errors.Is(err, ErrBroken) || !errors.Is(err, pmix.ErrProcTermWOSync) {
@@ -131,7 +131,7 @@ func TestSegmentAsARankSeesIt(t *testing.T) {
 			t.Errorf("the segment could be truncated to %d bytes", size)
 		}
 	}
-	ch, _ := b.Arrive()
+	ch, _, _ := b.Arrive()
 	// The other rank, through its own mapping: last, it releases.
 	le.PutUint32(mem[OffArrived:], 0)
 	b.seg.storeArrived(1)
@@ -174,5 +174,43 @@ func TestEligible(t *testing.T) {
 		if got := Eligible(self, tc.procs, tc.info); got != tc.want {
 			t.Errorf("%s: Eligible %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestPartialBarrier: on a node's share of a larger job the last local
+// arrival completes nothing itself: Complete releases the round, or
+// breaks the barrier with the job's fence's failure.
+func TestPartialBarrier(t *testing.T) {
+	b, err := New(2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if !b.Partial() || binary.NativeEndian.Uint32(b.seg.mem[OffFlags:]) != FlagPartial {
+		t.Fatal("not marked partial")
+	}
+	for round, result := range []error{nil, pmix.NewError(pmix.ErrTimeout, "the job's fence timed out")} {
+		first, last, _ := b.Arrive()
+		if last {
+			t.Fatal("the first of two arrivals is the last")
+		}
+		second, last, ok := b.Arrive()
+		if !ok || !last {
+			t.Fatalf("round %d: the second of two arrivals is not the last", round)
+		}
+		select {
+		case err := <-first:
+			t.Fatalf("round %d: released before Complete: %v", round, err)
+		default:
+		}
+		b.Complete(result)
+		for _, ch := range []<-chan error{first, second} {
+			if err := wait(t, ch); !errors.Is(err, result) && (result != nil || err != nil) {
+				t.Errorf("round %d: %v, want %v", round, err, result)
+			}
+		}
+	}
+	if !b.Broken() {
+		t.Error("a failed round left the barrier whole")
 	}
 }

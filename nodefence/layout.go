@@ -13,9 +13,18 @@ const (
 	OffN       = 8   // uint32: the ranks that arrive
 	OffSize    = 12  // uint32: Size
 	OffStatus  = 16  // int32: the status of a break (0 before one)
+	OffFlags   = 20  // uint32: FlagPartial
 	OffGen     = 64  // uint32: the generation, the futex word
 	OffArrived = 128 // uint32: arrivals at the current generation
 )
+
+// FlagPartial marks the barrier of a node's share of a job with ranks on
+// other nodes too: n is the job's ranks on this node, and the last of them
+// to arrive completes nothing itself but tells the agent (a fence frame
+// with pmix.KeyNodeFenceLast), which runs the job's fence across agents
+// for the node's ranks and then moves the generation (or breaks it with
+// the fence's failure).
+const FlagPartial = 1
 
 // MaxRanks bounds n: a job's ranks on one node.
 const MaxRanks = 1 << 20
@@ -53,6 +62,7 @@ func Eligible(self pmix.Proc, procs []pmix.Proc, info []pmix.Info) bool {
 			if !marked {
 				return false
 			}
+		case pmix.KeyNodeFenceLast:
 		default:
 			return false
 		}

@@ -18,7 +18,7 @@ type segment struct {
 	n   uint32
 }
 
-func newSegment(n uint32) (*segment, error) {
+func newSegment(n, flags uint32) (*segment, error) {
 	fd, err := unix.MemfdCreate("pmixbus-fence", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, pmix.Errorf(pmix.ErrNotSupported, "node fence: memfd_create: %v", err)
@@ -44,6 +44,7 @@ func newSegment(n uint32) (*segment, error) {
 	le.PutUint32(mem[OffVersion:], Version)
 	le.PutUint32(mem[OffN:], n)
 	le.PutUint32(mem[OffSize:], Size)
+	le.PutUint32(mem[OffFlags:], flags)
 	atomic.StoreUint32(s.word(OffMagic), Magic) // last: a reader that sees it sees the rest
 	return s, nil
 }

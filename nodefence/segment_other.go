@@ -11,7 +11,7 @@ type segment struct {
 	n  uint32
 }
 
-func newSegment(uint32) (*segment, error) {
+func newSegment(uint32, uint32) (*segment, error) {
 	return nil, pmix.Errorf(pmix.ErrNotSupported, "node fence: shared-memory barriers need Linux")
 }
 

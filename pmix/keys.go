@@ -153,6 +153,12 @@ const (
 	// deadline.
 	KeyDeadline = "pmixbus.deadline"
 
+	// KeyNodeFenceLast (bool) marks a fence sent by the last of a node's
+	// ranks to arrive at a barrier of the node's share of a larger job
+	// (package nodefence, FlagPartial): the agent runs the job's fence
+	// for all of them.
+	KeyNodeFenceLast = "pmixbus.nodefence.last"
+
 	// KeyIOFTime (time) is when the source agent read the bytes of a
 	// record a pull delivers.
 	KeyIOFTime = "pmixbus.iof.time"
@@ -241,7 +247,7 @@ var knownKeys = func() map[string]string {
 		KeyConnectNotifyReq, KeyConnectOptional, KeyConnectXchgOnly, KeyConnectID, KeyCollectData,
 		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
-		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyDeadline, KeyIOFTime,
+		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyDeadline, KeyNodeFenceLast, KeyIOFTime,
 		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
 		KeyLogMsg, KeyLogSyslog, KeyLogLocalSyslog, KeyLogGlobalSyslog, KeyLogEmail, KeyLogSyslogPri, KeyLogTimestamp,
 		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,

@@ -12,7 +12,9 @@
  *
  * An arrival reads the generation g (odd: broken, the fence takes the
  * agent's path), adds one to the counter, and the n-th resets it, adds 2
- * to the generation and wakes everyone (FUTEX_WAKE, not private: the
+ * to the generation (on a partial barrier, a node's share of a larger
+ * job: has the agent run the job's fence, which then adds 2) and wakes
+ * everyone (FUTEX_WAKE, not private: the
  * mapping is shared between processes); the others spin a little, then
  * FUTEX_WAIT until the generation moves. Moved by 2 or more: done; by 1:
  * broken first, and the status stored with the break is returned. The
@@ -36,6 +38,7 @@ static struct {
     pthread_mutex_t mu; /* one fence of the process at a time */
     char *p;            /* the mapping; NULL: no barrier */
     uint32_t n;
+    int partial;        /* NF_FLAG_PARTIAL */
 } nf = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static uint32_t *word(size_t off) { return (uint32_t *)(void *)(nf.p + off); }
@@ -57,14 +60,14 @@ static uint32_t job_count(const char *key)
 void nf_adopt(int fd)
 {
     struct stat st;
-    int seals;
-    uint32_t n = job_count("pmix.job.size");
+    int seals, partial;
+    uint32_t size = job_count("pmix.job.size"), n = job_count("pmix.local.size"), flags;
     void *p;
     if (fd < 0) {
         return;
     }
     seals = fcntl(fd, F_GET_SEALS);
-    if (n == 0 || n != job_count("pmix.local.size") || fstat(fd, &st) < 0 || st.st_size != NF_SIZE || seals < 0 ||
+    if (0 == n || n > size || fstat(fd, &st) < 0 || st.st_size != NF_SIZE || seals < 0 ||
         (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
         close(fd);
         return;
@@ -74,12 +77,16 @@ void nf_adopt(int fd)
     if (MAP_FAILED == p) {
         return;
     }
-    if (0 != nf_check(p, NF_SIZE, n)) {
+    /* n ranks here: the whole job, or a share of it on a partial barrier */
+    memcpy(&flags, (char *)p + NF_OFF_FLAGS, sizeof(flags));
+    partial = 0 != (flags & NF_FLAG_PARTIAL);
+    if (0 != nf_check(p, NF_SIZE, n) || (flags & ~NF_FLAG_PARTIAL) || partial != (n < size)) {
         munmap(p, NF_SIZE);
         return;
     }
     pthread_mutex_lock(&nf.mu);
     nf.n = n;
+    nf.partial = partial;
     __atomic_store_n(&nf.p, (char *)p, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&nf.mu);
 }
@@ -174,7 +181,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-int nf_fence(pmix_status_t *rc)
+int nf_fence(pmix_status_t *rc, pmix_status_t (*tell)(void *arg), void *arg)
 {
     uint32_t g, cur;
     int spin;
@@ -190,6 +197,13 @@ int nf_fence(pmix_status_t *rc)
     }
     if (__atomic_add_fetch(word(NF_OFF_ARRIVED), 1, __ATOMIC_SEQ_CST) == nf.n) {
         __atomic_store_n(word(NF_OFF_ARRIVED), 0, __ATOMIC_SEQ_CST);
+        if (nf.partial) {
+            /* The agent runs the job's fence for the node's ranks, then
+             * moves the generation (or breaks the barrier) and answers. */
+            *rc = tell(arg);
+            pthread_mutex_unlock(&nf.mu);
+            return 1;
+        }
         __atomic_fetch_add(word(NF_OFF_GEN), 2, __ATOMIC_SEQ_CST);
         wake_all();
         pthread_mutex_unlock(&nf.mu);

@@ -24,6 +24,8 @@
 #define NF_OFF_N 8
 #define NF_OFF_SIZE 12
 #define NF_OFF_STATUS 16
+#define NF_OFF_FLAGS 20
+#define NF_FLAG_PARTIAL 1u /* a node's share of a larger job: the last arrival tells the agent */
 #define NF_OFF_GEN 64
 #define NF_OFF_ARRIVED 128
 
@@ -53,8 +55,11 @@ HIDDEN void nf_release(void);
 HIDDEN int nf_eligible(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[], size_t ninfo,
                        const char *self);
 /* nf_fence runs the fence on the barrier: 1 and *rc its result, or 0
- * when there is none or it is broken (the fence takes the agent's path). */
-HIDDEN int nf_fence(pmix_status_t *rc);
+ * when there is none or it is broken (the fence takes the agent's path).
+ * On a partial barrier the node's last arrival calls tell(arg), which
+ * sends the agent the fence marked pmixbus.nodefence.last and returns
+ * its reply's status, the fence's result. */
+HIDDEN int nf_fence(pmix_status_t *rc, pmix_status_t (*tell)(void *arg), void *arg);
 /* nf_break breaks the barrier with st (the progress thread lost the
  * agent): every waiter wakes, later fences take the agent's path. */
 HIDDEN void nf_break(pmix_status_t st);
