@@ -39,18 +39,24 @@ func nodeJob(nspace string, n int) agenttest.Spec {
 // segment.
 func TestNodeFenceLoop(t *testing.T) {
 	forEachHeader(t, "nodefence.c", nodeJob("nf", 4), func(t *testing.T, bin string, w *agenttest.World) {
-		ctx := testContext(t)
-		var ranks []*started
-		for r := range 4 {
-			ranks = append(ranks, start(t, ctx, bin, w.Env(fmt.Sprintf("A:nf.%d", r)), "init 0", "loop", "300"))
-		}
-		for r, s := range ranks {
-			out := s.wait(t)
-			if !strings.Contains(out, "mapped 1\n") || !strings.Contains(out, "fences 0\n") || !strings.Contains(out, "finalize 0\n") {
-				t.Errorf("rank %d:\n%s", r, out)
-			}
-		}
+		fenceLoops(t, bin, w, "nf", 4, 300)
 	})
+}
+
+// fenceLoops runs testdata/nodefence.c's loop of n fences as ranks 0 to
+// count-1 of nspace: each maps the segment and every fence succeeds.
+func fenceLoops(t *testing.T, bin string, w *agenttest.World, nspace string, count, n int) {
+	ctx := testContext(t)
+	var ranks []*started
+	for r := range count {
+		ranks = append(ranks, start(t, ctx, bin, w.Env(fmt.Sprintf("A:%s.%d", nspace, r)), "init 0", "loop", fmt.Sprint(n)))
+	}
+	for r, s := range ranks {
+		out := s.wait(t)
+		if !strings.Contains(out, "mapped 1\n") || !strings.Contains(out, "fences 0\n") || !strings.Contains(out, "finalize 0\n") {
+			t.Errorf("rank %d:\n%s", r, out)
+		}
+	}
 }
 
 // twoNodeJob is a world of two agents, n1 and n2, and a job of four
@@ -67,17 +73,7 @@ func twoNodeJob(nspace string) agenttest.Spec {
 // job's fence across agents for the node's two ranks.
 func TestNodeFencePartial(t *testing.T) {
 	forEachHeader(t, "nodefence.c", twoNodeJob("part"), func(t *testing.T, bin string, w *agenttest.World) {
-		ctx := testContext(t)
-		var ranks []*started
-		for r := range 4 {
-			ranks = append(ranks, start(t, ctx, bin, w.Env(fmt.Sprintf("A:part.%d", r)), "init 0", "loop", "90"))
-		}
-		for r, s := range ranks {
-			out := s.wait(t)
-			if !strings.Contains(out, "mapped 1\n") || !strings.Contains(out, "fences 0\n") || !strings.Contains(out, "finalize 0\n") {
-				t.Errorf("rank %d:\n%s", r, out)
-			}
-		}
+		fenceLoops(t, bin, w, "part", 4, 90)
 	})
 }
 
@@ -87,23 +83,30 @@ func TestNodeFencePartial(t *testing.T) {
 // n1's agent ran for its ranks — and so does its next one.
 func TestNodeFencePartialRankKilled(t *testing.T) {
 	forEachHeader(t, "nodefence.c", twoNodeJob("pk"), func(t *testing.T, bin string, w *agenttest.World) {
-		ctx := testContext(t)
-		victim := start(t, ctx, bin, w.Env("A:pk.3"), "ready", "idle")
-		var waiting []*started
-		for r := range 3 {
-			waiting = append(waiting, start(t, ctx, bin, w.Env(fmt.Sprintf("A:pk.%d", r)), "ready", "wait"))
-		}
-		waitingInFutex(t, waiting...)
-		if err := victim.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		for r, s := range waiting {
-			out := s.wait(t)
-			if !strings.Contains(out, "fence -200\n") || !strings.Contains(out, "after -200\n") {
-				t.Errorf("rank %d:\n%s", r, out)
-			}
-		}
+		killWhileWaiting(t, bin, w, "pk", 4)
 	})
+}
+
+// killWhileWaiting starts the last of count ranks of nspace idle, the
+// others fencing, kills it once they wait, and checks that each one's
+// fence, and its next one, fail with PMIX_ERR_PROC_TERM_WO_SYNC.
+func killWhileWaiting(t *testing.T, bin string, w *agenttest.World, nspace string, count int) {
+	ctx := testContext(t)
+	victim := start(t, ctx, bin, w.Env(fmt.Sprintf("A:%s.%d", nspace, count-1)), "ready", "idle")
+	var waiting []*started
+	for r := range count - 1 {
+		waiting = append(waiting, start(t, ctx, bin, w.Env(fmt.Sprintf("A:%s.%d", nspace, r)), "ready", "wait"))
+	}
+	waitingInFutex(t, waiting...)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for r, s := range waiting {
+		out := s.wait(t)
+		if !strings.Contains(out, "fence -200\n") || !strings.Contains(out, "after -200\n") {
+			t.Errorf("rank %d:\n%s", r, out)
+		}
+	}
 }
 
 // TestNodeFenceMixed: two C ranks and a Go client rank (which maps
@@ -179,20 +182,7 @@ func waitingInFutex(t *testing.T, ranks ...*started) {
 // and their next fence, on the agent's path, gets it again.
 func TestNodeFenceRankKilled(t *testing.T) {
 	forEachHeader(t, "nodefence.c", nodeJob("kill", 3), func(t *testing.T, bin string, w *agenttest.World) {
-		ctx := testContext(t)
-		victim := start(t, ctx, bin, w.Env("A:kill.2"), "ready", "idle")
-		a := start(t, ctx, bin, w.Env("A:kill.0"), "ready", "wait")
-		b := start(t, ctx, bin, w.Env("A:kill.1"), "ready", "wait")
-		waitingInFutex(t, a, b)
-		if err := victim.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		for r, s := range []*started{a, b} {
-			out := s.wait(t)
-			if !strings.Contains(out, "fence -200\n") || !strings.Contains(out, "after -200\n") {
-				t.Errorf("rank %d:\n%s", r, out)
-			}
-		}
+		killWhileWaiting(t, bin, w, "kill", 3)
 	})
 }
 
