@@ -24,3 +24,4 @@ func (s *segment) casStatus(int32)          {}
 func (s *segment) wake()                    {}
 func (s *segment) wait(uint32)              {}
 func (s *segment) close()                   {}
+func (s *segment) dup() int                 { return -1 }
