@@ -6,12 +6,6 @@ import (
 	"github.com/pmixbus/pmixbus/pmix"
 )
 
-// ErrBroken is what a fence gets when the barrier broke while it waited,
-// with the status stored by the break (by default
-// PMIX_ERR_PROC_TERM_WO_SYNC, as the agent's path answers when a
-// participant terminates before it arrived).
-var ErrBroken = pmix.NewCodedError(pmix.ErrProcTermWOSync, "collective.participant_terminated", "a rank of the job left its node's barrier")
-
 // A Barrier is the agent's side of one job's segment: it made it, hands
 // its fd to the job's ranks, arrives on behalf of the clients that did not
 // map it, and breaks it.
