@@ -111,6 +111,9 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 		a.stopRetainingLocked(j.Nspace) // its filters change
 	}
 	old := a.jobs[j.Nspace]
+	if old != nil {
+		defer closeFence(old.fence) // nodefence.go
+	}
 	a.jobs[j.Nspace] = nj
 	a.retainJobLocked(nj)
 	a.mu.Unlock()
@@ -143,6 +146,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
 	}
 	delete(a.jobs, nspace)
+	defer closeFence(old.fence) // nodefence.go
 	a.stopRetainingLocked(nspace)
 	var conns []*clientConn
 	var diags []*iof.Source
@@ -304,6 +308,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		}
 		_ = a.ProcTerminated(a.ctx, t.Proc, true) // its connected groups hear of it
 	}
+	a.breakFence(e.proc.Nspace) // a rank gone: its job's node barrier can complete no more
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil
