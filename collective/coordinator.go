@@ -31,6 +31,10 @@ type coordinated struct {
 	warn    *time.Timer
 	timeout time.Duration // the longest any contribution gave
 	timer   *time.Timer
+	// unready: the agents of other clusters that have not said yet that
+	// they wait for the release (check.go); nil before the check began.
+	unready map[string]bool
+	checked bool // they all said so: the success may go out
 }
 
 func (co *coordinated) stop() {
@@ -260,12 +264,18 @@ func (s *Service) failLocked(co *coordinated, status pmix.Status, msg string) {
 	if missing := co.missing(); missing != "" {
 		msg += "; not arrived: " + missing
 	}
+	if len(co.unready) > 0 {
+		msg += "; every participant arrived, but these agents of other clusters did not answer (cut off?): " + co.unreadyLocked()
+	}
 	s.concludeLocked(co, pmix.NewCodedError(status, ErrTimeout.Code, msg))
 }
 
 // concludeLocked releases an operation to every participating agent: one
 // message on its release subject.
 func (s *Service) concludeLocked(co *coordinated, err error) {
+	if err == nil && s.holdLocked(co) {
+		return // once the agents of the other clusters answered (check.go)
+	}
 	co.stop()
 	delete(s.coord, co.key)
 	now := time.Now()

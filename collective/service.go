@@ -70,6 +70,7 @@ type Service struct {
 	goneSubs    map[string]*nats.Subscription // by qualified nspace
 	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
 	askSub      *nats.Subscription            // AskSubject of this cluster
+	checkSub    *nats.Subscription            // CheckSubject of this agent
 	// askHomes: AskSubject of the clusters that name jobs across clusters
 	// this agent hosts ranks of (their coordinators ask there).
 	askHomes map[cluster.ID]*nats.Subscription
@@ -191,6 +192,9 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		if s.askSub != nil {
 			_ = s.askSub.Unsubscribe()
+		}
+		if s.checkSub != nil {
+			_ = s.checkSub.Unsubscribe()
 		}
 		for c, sub := range s.askHomes {
 			_ = sub.Unsubscribe()
@@ -670,6 +674,10 @@ type local struct {
 	requested bool
 	// contributed: this agent sent its contribution (or its giving up).
 	contributed bool
+	// checked: the coordinator asked whether this agent waits for the
+	// release, and it said yes (check.go): the release is on its way.
+	checked  bool
+	extended bool // the grace was extended once for it
 	// alone: a fence whose participants this agent hosts all. It is
 	// decided here when the last arrives: no contribution, no
 	// coordinator, no release, no NATS message at all.
@@ -1042,9 +1050,19 @@ func (s *Service) timedOut(l *local) {
 		s.finishLocked(l, pmix.NewCodedError(pmix.ErrTimeout, ErrTimeout.Code, msg+"; not arrived: "+missingOf(l.procs, sizes, l.arrived)))
 		return
 	}
-	grace := func() {
+	var grace func()
+	grace = func() {
 		l.timer = time.AfterFunc(s.cfg.Grace, func() {
-			s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if l.checked && !l.extended {
+				// The coordinator was about to release: one grace more
+				// for the release to come.
+				l.extended = true
+				grace()
+				return
+			}
+			s.finishLocked(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
 		})
 	}
 	if len(l.arrived) == len(l.expect) {
