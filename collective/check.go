@@ -192,8 +192,19 @@ func (s *Service) checkMsg(m *nats.Msg) {
 	if l == nil || l.finished || !l.contributed {
 		a = ack{outcomeOf(fmt.Errorf("%w: the agent of node %s in cluster %s no longer waits for its release (it gave up on it, or restarted)",
 			ErrTimeout, s.cfg.Node, s.cfg.Cluster))}
-	} else {
+	} else if !l.checked {
 		l.checked = true
+		// The release should follow at once. If it does not come within
+		// AckWait (a cut right after this answer), the contribution goes
+		// again, and again every Retry while the link is down: the
+		// coordinator, which concluded, sends the release again as soon as
+		// one arrives.
+		time.AfterFunc(s.cfg.AckWait, func() {
+			select {
+			case l.nudge <- struct{}{}:
+			default:
+			}
+		})
 	}
 	s.mu.Unlock()
 	s.respond(m, a)

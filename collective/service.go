@@ -677,7 +677,8 @@ type local struct {
 	// checked: the coordinator asked whether this agent waits for the
 	// release, and it said yes (check.go): the release is on its way.
 	checked  bool
-	extended bool // the grace was extended once for it
+	extended bool          // the grace was extended once for it
+	nudge    chan struct{} // sends the contribution again now (check.go)
 	// alone: a fence whose participants this agent hosts all. It is
 	// decided here when the last arrives: no contribution, no
 	// coordinator, no release, no NATS message at all.
@@ -808,7 +809,7 @@ func (s *Service) aloneLocked(o op) bool {
 // beginLocked starts this agent's part in a new instance: which
 // participants it hosts, and the subscription for the release.
 func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) {
-	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{})}
+	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	for _, p := range o.procs {
 		ns, ok := s.local(p.Nspace)
 		if !ok {
@@ -957,6 +958,8 @@ func (s *Service) deliver(l *local, c *contribution) {
 				select {
 				case <-l.done:
 				case <-s.ctx.Done():
+				case <-l.nudge:
+					continue
 				case <-time.After(s.cfg.Recheck):
 					continue
 				}
