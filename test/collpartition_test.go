@@ -24,7 +24,10 @@ import (
 // arrival). Cut for good: every participant, on both sides, fails with
 // the collective's PMIX_ERR_TIMEOUT, within the timeout (and the grace),
 // and nobody completes. Healed before the timeout: every participant
-// completes, a connect with the same new nspace on both sides.
+// completes, a connect with the same new nspace on both sides. Healed
+// after B's agents gave up (B's participants gave a shorter timeout than
+// A's): B's agents say so when the coordinator asks, and A's participants
+// fail as B's did, at once, not at their own timeout.
 func TestCollectiveAcrossCut(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	mc := w.MultiCluster()
@@ -57,25 +60,38 @@ func TestCollectiveAcrossCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	early := slices.DeleteFunc(slices.Clone(namesBoth), func(n string) bool { return n == "A:jobA.3" })
+	const (
+		never  = iota
+		healed // before the timeout
+		gaveUp // healed once B's agents gave up
+	)
 	for i, tc := range []struct {
-		kind    string
-		heal    bool
-		timeout uint32 // PMIX_TIMEOUT, seconds
+		kind     string
+		heal     int
+		timeout  uint32 // PMIX_TIMEOUT, seconds
+		timeoutB uint32 // B's participants'
 	}{
-		{"connect", false, 2},
-		{"connect", true, 15},
-		{"fence", false, 2},
-		{"fence", true, 15},
+		{"connect", never, 2, 2},
+		{"connect", healed, 15, 15},
+		{"connect", gaveUp, 15, 1},
+		{"fence", never, 2, 2},
+		{"fence", healed, 15, 15},
 	} {
-		name := tc.kind + map[bool]string{false: ", cut for good", true: ", healed"}[tc.heal]
+		name := tc.kind + []string{", cut for good", ", healed", ", healed after B gave up"}[tc.heal]
 		t.Run(name, func(t *testing.T) {
 			mu.Lock()
 			clear(contributed)
 			checks = 0
 			mu.Unlock()
 			id := fmt.Sprintf("cut%d", i)
-			info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Uint32(tc.timeout)),
-				pmix.NewInfo(pmix.KeyConnectID, pmix.String(id)), pmix.NewInfo(pmix.KeyCollectiveID, pmix.String(id))}
+			infoOf := func(n string) []pmix.Info {
+				timeout := tc.timeout
+				if n[0] == 'B' {
+					timeout = tc.timeoutB
+				}
+				return []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Uint32(timeout)),
+					pmix.NewInfo(pmix.KeyConnectID, pmix.String(id)), pmix.NewInfo(pmix.KeyCollectiveID, pmix.String(id))}
+			}
 			// The test's context: the timeout and a margin (the grace, twice,
 			// and a loaded machine's).
 			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(tc.timeout)*time.Second+waitTime)
@@ -91,9 +107,9 @@ func TestCollectiveAcrossCut(t *testing.T) {
 				wg.Go(func() {
 					var o outcome
 					if tc.kind == "connect" {
-						o.nspace, _, o.err = w.Client(n).Connect(ctx, bothJobs(n), info)
+						o.nspace, _, o.err = w.Client(n).Connect(ctx, bothJobs(n), infoOf(n))
 					} else {
-						o.err = w.Client(n).Fence(ctx, bothJobs(n), info)
+						o.err = w.Client(n).Fence(ctx, bothJobs(n), infoOf(n))
 					}
 					omu.Lock()
 					out[n] = o
@@ -127,7 +143,20 @@ func TestCollectiveAcrossCut(t *testing.T) {
 			}
 			defer restore()
 			join("A:jobA.3") // the last contribution: a2's
-			if tc.heal {
+			if tc.heal == gaveUp {
+				clustertest.WaitFor(t, waitTime, func() error {
+					omu.Lock()
+					defer omu.Unlock()
+					for _, n := range namesB {
+						if _, ok := out[n]; !ok {
+							return fmt.Errorf("%s still waits", n)
+						}
+					}
+					return nil
+				})
+				restore()
+			}
+			if tc.heal == healed {
 				// The coordinator holds the release, asking B's agents.
 				clustertest.WaitFor(t, waitTime, func() error {
 					mu.Lock()
@@ -147,13 +176,13 @@ func TestCollectiveAcrossCut(t *testing.T) {
 			for _, n := range namesBoth {
 				o := out[n]
 				switch {
-				case tc.heal && (o.err != nil || o.nspace != nspace):
+				case tc.heal == healed && (o.err != nil || o.nspace != nspace):
 					t.Errorf("%s: %q, %v; want it completed, as A:jobA.0 did (%q)", n, o.nspace, o.err, nspace)
-				case !tc.heal && !errors.Is(o.err, collective.ErrTimeout):
+				case tc.heal != healed && !errors.Is(o.err, collective.ErrTimeout):
 					t.Errorf("%s: %q, %v; want the %s's PMIX_ERR_TIMEOUT, as every participant", n, o.nspace, o.err, tc.kind)
 				}
 			}
-			if tc.heal && tc.kind == "connect" && nspace == "" {
+			if tc.heal == healed && tc.kind == "connect" && nspace == "" {
 				t.Error("the connect gave no nspace")
 			}
 		})
