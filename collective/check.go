@@ -143,6 +143,13 @@ func (s *Service) checkNode(co *coordinated, node string, b []byte) {
 			s.mu.Unlock()
 			return
 		}
+		if err != nil && s.allDeadLocked(co.by[node]) {
+			// Its processes were declared terminated (its node went down
+			// with them): there is nobody left there to disagree.
+			delete(co.unready, node)
+			s.mu.Unlock()
+			return
+		}
 		if err == nil {
 			if a.status == pmix.Success {
 				delete(co.unready, node)
@@ -164,6 +171,16 @@ func (s *Service) checkNode(co *coordinated, node string, b []byte) {
 		case <-time.After(s.cfg.Retry):
 		}
 	}
+}
+
+// allDeadLocked reports whether every one of procs is known terminated.
+func (s *Service) allDeadLocked(procs []pmix.Proc) bool {
+	for _, p := range procs {
+		if !s.deadLocked(p) {
+			return false
+		}
+	}
+	return len(procs) > 0
 }
 
 // unreadyLocked names the agents co's release waits for, for messages.

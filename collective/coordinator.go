@@ -34,7 +34,8 @@ type coordinated struct {
 	// unready: the agents of other clusters that have not said yet that
 	// they wait for the release (check.go); nil before the check began.
 	unready map[string]bool
-	checked bool // they all said so: the success may go out
+	checked bool                   // they all said so: the success may go out
+	by      map[string][]pmix.Proc // the participants each agent covered
 }
 
 func (co *coordinated) stop() {
@@ -159,6 +160,10 @@ func (s *Service) contributed(m *nats.Msg) {
 	}
 	if !co.nodes[from] {
 		co.nodes[from] = true
+		if co.by == nil {
+			co.by = map[string][]pmix.Proc{}
+		}
+		co.by[from] = c.covers
 		for _, p := range c.covers {
 			co.covered[p] = true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/collective"
@@ -31,34 +33,7 @@ import (
 func TestCollectiveAcrossCut(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	mc := w.MultiCluster()
-	// What the coordinator (a1, jobA's rank 0) is sent and asks, seen from
-	// cluster A: the contributions name their agent's node.
-	var mu sync.Mutex
-	contributed := map[string]bool{}
-	checks := 0
-	nc := w.Agent("a2").NATS() // an agent's: it may subscribe to pmix.>
-	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
-		mu.Lock()
-		defer mu.Unlock()
-		if m.Subject == collective.LeadSubject("A", "jobA") {
-			var f []any
-			if msgpack.Unmarshal(m.Data, &f) == nil && len(f) > 6 {
-				if node, ok := f[6].(string); ok {
-					contributed[node] = true
-				}
-			}
-		}
-		if m.Subject == collective.CheckSubject("B", "b1") || m.Subject == collective.CheckSubject("B", "b2") {
-			checks++
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	cw := watchColl(t, w) // what the coordinator (a1, jobA's rank 0) is sent and asks
 	early := slices.DeleteFunc(slices.Clone(namesBoth), func(n string) bool { return n == "A:jobA.3" })
 	const (
 		never  = iota
@@ -79,10 +54,7 @@ func TestCollectiveAcrossCut(t *testing.T) {
 	} {
 		name := tc.kind + []string{", cut for good", ", healed", ", healed after B gave up"}[tc.heal]
 		t.Run(name, func(t *testing.T) {
-			mu.Lock()
-			clear(contributed)
-			checks = 0
-			mu.Unlock()
+			cw.reset()
 			id := fmt.Sprintf("cut%d", i)
 			infoOf := func(n string) []pmix.Info {
 				timeout := tc.timeout
@@ -119,16 +91,7 @@ func TestCollectiveAcrossCut(t *testing.T) {
 			for _, n := range early {
 				join(n)
 			}
-			clustertest.WaitFor(t, waitTime, func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, node := range []string{"a1", "b1", "b2"} {
-					if !contributed[node] {
-						return fmt.Errorf("no contribution of %s yet", node)
-					}
-				}
-				return nil
-			})
+			cw.contributed(t, "a1", "b1", "b2")
 			if err := mc.CutLinks("B"); err != nil {
 				t.Fatal(err)
 			}
@@ -157,15 +120,7 @@ func TestCollectiveAcrossCut(t *testing.T) {
 				restore()
 			}
 			if tc.heal == healed {
-				// The coordinator holds the release, asking B's agents.
-				clustertest.WaitFor(t, waitTime, func() error {
-					mu.Lock()
-					defer mu.Unlock()
-					if checks == 0 {
-						return errors.New("the coordinator has not asked B's agents yet")
-					}
-					return nil
-				})
+				cw.checked(t) // the coordinator holds the release, asking B's agents
 				restore()
 			}
 			wg.Wait()
@@ -187,4 +142,123 @@ func TestCollectiveAcrossCut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCollectiveAcrossLostAgent: b2 contributes to a connect across
+// clusters, then dies (its NATS connection closed, no Shutdown) and b1
+// declares its node down. The coordinator's release check gets no answer
+// from b2, but nobody is left there to disagree: the others complete
+// the connect, not at its timeout (60 s, beyond the test's context).
+func TestCollectiveAcrossLostAgent(t *testing.T) {
+	spec := collSpec()
+	spec.Agent = func(c *agent.Config) {
+		c.HandlerTimeout = 10 * time.Second
+		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+	}
+	aw := agenttest.Start(t, spec)
+	w := worldOf(t, aw)
+	waitSeen(t, w, []string{"b1", "b2"}, "b1")
+	cw := watchColl(t, aw)
+	info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))}
+	early := slices.DeleteFunc(slices.Clone(namesBoth), func(n string) bool { return n == "A:jobA.3" || n == "B:jobB.2" })
+	done := make(chan map[string]connected, 2)
+	go func() { done <- connectAll(t, aw, early, bothJobs, info...) }()
+	lostCtx, lostGone := context.WithCancel(t.Context()) // B:jobB.2's: it waits with its agent gone
+	lostDone := make(chan struct{})
+	go func() {
+		defer close(lostDone)
+		_, _, _ = w.client("B:jobB.2").c.Connect(lostCtx, bothJobs("B:jobB.2"), info)
+	}()
+	cw.contributed(t, "a1", "b1", "b2")
+	aw.Agent("b2").NATS().Close()
+	lostGone()
+	<-lostDone
+	go func() { done <- connectAll(t, aw, []string{"A:jobA.3"}, bothJobs, info...) }()
+	res := <-done
+	maps.Copy(res, <-done)
+	nspace := res["A:jobA.0"].nspace
+	for _, n := range namesBoth {
+		if c := res[n]; n != "B:jobB.2" && (c.err != nil || c.nspace != nspace || nspace == "") {
+			t.Errorf("%s: %q, %v; want it connected, as A:jobA.0 (%q)", n, c.nspace, c.err, nspace)
+		}
+	}
+}
+
+// collWatch sees, from cluster A, the contributions to the operations
+// led by A's jobA (each names its agent's node) and the coordinator's
+// release checks of B's agents.
+type collWatch struct {
+	mu     sync.Mutex
+	nodes  map[string]bool
+	checks int
+}
+
+func watchColl(t *testing.T, aw *agenttest.World) *collWatch {
+	t.Helper()
+	cw := &collWatch{nodes: map[string]bool{}}
+	nc := aw.Agent("a2").NATS() // an agent's: it may subscribe to pmix.>
+	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		switch m.Subject {
+		case collective.LeadSubject("A", "jobA"):
+			var f []any
+			if msgpack.Unmarshal(m.Data, &f) == nil && len(f) > 6 {
+				if node, ok := f[6].(string); ok {
+					cw.nodes[node] = true
+				}
+			}
+		case collective.CheckSubject("B", "b1"), collective.CheckSubject("B", "b2"):
+			cw.checks++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return cw
+}
+
+// reset forgets what was seen.
+func (cw *collWatch) reset() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	clear(cw.nodes)
+	cw.checks = 0
+}
+
+// contributed waits until the agents of nodes have contributed.
+func (cw *collWatch) contributed(t *testing.T, nodes ...string) {
+	t.Helper()
+	cw.waitFor(t, func() error {
+		for _, n := range nodes {
+			if !cw.nodes[n] {
+				return fmt.Errorf("no contribution of %s yet", n)
+			}
+		}
+		return nil
+	})
+}
+
+// checked waits until the coordinator asked one of B's agents.
+func (cw *collWatch) checked(t *testing.T) {
+	t.Helper()
+	cw.waitFor(t, func() error {
+		if cw.checks == 0 {
+			return errors.New("the coordinator has not asked B's agents yet")
+		}
+		return nil
+	})
+}
+
+func (cw *collWatch) waitFor(t *testing.T, f func() error) {
+	t.Helper()
+	clustertest.WaitFor(t, waitTime, func() error {
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		return f()
+	})
 }
