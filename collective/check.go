@@ -226,3 +226,22 @@ func (s *Service) checkMsg(m *nats.Msg) {
 	s.mu.Unlock()
 	s.respond(m, a)
 }
+
+// Reconnected is called by the agent when its NATS connection came back:
+// a release published while it was away never reaches it, so every
+// contribution still waiting for one goes again now, and a coordinator
+// that concluded the operation sends its release again.
+func (s *Service) Reconnected() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ls := range s.open {
+		for _, l := range ls {
+			if l.contributed && !l.finished && !l.alone {
+				select {
+				case l.nudge <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}

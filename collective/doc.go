@@ -91,8 +91,9 @@
 // An agent that said yes waits one Grace more at its timeout, and sends
 // its contribution again AckWait after its answer if no release came, so
 // that a cut right after its answer that heals before that deadline
-// still completes it. docs/collective.md ("Partitions") says what window
-// remains.
+// still completes it; and an agent whose NATS connection comes back sends
+// every contribution still waiting again at once (Reconnected).
+// docs/collective.md ("Partitions") says what window remains.
 //
 // # Timeouts
 //
