@@ -33,7 +33,7 @@ import (
 func TestCollectiveAcrossCut(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	mc := w.MultiCluster()
-	cw := watchColl(t, w) // what the coordinator (a1, jobA's rank 0) is sent and asks
+	cw := watchColl(t, w, "a2") // what the coordinator (a1, jobA's rank 0) is sent and asks
 	early := slices.DeleteFunc(slices.Clone(namesBoth), func(n string) bool { return n == "A:jobA.3" })
 	const (
 		never  = iota
@@ -158,7 +158,7 @@ func TestCollectiveAcrossLostAgent(t *testing.T) {
 	aw := agenttest.Start(t, spec)
 	w := worldOf(t, aw)
 	waitSeen(t, w, []string{"b1", "b2"}, "b1")
-	cw := watchColl(t, aw)
+	cw := watchColl(t, aw, "a2")
 	info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))}
 	early := slices.DeleteFunc(slices.Clone(namesBoth), func(n string) bool { return n == "A:jobA.3" || n == "B:jobB.2" })
 	done := make(chan map[string]connected, 2)
@@ -184,7 +184,7 @@ func TestCollectiveAcrossLostAgent(t *testing.T) {
 	}
 }
 
-// collWatch sees, from cluster A, the contributions to the operations
+// collWatch sees, from an agent of cluster A, the contributions to the operations
 // led by A's jobA (each names its agent's node) and the coordinator's
 // release checks of B's agents.
 type collWatch struct {
@@ -193,10 +193,10 @@ type collWatch struct {
 	checks int
 }
 
-func watchColl(t *testing.T, aw *agenttest.World) *collWatch {
+func watchColl(t *testing.T, aw *agenttest.World, node string) *collWatch {
 	t.Helper()
 	cw := &collWatch{nodes: map[string]bool{}}
-	nc := aw.Agent("a2").NATS() // an agent's: it may subscribe to pmix.>
+	nc := aw.Agent(node).NATS() // an agent's: it may subscribe to pmix.>
 	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
 		cw.mu.Lock()
 		defer cw.mu.Unlock()
@@ -261,4 +261,79 @@ func (cw *collWatch) waitFor(t *testing.T, f func() error) {
 		defer cw.mu.Unlock()
 		return f()
 	})
+}
+
+// TestFenceAcrossCutNode: within one cluster, a2's link to NATS is cut
+// silently after its contribution to a fence and before the release,
+// which a2 therefore never gets. Once a2 has found its connection dead,
+// the link comes back: a2, reconnected, sends its contribution again at
+// once, the coordinator (a1) sends the release again, and a2's
+// participants complete as a1's did — before their timeout, not failing
+// at it while the others completed.
+func TestFenceAcrossCutNode(t *testing.T) {
+	link, err := clustertest.NewCutProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	spec := agenttest.Spec{
+		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}},
+		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "jobA", Nodes: []string{"a1", "a1", "a2", "a2"}}},
+		Agent: func(c *agent.Config) {
+			c.HandlerTimeout = 10 * time.Second
+			c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+			if c.Node == "a2" {
+				u, err := link.Via(c.URL)
+				if err != nil {
+					t.Error(err)
+				}
+				c.URL = u
+			}
+		},
+	}
+	w := agenttest.Start(t, spec)
+	t.Cleanup(link.Restore) // before the world's cleanup: a2 must reach NATS to stop
+	cw := watchColl(t, w, "a1")
+	info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Uint32(8))}
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second+waitTime)
+	defer cancel()
+	var mu sync.Mutex
+	out := map[string]error{}
+	var wg sync.WaitGroup
+	join := func(names ...string) {
+		for _, n := range names {
+			wg.Go(func() {
+				err := w.Client(n).Fence(ctx, same(jobA)(n), info)
+				mu.Lock()
+				out[n] = err
+				mu.Unlock()
+			})
+		}
+	}
+	join("A:jobA.2", "A:jobA.3")
+	cw.contributed(t, "a2")
+	link.Cut()
+	a2 := w.Agent("a2")
+	clustertest.WaitFor(t, waitTime, func() error {
+		if a2.Stats().NATSDisconnects == 0 {
+			return errors.New("a2 has not found its link dead yet")
+		}
+		return nil
+	})
+	join("A:jobA.0", "A:jobA.1") // the release goes out, a2 does not get it
+	clustertest.WaitFor(t, waitTime, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(out) < 2 {
+			return errors.New("a1's participants still wait")
+		}
+		return nil
+	})
+	link.Restore()
+	wg.Wait()
+	for _, n := range namesA {
+		if err := out[n]; err != nil {
+			t.Errorf("%s: %v; want the fence completed, on both nodes", n, err)
+		}
+	}
 }
