@@ -271,28 +271,14 @@ func (cw *collWatch) waitFor(t *testing.T, f func() error) {
 // participants complete as a1's did — before their timeout, not failing
 // at it while the others completed.
 func TestFenceAcrossCutNode(t *testing.T) {
-	link, err := clustertest.NewCutProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Close)
-	spec := agenttest.Spec{
+	w, link := startCuttable(t, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1", "a2"}}},
 		Jobs:     []agenttest.Job{{Cluster: "A", Nspace: "jobA", Nodes: []string{"a1", "a1", "a2", "a2"}}},
 		Agent: func(c *agent.Config) {
 			c.HandlerTimeout = 10 * time.Second
 			c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
-			if c.Node == "a2" {
-				u, err := link.Via(c.URL)
-				if err != nil {
-					t.Error(err)
-				}
-				c.URL = u
-			}
 		},
-	}
-	w := agenttest.Start(t, spec)
-	t.Cleanup(link.Restore) // before the world's cleanup: a2 must reach NATS to stop
+	}, "a2")
 	cw := watchColl(t, w, "a1")
 	info := []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Uint32(8))}
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second+waitTime)
