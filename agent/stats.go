@@ -172,6 +172,9 @@ func (a *Agent) watchNATS(nc *nats.Conn) {
 		if a.router != nil {
 			a.router.CheckTail() // copies sent while it was away
 		}
+		if a.coll != nil {
+			a.coll.svc.Reconnected() // releases published while it was away
+		}
 		if prevRec != nil {
 			prevRec(c)
 		}

@@ -255,6 +255,36 @@ func (rb *rawBarrier) run(ctx context.Context) error {
 	return nil
 }
 
+// crossRTT times n request-replies from rb's collector (cluster A) to its
+// last connection (cluster B), across the leaf link.
+func (s *collSetup) crossRTT(ctx context.Context, rb *rawBarrier, n int) ([]time.Duration, error) {
+	const subj = "pmix.bench.rtt"
+	far := rb.conns[len(rb.conns)-1]
+	sub, err := far.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond(nil) })
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := far.Flush(); err != nil {
+		return nil, err
+	}
+	if err := s.waitInterest(ctx, "A", subj); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for range n {
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := rb.conns[0].RequestWithContext(rctx, subj, nil)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
 func (rb *rawBarrier) close() {
 	for _, nc := range rb.conns {
 		nc.Close()
@@ -323,6 +353,17 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	line(fmt.Sprintf("raw NATS barrier, %d connections", len(rb.conns)), append(rawC, rawF...))
 	line(fmt.Sprintf("connect of %d processes", len(s.clients)), conn)
 	line(fmt.Sprintf("fence of %d processes", len(s.clients)), fen)
+	// The release check (collective/check.go) adds one request-reply across
+	// the leaf link, to every agent of the other cluster at once, before a
+	// release across clusters; a cut can split the sides only if it falls
+	// within about one such round trip after the last answer.
+	rtts, err := s.crossRTT(ctx, rb, 5*cfg.Rounds)
+	if err != nil {
+		return nil, fmt.Errorf("cross-leaf round trip: %w", err)
+	}
+	line("raw request-reply across the leaf link", rtts)
+	r.addf("release check across clusters: one such round trip, %.1f%% of the fence's p50, %.1f%% of the connect's (same run)",
+		100*ratio(percentile(rtts, 50), percentile(fen, 50)), 100*ratio(percentile(rtts, 50), percentile(conn, 50)))
 
 	// Fence with PMIX_COLLECT_DATA: DataProcs processes, half of each job.
 	value := pmix.String(strings.Repeat("x", cfg.DataSize))

@@ -31,6 +31,11 @@ type coordinated struct {
 	warn    *time.Timer
 	timeout time.Duration // the longest any contribution gave
 	timer   *time.Timer
+	// unready: the agents of other clusters that have not said yet that
+	// they wait for the release (check.go); nil before the check began.
+	unready map[string]bool
+	checked bool                   // they all said so: the success may go out
+	by      map[string][]pmix.Proc // the participants each agent covered
 }
 
 func (co *coordinated) stop() {
@@ -155,6 +160,10 @@ func (s *Service) contributed(m *nats.Msg) {
 	}
 	if !co.nodes[from] {
 		co.nodes[from] = true
+		if co.by == nil {
+			co.by = map[string][]pmix.Proc{}
+		}
+		co.by[from] = c.covers
 		for _, p := range c.covers {
 			co.covered[p] = true
 		}
@@ -260,12 +269,18 @@ func (s *Service) failLocked(co *coordinated, status pmix.Status, msg string) {
 	if missing := co.missing(); missing != "" {
 		msg += "; not arrived: " + missing
 	}
+	if len(co.unready) > 0 {
+		msg += "; every participant arrived, but these agents of other clusters did not answer (cut off?): " + co.unreadyLocked()
+	}
 	s.concludeLocked(co, pmix.NewCodedError(status, ErrTimeout.Code, msg))
 }
 
 // concludeLocked releases an operation to every participating agent: one
 // message on its release subject.
 func (s *Service) concludeLocked(co *coordinated, err error) {
+	if err == nil && s.holdLocked(co) {
+		return // once the agents of the other clusters answered (check.go)
+	}
 	co.stop()
 	delete(s.coord, co.key)
 	now := time.Now()

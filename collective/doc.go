@@ -80,6 +80,21 @@
 // after Config.Recheck sends it again: a coordinator that restarted learns
 // it again, and one that concluded the operation sends the release again.
 //
+// # Partitions
+//
+// A release is one message, which a cut leaf link drops. Before it
+// releases a success to agents of other clusters, the coordinator asks
+// each that contributed whether it still waits (CheckSubject, check.go),
+// and releases once all said yes: while one is cut off the release is
+// held, and the operation's timeout fails it for every participant with
+// ErrTimeout, as the cut-off agent fails its own when no release comes.
+// An agent that said yes waits one Grace more at its timeout, and sends
+// its contribution again AckWait after its answer if no release came, so
+// that a cut right after its answer that heals before that deadline
+// still completes it; and an agent whose NATS connection comes back sends
+// every contribution still waiting again at once (Reconnected).
+// docs/collective.md ("Partitions") says what window remains.
+//
 // # Timeouts
 //
 // A request's Timeout (PMIX_TIMEOUT) runs from the first local arrival.

@@ -245,6 +245,9 @@ func (s *Service) listenLocked() {
 		return
 	}
 	s.askSub = sub
+	if s.checkSub, err = s.cfg.Conn.Subscribe(CheckSubject(s.cfg.Cluster, s.cfg.Node), s.checkMsg); err != nil {
+		s.log.Warn("collective: coordinators in other clusters will hold the releases of this agent's operations until their timeout", "err", err)
+	}
 }
 
 // listenHomeLocked subscribes, once per cluster, to the asks of cluster

@@ -70,6 +70,7 @@ type Service struct {
 	goneSubs    map[string]*nats.Subscription // by qualified nspace
 	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
 	askSub      *nats.Subscription            // AskSubject of this cluster
+	checkSub    *nats.Subscription            // CheckSubject of this agent
 	// askHomes: AskSubject of the clusters that name jobs across clusters
 	// this agent hosts ranks of (their coordinators ask there).
 	askHomes map[cluster.ID]*nats.Subscription
@@ -191,6 +192,9 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		if s.askSub != nil {
 			_ = s.askSub.Unsubscribe()
+		}
+		if s.checkSub != nil {
+			_ = s.checkSub.Unsubscribe()
 		}
 		for c, sub := range s.askHomes {
 			_ = sub.Unsubscribe()
@@ -670,6 +674,11 @@ type local struct {
 	requested bool
 	// contributed: this agent sent its contribution (or its giving up).
 	contributed bool
+	// checked: the coordinator asked whether this agent waits for the
+	// release, and it said yes (check.go): the release is on its way.
+	checked  bool
+	extended bool          // the grace was extended once for it
+	nudge    chan struct{} // sends the contribution again now (check.go)
 	// alone: a fence whose participants this agent hosts all. It is
 	// decided here when the last arrives: no contribution, no
 	// coordinator, no release, no NATS message at all.
@@ -800,7 +809,7 @@ func (s *Service) aloneLocked(o op) bool {
 // beginLocked starts this agent's part in a new instance: which
 // participants it hosts, and the subscription for the release.
 func (s *Service) beginLocked(o op, sig string, self pmix.Proc) (*local, error) {
-	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{})}
+	l := &local{op: o, expect: map[pmix.Proc]bool{}, arrived: map[pmix.Proc]bool{}, started: time.Now(), done: make(chan struct{}), nudge: make(chan struct{}, 1)}
 	for _, p := range o.procs {
 		ns, ok := s.local(p.Nspace)
 		if !ok {
@@ -949,6 +958,8 @@ func (s *Service) deliver(l *local, c *contribution) {
 				select {
 				case <-l.done:
 				case <-s.ctx.Done():
+				case <-l.nudge:
+					continue
 				case <-time.After(s.cfg.Recheck):
 					continue
 				}
@@ -1042,9 +1053,19 @@ func (s *Service) timedOut(l *local) {
 		s.finishLocked(l, pmix.NewCodedError(pmix.ErrTimeout, ErrTimeout.Code, msg+"; not arrived: "+missingOf(l.procs, sizes, l.arrived)))
 		return
 	}
-	grace := func() {
+	var grace func()
+	grace = func() {
 		l.timer = time.AfterFunc(s.cfg.Grace, func() {
-			s.finish(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if l.checked && !l.extended {
+				// The coordinator was about to release: one grace more
+				// for the release to come.
+				l.extended = true
+				grace()
+				return
+			}
+			s.finishLocked(l, fmt.Errorf("%w: %s (and no word from the coordinator)", ErrTimeout, msg))
 		})
 	}
 	if len(l.arrived) == len(l.expect) {

@@ -57,12 +57,28 @@ func TestWireRoundTrip(t *testing.T) {
 	if got, err := unmarshalGoneAsk(b); err != nil || got.nspace != "B:job" {
 		t.Fatalf("gone ask round trip: %+v, %v", got, err)
 	}
+	k := opKey{sig: c.signature(), gen: 7}
+	if b, err = (check{key: k}).marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := unmarshalCheck(b); err != nil || got.key != k {
+		t.Fatalf("check round trip: %+v, %v", got, err)
+	}
+	short, _ := (check{key: opKey{sig: "abc", gen: 1}}).marshal()
+	for _, bad := range [][]byte{nil, short, append(b, 0)} {
+		if _, err := unmarshalCheck(bad); pmix.StatusOf(err) != pmix.ErrUnpackFailure {
+			t.Errorf("check %x: %v", bad, err)
+		}
+	}
 }
 
 // TestSubjects checks the examples of docs/subjects.md.
 func TestSubjects(t *testing.T) {
 	if got := LeadSubject("A", "job.1"); got != "pmix.coll.lead.A.job=2E1" {
 		t.Errorf("LeadSubject: %s", got)
+	}
+	if got := CheckSubject("B", "n.2"); got != "pmix.coll.check.B.n=2E2" {
+		t.Errorf("CheckSubject: %s", got)
 	}
 	o := op{kind: KindFence, procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}}
 	if got := ReleaseSubject(o.signature()); len(got) != len("pmix.coll.")+32+len(".rel") {
@@ -90,7 +106,7 @@ func FuzzUnmarshal(f *testing.F) {
 		sizes: []nsSize{{nspace: "A:j", size: 1}}, data: []procData{{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, puts: []proto.Put{{Scope: 3, Key: "k", Value: pmix.Int8(1)}}}}}
 	r := &release{gen: 1, outcome: outcomeOf(ErrFinished), nspace: "A:cnct.x.1", members: c.covers, data: c.data}
 	for _, m := range []interface{ marshal() ([]byte, error) }{c, r, ack{}, directRequest{key: "k", wait: time.Second}, directAnswer{data: c.data},
-		goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, cause: "A/n/1"}, goneAsk{nspace: "A:j"},
+		goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, cause: "A/n/1"}, goneAsk{nspace: "A:j"}, check{key: opKey{sig: "0123456789abcdef0123456789abcdef", gen: 2}},
 		&release{gen: 1, members: c.covers, ctxid: 1 << 50, flags: FlagGroup}, goneNotice{proc: pmix.Proc{Nspace: "A:j", Rank: 1}, left: "g"}} {
 		b, err := m.marshal()
 		if err != nil {
@@ -118,6 +134,11 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 		}
 		_, _ = unmarshalGoneAsk(b)
+		if c, err := unmarshalCheck(b); err == nil {
+			if _, err := c.marshal(); err != nil {
+				t.Fatalf("check decoded but does not encode: %v", err)
+			}
+		}
 		if procs, flags, err := unmarshalInvitation(b); err == nil {
 			if _, err := marshalInvitation(procs, flags); err != nil {
 				t.Fatalf("invitation decoded but does not encode: %v", err)

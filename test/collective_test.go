@@ -313,8 +313,9 @@ func TestFenceTimeoutReachesEveryone(t *testing.T) {
 }
 
 // TestFenceMessagesGrowWithAgents: on the collective subjects a fence
-// sends one contribution per agent and one release: as many for 16 procs
-// as for 4 on the same two agents.
+// sends one contribution per agent and one release, and across clusters
+// one release check per agent of the other cluster: as many for 16
+// procs as for 4 on the same two agents.
 func TestFenceMessagesGrowWithAgents(t *testing.T) {
 	w := agenttest.Start(t, collSpec())
 	nc := w.Agent("a2").NATS() // an agent's: it may subscribe to pmix.> where NATS is secured
@@ -348,10 +349,11 @@ func TestFenceMessagesGrowWithAgents(t *testing.T) {
 		names  []string
 		procs  func(string) []pmix.Proc
 		agents int
+		remote int // agents of another cluster than the coordinator's
 	}{
-		{"4 procs on 2 agents", namesA, same(jobA), 2},
-		{"16 procs on 2 agents", big, same(pmix.Proc{Nspace: "big", Rank: pmix.RankWildcard}), 2},
-		{"7 procs on 4 agents in 2 clusters", namesBoth, bothJobs, 4},
+		{"4 procs on 2 agents", namesA, same(jobA), 2, 0},
+		{"16 procs on 2 agents", big, same(pmix.Proc{Nspace: "big", Rank: pmix.RankWildcard}), 2, 0},
+		{"7 procs on 4 agents in 2 clusters", namesBoth, bothJobs, 4, 2},
 	} {
 		// The first operation its coordinator sees of an nspace also asks
 		// once for its terminations (collective.AskSubject): count the
@@ -370,10 +372,10 @@ func TestFenceMessagesGrowWithAgents(t *testing.T) {
 		})
 		count.Store(0)
 		mustFence(t, w, tc.names, tc.procs, collect)
-		want := int64(tc.agents + 1)
+		want := int64(tc.agents + 1 + tc.remote)
 		clustertest.WaitFor(t, waitTime, func() error {
 			if n := count.Load(); n != want {
-				return fmt.Errorf("%s: %d messages, want %d (one per agent, one release)", tc.name, n, want)
+				return fmt.Errorf("%s: %d messages, want %d (one per agent, one release, one release check per agent of another cluster)", tc.name, n, want)
 			}
 			return nil
 		})

@@ -25,24 +25,7 @@ import (
 // the grace, it ends them while still cut off. Silently both ways (the
 // job heard of those ranks' end already): they never come back into it.
 func TestCutOffNodeRanksNeverComeBack(t *testing.T) {
-	link, err := clustertest.NewCutProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(link.Close)
-	spec := launchSpec
-	spec.Agent = func(c *agent.Config) {
-		launchSpec.Agent(c)
-		if c.Node == "a2" {
-			u, err := link.Via(c.URL)
-			if err != nil {
-				t.Error(err)
-			}
-			c.URL = u
-		}
-	}
-	w := agenttest.Start(t, spec)
-	t.Cleanup(link.Restore) // before the world's cleanup: a2 must reach NATS to stop
+	w, link := startCuttable(t, launchSpec, "a2")
 	p := prog(t)
 	nc := launcherConn(t, w, "A")
 	for _, tc := range []struct {
@@ -111,6 +94,33 @@ func TestCutOffNodeRanksNeverComeBack(t *testing.T) {
 		})
 	}
 	checkNoOrphans(t, p)
+}
+
+// startCuttable starts the world of spec with node's agent linked to
+// NATS through a CutProxy, which it returns.
+func startCuttable(t *testing.T, spec agenttest.Spec, node string) (*agenttest.World, *clustertest.CutProxy) {
+	t.Helper()
+	link, err := clustertest.NewCutProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(link.Close)
+	agentOf := spec.Agent
+	spec.Agent = func(c *agent.Config) {
+		if agentOf != nil {
+			agentOf(c)
+		}
+		if c.Node == node {
+			u, err := link.Via(c.URL)
+			if err != nil {
+				t.Error(err)
+			}
+			c.URL = u
+		}
+	}
+	w := agenttest.Start(t, spec)
+	t.Cleanup(link.Restore) // before the world's cleanup: the agent must reach NATS to stop
+	return w, link
 }
 
 // ranksOn returns the pids of nspace's running ranks on node, asked of
