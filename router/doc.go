@@ -22,15 +22,17 @@
 // The agent composes it through three small interfaces: Host (its job
 // table, its attached clients, where outcomes go, its goroutines),
 // Recipient (one attached client: its registry, its socket's cork, its
-// window) and Transport (NATS: publish, subscribe into a channel, flush;
+// window) and Transport (NATS: publish, subscribe into a channel or a
+// callback, flush;
 // MemTransport carries messages in memory, so the routing is tested without
 // a server):
 //
 //	r := router.New(router.Config{
 //		Transport: router.NATS(nc), Place: event.Place{Cluster: "A", Node: "n1"},
-//		Host: host, Replayed: retention.Replayed, Log: log, Done: done,
+//		Host: host, Retention: retention, Outcomes: outcomes, Log: log, Done: done,
 //	})
-//	err := r.Sequence(ctx, cache) // the cluster's *jetstream.EventCache
+//	err := r.Sequence(ctx, cache) // the cluster's *jetstream.EventCache: the
+//	                              // router's subscriptions, advisories, timers
 //	go r.Dispatch()               // until done is closed
 //	id, replied, err := r.Register(ctx, client, codes, info, handler)
 //	// send the client its reply, then:

@@ -61,6 +61,12 @@ func NewMemStream(t *MemTransport, cluster string, max int) *MemStream {
 	return s
 }
 
+// ElectLeader sends the stream's leader-elected advisory, as a NATS
+// server does when the stream's leader changes.
+func (s *MemStream) ElectLeader() error {
+	return s.t.PublishMsg(&nats.Msg{Subject: LeaderElectedSubject(s.cluster)})
+}
+
 // SetFaults sets what the stream does to its copies from now on.
 func (s *MemStream) SetFaults(f Faults) {
 	s.mu.Lock()
