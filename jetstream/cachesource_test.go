@@ -1,0 +1,129 @@
+package jetstream
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/cluster/clustertest"
+)
+
+// copies records the copies a cluster's events stream republishes.
+type copies struct {
+	mu   sync.Mutex
+	ids  []string
+	seqs []uint64
+}
+
+func recordCopies(t *testing.T, nc *nats.Conn, pattern string) *copies {
+	t.Helper()
+	c := &copies{}
+	sub, err := nc.Subscribe(pattern, func(m *nats.Msg) {
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		c.mu.Lock()
+		c.ids = append(c.ids, m.Header.Get(nats.MsgIdHdr))
+		c.seqs = append(c.seqs, seq)
+		c.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *copies) get() ([]string, []uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ids), slices.Clone(c.seqs)
+}
+
+// B's events stream sources A's GLOBAL events from A's, in A's domain,
+// across the leaf links: each is stored once in B's stream, in A's order,
+// and republished with B's sequence; B's own GLOBAL events are not
+// sourced back to A's filter. With B's link cut, what A stores meanwhile
+// reaches B's stream once the link is back, once each, in order: JetStream
+// resumes the source.
+func TestEventCacheSourcesGlobal(t *testing.T) {
+	mc := clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
+	ncA := clustertest.Connect(t, mc.Cluster("A").URL())
+	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
+	open := func(nc *nats.Conn, cl string) *EventCache {
+		c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{
+			Cluster: cl, Subjects: []string{"pmix.evt.global." + cl + ".*"}, JobSubjects: []string{"pmix.copy." + cl + ".evt." + cl + ".>"},
+			CopyFrom: "pmix.>", CopyTo: "pmix.copy." + cl + ".>", MaxMsgs: 512,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := open(ncA, "A"), open(ncB, "B")
+	src := GlobalSource{Cluster: "A", Domain: mc.Cluster("A").Domain(), Filter: "pmix.*.global.A.*"}
+	if n, err := b.SourceGlobal(t.Context(), []GlobalSource{src}); err != nil || n != 1 {
+		t.Fatalf("sourcing A: added %d, %v", n, err)
+	}
+	if n, err := b.SourceGlobal(t.Context(), []GlobalSource{src}); err != nil || n != 0 {
+		t.Fatalf("sourcing A again: added %d, %v", n, err)
+	}
+	// An agent opening the cache again keeps the source.
+	b = open(ncB, "B")
+	if s, err := b.SourcedGlobal(t.Context()); err != nil || !slices.Equal(s, []string{EventStreamName("A")}) {
+		t.Fatalf("sources after reopening: %v, %v", s, err)
+	}
+	_ = a
+	got := recordCopies(t, ncB, "pmix.copy.B.>")
+	var want []string
+	send := func(n int) {
+		t.Helper()
+		for range n {
+			id := fmt.Sprint("a", len(want))
+			publish(t, ncA, "pmix.evt.global.A.-3000", id)
+			want = append(want, id)
+		}
+	}
+	check := func() {
+		t.Helper()
+		clustertest.WaitFor(t, 30*time.Second, func() error {
+			ids, seqs := got.get()
+			// Each cluster's in its order; the two interleaved as B's
+			// stream stored them.
+			fromA := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id[0] != 'a' })
+			if !slices.Equal(fromA, want) || len(ids) != len(want)+1 {
+				return fmt.Errorf("B's copies %v, want %v and b0", ids, want)
+			}
+			for i, s := range seqs {
+				if s != uint64(i+1) {
+					return fmt.Errorf("B's copies have sequences %v", seqs)
+				}
+			}
+			return nil
+		})
+	}
+	send(5)
+	publish(t, ncB, "pmix.evt.global.B.-3000", "b0") // B's own: stored in B, not in A
+	check()
+
+	if err := mc.CutLinks("B"); err != nil {
+		t.Fatal(err)
+	}
+	send(20)
+	if err := mc.RestoreLinks(t.Context(), "B"); err != nil {
+		t.Fatal(err)
+	}
+	send(1)
+	check()
+	st, err := a.Stats(t.Context())
+	if err != nil || st.Msgs != 26 {
+		t.Fatalf("A's stream holds %d (%v), want its own 26", st.Msgs, err)
+	}
+}
