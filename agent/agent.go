@@ -260,6 +260,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			}
 		},
 	})
+	if a.cfg.sourcedGlobal {
+		a.link.SourceGlobal(a.cache)
+	}
 	if err := a.router.Sequence(a.ctx, a.cache); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 func TestSendAgainSparesOwnCache(t *testing.T) {
 	srv := clustertest.StartServer(t, "B")
 	nc := clustertest.Connect(t, srv.ClientURL())
-	all, jobs := subjects.CacheSubjects("B")
+	all, jobs := subjects.CacheSubjects("B", false)
 	from, to := subjects.JobCopyTransform("B")
 	cache, err := jetstream.OpenEventCache(t.Context(), nc, jetstream.EventCacheConfig{Cluster: "B", Subjects: all, JobSubjects: jobs, CopyFrom: from, CopyTo: to, MaxMsgs: 100})
 	if err != nil {
@@ -43,7 +43,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != event.MsgID("e1", subjects.Global()) {
+		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != event.MsgID("e1", subjects.GlobalFrom("B")) {
 			t.Fatalf("copy headers %v, want it for %s, marked as B's, with the event's id", msg.Header, want)
 		}
 	}
@@ -69,7 +69,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		}
 		return nil
 	})
-	if len(got) != 1 || got[0].ID != event.MsgID("e2", subjects.Global()) {
+	if len(got) != 1 || got[0].ID != event.MsgID("e2", subjects.GlobalFrom("B")) {
 		t.Fatalf("the sender's own cache stored %+v; want the event for all alone", got)
 	}
 }
