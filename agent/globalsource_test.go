@@ -75,10 +75,17 @@ func register(t *testing.T, c *client.Client, codes ...pmix.Status) *seqs {
 // sends meanwhile reach B's clients once the link is back, each once, in
 // A's order, with no catch-up (JetStream resumes the source). A
 // registration made on B afterwards is replayed A's GLOBAL events from
-// B's stream.
+// B's stream. Both on one server per cluster, and on three with
+// replicated streams (R3).
 func TestSourcedGlobalEvents(t *testing.T) {
+	for _, servers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", servers), func(t *testing.T) { testSourcedGlobalEvents(t, servers) })
+	}
+}
+
+func testSourcedGlobalEvents(t *testing.T, servers int) {
 	spec := agenttest.Spec{
-		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}, {ID: "B", Nodes: []string{"b1", "b2"}}},
+		Clusters: []agenttest.Cluster{{ID: "A", Servers: servers, Nodes: []string{"a1"}}, {ID: "B", Servers: servers, Nodes: []string{"b1", "b2"}}},
 		Jobs: []agenttest.Job{
 			{Cluster: "A", Nspace: "jobA", Session: "s1", Nodes: []string{"a1"}},
 			{Cluster: "B", Nspace: "jobB", Session: "s1", Nodes: []string{"b1", "b2"}},

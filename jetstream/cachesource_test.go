@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -125,5 +126,84 @@ func TestEventCacheSourcesGlobal(t *testing.T) {
 	st, err := a.Stats(t.Context())
 	if err != nil || st.Msgs != 26 {
 		t.Fatalf("A's stream holds %d (%v), want its own 26", st.Msgs, err)
+	}
+}
+
+// TestSourcedResumeSoak (PMIXBUS_SOAK=1) times how long after a leaf
+// link's return B's events stream has sourced the N GLOBAL events A
+// stored during the outage (to B's last copy), against the old catch-up's
+// read of the same N from A's cache across the links
+// (ReadClusterEvents), in the same run, and logs medians and ranges
+// (docs/PERFORMANCE.md).
+func TestSourcedResumeSoak(t *testing.T) {
+	if os.Getenv("PMIXBUS_SOAK") == "" {
+		t.Skip("PMIXBUS_SOAK=1 runs it")
+	}
+	mc := clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
+	ncA := clustertest.Connect(t, mc.Cluster("A").URL())
+	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
+	open := func(nc *nats.Conn, cl string) *EventCache {
+		c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{
+			Cluster: cl, Subjects: []string{"pmix.evt.global." + cl + ".*"}, JobSubjects: []string{"pmix.copy." + cl + ".evt." + cl + ".>"},
+			CopyFrom: "pmix.>", CopyTo: "pmix.copy." + cl + ".>", MaxMsgs: 100_000,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := open(ncA, "A"), open(ncB, "B")
+	if _, err := b.SourceGlobal(t.Context(), []GlobalSource{{Cluster: "A", Domain: mc.Cluster("A").Domain(), Filter: "pmix.*.global.A.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := recordCopies(t, ncB, "pmix.copy.B.>")
+	count := func() int { ids, _ := got.get(); return len(ids) }
+	stored := uint64(0)
+	send := func(n int) {
+		for i := range n {
+			publish(t, ncA, "pmix.evt.global.A.-3000", fmt.Sprint(stored, ".", i))
+		}
+		stored += uint64(n)
+		waitStored(t, a, stored)
+	}
+	send(1)
+	clustertest.WaitFor(t, 30*time.Second, func() error {
+		if count() != 1 {
+			return fmt.Errorf("B has %d copies", count())
+		}
+		return nil
+	})
+	const runs = 5
+	for _, n := range []int{512, 10000} {
+		var resume, read []time.Duration
+		for range runs {
+			if err := mc.CutLinks("B"); err != nil {
+				t.Fatal(err)
+			}
+			since := time.Now()
+			before := count()
+			send(n)
+			if err := mc.RestoreLinks(t.Context(), "B"); err != nil {
+				t.Fatal(err)
+			}
+			up := time.Now()
+			clustertest.WaitFor(t, time.Minute, func() error {
+				if c := count(); c != before+n {
+					return fmt.Errorf("B has %d of %d copies", c-before, n)
+				}
+				return nil
+			})
+			resume = append(resume, time.Since(up))
+			start := time.Now()
+			m := 0
+			if _, err := ReadClusterEvents(t.Context(), ncB, "A", "A", []string{"pmix.evt.global.A.*"}, since, func(b []CachedMsg) error { m += len(b); return nil }); err != nil || m != n {
+				t.Fatalf("read %d of %d: %v", m, n, err)
+			}
+			read = append(read, time.Since(start))
+		}
+		slices.Sort(resume)
+		slices.Sort(read)
+		t.Logf("%d events: sourced after the link's return median %v (%v..%v); the catch-up's read median %v (%v..%v); ratio of medians %.2f",
+			n, resume[runs/2], resume[0], resume[runs-1], read[runs/2], read[0], read[runs-1], float64(resume[runs/2])/float64(read[runs/2]))
 	}
 }
