@@ -48,6 +48,20 @@ func (c *copies) get() ([]string, []uint64) {
 	return slices.Clone(c.ids), slices.Clone(c.seqs)
 }
 
+// openGlobalCache opens cluster cl's event cache for its own GLOBAL
+// events, keeping max.
+func openGlobalCache(t *testing.T, nc *nats.Conn, cl string, max int64) *EventCache {
+	t.Helper()
+	c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{
+		Cluster: cl, Subjects: []string{"pmix.evt.global." + cl + ".*"}, JobSubjects: []string{"pmix.copy." + cl + ".evt." + cl + ".>"},
+		CopyFrom: "pmix.>", CopyTo: "pmix.copy." + cl + ".>", MaxMsgs: max,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // B's events stream sources A's GLOBAL events from A's, in A's domain,
 // across the leaf links: each is stored once in B's stream, in A's order,
 // and republished with B's sequence; B's own GLOBAL events are not
@@ -58,16 +72,7 @@ func TestEventCacheSourcesGlobal(t *testing.T) {
 	mc := clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
 	ncA := clustertest.Connect(t, mc.Cluster("A").URL())
 	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
-	open := func(nc *nats.Conn, cl string) *EventCache {
-		c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{
-			Cluster: cl, Subjects: []string{"pmix.evt.global." + cl + ".*"}, JobSubjects: []string{"pmix.copy." + cl + ".evt." + cl + ".>"},
-			CopyFrom: "pmix.>", CopyTo: "pmix.copy." + cl + ".>", MaxMsgs: 512,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	open := func(nc *nats.Conn, cl string) *EventCache { return openGlobalCache(t, nc, cl, 512) }
 	a, b := open(ncA, "A"), open(ncB, "B")
 	src := GlobalSource{Cluster: "A", Domain: mc.Cluster("A").Domain(), Filter: "pmix.*.global.A.*"}
 	if n, err := b.SourceGlobal(t.Context(), []GlobalSource{src}); err != nil || n != 1 {
@@ -142,16 +147,7 @@ func TestSourcedResumeSoak(t *testing.T) {
 	mc := clustertest.StartMultiCluster(t, cluster.ClusterSpec{ID: "A", Servers: 1}, cluster.ClusterSpec{ID: "B", Servers: 1})
 	ncA := clustertest.Connect(t, mc.Cluster("A").URL())
 	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
-	open := func(nc *nats.Conn, cl string) *EventCache {
-		c, err := OpenEventCache(t.Context(), nc, EventCacheConfig{
-			Cluster: cl, Subjects: []string{"pmix.evt.global." + cl + ".*"}, JobSubjects: []string{"pmix.copy." + cl + ".evt." + cl + ".>"},
-			CopyFrom: "pmix.>", CopyTo: "pmix.copy." + cl + ".>", MaxMsgs: 100_000,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	open := func(nc *nats.Conn, cl string) *EventCache { return openGlobalCache(t, nc, cl, 100_000) }
 	a, b := open(ncA, "A"), open(ncB, "B")
 	if _, err := b.SourceGlobal(t.Context(), []GlobalSource{{Cluster: "A", Domain: mc.Cluster("A").Domain(), Filter: "pmix.*.global.A.*"}}); err != nil {
 		t.Fatal(err)
