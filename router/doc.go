@@ -15,7 +15,8 @@
 //     its local clients not attached yet (Retention, retention.go).
 //   - The GLOBAL link (Link, globallink.go, globalcatchup.go): GLOBAL events
 //     kept and sent again after a leaf outage, and the other clusters'
-//     caught up on.
+//     caught up on; or, with Link.SourceGlobal, the other clusters' GLOBAL
+//     events sourced into the cluster's events stream (globalsource.go).
 //   - The per-client window of chains in flight (Window, window.go) and the
 //     publishing of chain outcome reports (Outcomes, outcome.go).
 //

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -71,5 +72,27 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 	})
 	if len(got) != 1 || got[0].ID != event.MsgID("e2", subjects.GlobalFrom("B")) {
 		t.Fatalf("the sender's own cache stored %+v; want the event for all alone", got)
+	}
+}
+
+// With the other clusters' GLOBAL events sourced, a cacheable GLOBAL event
+// published while the link is down is not held for sending again (the
+// others source it from this cluster's stream); a transient one still
+// says it reached this cluster only.
+func TestSourcedLinkHoldsNothing(t *testing.T) {
+	l := NewLink(LinkConfig{Cluster: "B"})
+	l.SourceGlobal(&jetstream.EventCache{})
+	l.watched.Store(true)
+	l.down.Store(true)
+	m := &event.Message{ID: "e1", Code: pmix.ExternalErrBase - 1, Range: pmix.RangeGlobal, Source: bus.Origin{Cluster: "B", Node: "b1"}, Time: time.Now()}
+	if err := l.sent(m); err != nil {
+		t.Fatalf("a cacheable GLOBAL event while the link is down: %v", err)
+	}
+	if st := l.Stats(); st.Held != 0 || !st.Down {
+		t.Errorf("stats %+v, want nothing held", st)
+	}
+	m.Info = []pmix.Info{pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true))}
+	if err := l.sent(m); !errors.Is(err, pmix.ErrUnreach) {
+		t.Errorf("a transient GLOBAL event while the link is down: %v, want PMIX_ERR_UNREACH", err)
 	}
 }
