@@ -44,8 +44,11 @@ $(LIBDIR)/pmixbus-topology: cabi/topology/pmixbus-topology.c Makefile
 	@mkdir -p $(LIBDIR)
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra $< -o $@ $(shell pkg-config --cflags --libs hwloc)
 
-# The frame decoder's fuzz target (libFuzzer, clang), run for FUZZ_SECONDS.
+# The fuzz targets (libFuzzer, clang): the frame decoder for FUZZ_SECONDS,
+# the node barrier's header check (one fixed-size struct, a few branches)
+# for FUZZ_HEADER_SECONDS.
 FUZZ_SECONDS ?= 30
+FUZZ_HEADER_SECONDS ?= 10
 FUZZDIR ?= .fuzz
 fuzz:
 	@mkdir -p $(FUZZDIR)/corpus
@@ -55,6 +58,13 @@ fuzz:
 	    $(FUZZDIR)/corpus cabi/fuzz/seeds 2>$(FUZZDIR)/fuzz.log \
 	    && grep -h '^Done' $(FUZZDIR)/fuzz.log \
 	    || { tail -60 $(FUZZDIR)/fuzz.log; exit 1; }
+	@mkdir -p $(FUZZDIR)/corpus-nodefence
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -Icabi/include -Icabi/src \
+	    cabi/fuzz/fuzz_nodefence.c -o $(FUZZDIR)/fuzz_nodefence
+	@$(FUZZDIR)/fuzz_nodefence -max_total_time=$(FUZZ_HEADER_SECONDS) -max_len=4200 -artifact_prefix=$(FUZZDIR)/ \
+	    $(FUZZDIR)/corpus-nodefence 2>$(FUZZDIR)/fuzz-nodefence.log \
+	    && grep -h '^Done' $(FUZZDIR)/fuzz-nodefence.log \
+	    || { tail -60 $(FUZZDIR)/fuzz-nodefence.log; exit 1; }
 
 clean:
 	rm -rf pmixbus $(LIBDIR) $(FUZZDIR)

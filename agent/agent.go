@@ -23,6 +23,7 @@ import (
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/launch/liveness"
+	"github.com/pmixbus/pmixbus/nodefence"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/query"
@@ -128,6 +129,11 @@ type job struct {
 	// as asked (jobinfo.go): a job is not changed once registered (a new
 	// registration makes a new job). Guarded by Agent.mu.
 	onNode map[string]*nodeRanks
+	// fence is the job's node barrier (nodefence.go), made at the first
+	// hello of one of its ranks when they all run on this node; fenceMade
+	// once that was tried. Guarded by Agent.mu.
+	fence     *nodefence.Barrier
+	fenceMade bool
 }
 
 type clientEntry struct {
@@ -496,6 +502,7 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	a.stopLiveness(ctx)
 	a.mu.Lock()
 	a.closed = true
+	fences := a.fencesLocked() // nodefence.go
 	conns := make([]*clientConn, 0, len(a.conns))
 	for cc := range a.conns {
 		conns = append(conns, cc)
@@ -504,6 +511,11 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 		_ = sub.Unsubscribe()
 	}
 	a.mu.Unlock()
+	// The ranks waiting at a barrier hear the agent is gone, as those
+	// waiting for a fence's reply do.
+	for _, b := range fences {
+		b.Break(pmix.ErrLostConnection)
+	}
 	a.retention.Stop() // its state stays for the next agent of this node
 	if a.ln != nil {
 		_ = a.ln.Close() // also removes the socket file
@@ -519,6 +531,9 @@ func (a *Agent) beginShutdown(ctx context.Context) {
 	}
 	a.closePublishLookup(ctx)
 	a.closeCollective(ctx)
+	for _, b := range fences {
+		b.Close()
+	}
 	if a.router != nil {
 		a.router.Close()
 	}

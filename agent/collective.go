@@ -113,6 +113,7 @@ func (a *Agent) jobInfo(nspace string) []pmix.Info {
 //
 // Errors: pmix.ErrBadParam for an invalid proc; ErrClosed.
 func (a *Agent) ProcTerminated(ctx context.Context, p pmix.Proc, abnormal bool) error {
+	a.breakFence(p.Nspace) // nodefence.go
 	if a.coll == nil {
 		return ErrClosed
 	}
@@ -231,6 +232,9 @@ func (cc *clientConn) collective(f *proto.Frame) {
 	}
 	if f.Type == proto.TypeCommit {
 		cc.reply(f, c.svc.Commit(e.proc, f.Puts), nil)
+		return
+	}
+	if f.Type == proto.TypeFence && cc.nodeFence(ctx, e, f) { // nodefence.go
 		return
 	}
 	run := func() {

@@ -171,6 +171,10 @@ type Config struct {
 	// (PMIX_HWLOC_SHMEM_FILE/ADDR/SIZE; docs/launch.md); a configured one
 	// is given as XML only.
 	Topology string
+	// NoNodeFence turns off the shared-memory barrier of a job whose
+	// ranks all run on this node (package nodefence, docs/cabi.md): its
+	// fences then all take the agent's path.
+	NoNodeFence bool
 
 	// Output (package iof, docs/iof.md): what the launched processes write
 	// is kept in the cluster's PMIXBUS_IOF stream for OutputMaxAge

@@ -55,6 +55,9 @@ type clientConn struct {
 	// win bounds the client's chains in flight; the events beyond it wait
 	// (router.Window).
 	win *router.Window
+	// fenceTail is closed when the client's last fence on its job's node
+	// barrier is answered (nodefence.go); used by the dispatch goroutine.
+	fenceTail chan struct{}
 }
 
 type pendingInvoke struct {
@@ -234,16 +237,17 @@ func (cc *clientConn) hello() error {
 	cc.version = min(f.Version, proto.Version)
 	cc.mu.Unlock()
 	info := cc.a.attachInfo(e, uid) // jobinfo.go
-	cc.reply(f, nil, func(r *proto.Frame) {
-		r.Version = cc.version
-		r.Info = slices.Concat([]pmix.Info{
-			pmix.NewInfo(pmix.KeyClusterID, pmix.String(string(cc.a.cfg.Cluster))),
-			pmix.NewInfo(pmix.KeyHostname, pmix.String(cc.a.cfg.Node)),
-			pmix.NewInfo(pmix.KeySessionID, pmix.String(e.job.session)),
-			pmix.NewInfo(pmix.KeyNspace, pmix.String(e.proc.Nspace)),
-			pmix.NewInfo(pmix.KeyRank, pmix.RankValue(e.proc.Rank)),
-		}, info)
-	})
+	r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: cc.version}
+	r.Info = slices.Concat([]pmix.Info{
+		pmix.NewInfo(pmix.KeyClusterID, pmix.String(string(cc.a.cfg.Cluster))),
+		pmix.NewInfo(pmix.KeyHostname, pmix.String(cc.a.cfg.Node)),
+		pmix.NewInfo(pmix.KeySessionID, pmix.String(e.job.session)),
+		pmix.NewInfo(pmix.KeyNspace, pmix.String(e.proc.Nspace)),
+		pmix.NewInfo(pmix.KeyRank, pmix.RankValue(e.proc.Rank)),
+	}, info)
+	if err := cc.helloReply(r, cc.a.jobFence(e.job)); err != nil { // nodefence.go
+		cc.close(nil)
+	}
 	return nil
 }
 

@@ -111,6 +111,9 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 		a.retention.StopJob(j.Nspace) // its filters change
 	}
 	old := a.jobs[j.Nspace]
+	if old != nil {
+		defer closeFence(old.fence) // nodefence.go
+	}
 	a.jobs[j.Nspace] = nj
 	a.retention.RetainJob(nj.nspace, nj.session, nj.ranksOn(a.cfg.Node), func(r pmix.Rank) any {
 		if e := a.expected[pmix.Proc{Nspace: nj.nspace, Rank: r}]; e != nil && e.conn != nil {
@@ -148,6 +151,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownJob, nspace)
 	}
 	delete(a.jobs, nspace)
+	defer closeFence(old.fence) // nodefence.go
 	a.retention.StopJob(nspace)
 	var conns []*clientConn
 	var diags []*iof.Source
@@ -309,6 +313,7 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 		}
 		_ = a.ProcTerminated(a.ctx, t.Proc, true) // its connected groups hear of it
 	}
+	a.breakFence(e.proc.Nspace) // a rank gone: its job's node barrier can complete no more
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil

@@ -44,6 +44,10 @@ type PeerConfig struct {
 	Fences, Notifies, Lines int
 	// Launch is the number of ranks of the MPI launch (default 16).
 	Launch int
+	// FanoutRanks and FanoutEvents size the fan-out: one rank sends
+	// FanoutEvents events of range LOCAL, the others count them (defaults
+	// 64 and 1000).
+	FanoutRanks, FanoutEvents int
 	// GroupRanks is the size of the group construct measurement, on
 	// GroupAgents agents (defaults 64 and 4), and Groups the constructs
 	// timed in each run (default 20).
@@ -67,8 +71,8 @@ type PeerConfig struct {
 // PeerMeasurements are the measurements of Peer, by the names
 // PeerConfig.Only takes: the fences (with and without data), MPI_Init and
 // the MPI launch and spawn, a rank's footprint, one output line, notify
-// and the group construct.
-var PeerMeasurements = []string{"fence", "mpi", "footprint", "output", "notify", "group"}
+// and its fan-out, and the group construct.
+var PeerMeasurements = []string{"fence", "mpi", "footprint", "output", "notify", "fanout", "group"}
 
 // wants says whether the measurement named is to run.
 func (c *PeerConfig) wants(name string) bool {
@@ -88,6 +92,8 @@ func (c *PeerConfig) defaults() {
 	def(&c.Notifies, 500)
 	def(&c.Lines, 200)
 	def(&c.Launch, 16)
+	def(&c.FanoutRanks, 64)
+	def(&c.FanoutEvents, 1000)
 	def(&c.GroupRanks, 64)
 	def(&c.GroupAgents, 4)
 	def(&c.Groups, 20)
@@ -121,6 +127,9 @@ func (c *PeerConfig) defaults() {
 //     most OpenPMIx's), its threads (at most 2) and the context switches
 //     of its threads but the main one while it sleeps Idle (at most 2 per
 //     10 s);
+//   - fan-out: FanoutEvents LOCAL-range events from one rank to
+//     FanoutRanks-1 others, deliveries per second, the peer with
+//     TCP_NODELAY (goal: at least 3x OpenPMIx's);
 //   - notify: the median round trip of a LOCAL-range event and its answer
 //     sent from the handler, two ranks; the peer with TCP_NODELAY forced
 //     on its loopback sockets (stock OpenPMIx waits for Nagle's delayed
@@ -277,6 +286,11 @@ func (m *peerMeasure) all(ctx context.Context) error {
 			return err
 		}
 	}
+	if m.cfg.wants("fanout") {
+		if err := m.fanout(ctx); err != nil {
+			return err
+		}
+	}
 	if m.cfg.wants("group") {
 		return m.group(ctx)
 	}
@@ -295,11 +309,12 @@ func (m *peerMeasure) fences(ctx context.Context) error {
 		}
 		m.line(fmt.Sprintf("fence, %d ranks, p50", n), fmt.Sprintf("peer_fence_%d_vs_mpirun", n), peer, ours, 0.5)
 		if n == small {
-			peer, ours, err = m.compare(ctx, n, m.p.pmixops, args, nil, func(r peerRun) time.Duration { return r.values["fence_data"] })
+			peers, ourss, err := m.compareAll(ctx, n, m.p.pmixops, args, nil, value("fence_data"), fromLastCall)
 			if err != nil {
 				return err
 			}
-			m.line(fmt.Sprintf("first fence with PMIX_COLLECT_DATA, %d ranks", n), fmt.Sprintf("peer_fence_data_%d_vs_mpirun", n), peer, ours, 1.0)
+			m.line(fmt.Sprintf("first fence with PMIX_COLLECT_DATA, %d ranks, rank 0", n), "", peers[0], ourss[0], 0)
+			m.line("the same, from the last call to the last return", fmt.Sprintf("peer_fence_data_%d_vs_mpirun", n), peers[1], ourss[1], 1.0)
 		}
 	}
 	return nil
@@ -441,6 +456,62 @@ func (m *peerMeasure) notify(ctx context.Context) error {
 	return nil
 }
 
+// fanout compares the deliveries per second of FanoutEvents events of
+// range LOCAL from one rank to FanoutRanks-1 others on one node, sent
+// back to back, from the first send to the end of a fence the receivers
+// join once they have them all; the peer with TCP_NODELAY, as for notify.
+func (m *peerMeasure) fanout(ctx context.Context) error {
+	n, args := m.cfg.FanoutRanks, []string{"fanout", strconv.Itoa(m.cfg.FanoutEvents)}
+	rate := func(r peerRun) (float64, error) {
+		var got int64 // counts, read as the values' durations are
+		for k, v := range r.values {
+			if strings.HasPrefix(k, "fanout_got.") {
+				got += int64(v)
+			}
+		}
+		if want := int64(m.cfg.FanoutEvents * (n - 1)); got != want {
+			return 0, fmt.Errorf("bench peer: fan-out: %d of %d deliveries", got, want)
+		}
+		if r.values["fanout_took"] <= 0 {
+			return 0, errors.New("bench peer: fan-out: no time printed")
+		}
+		return float64(got) / r.values["fanout_took"].Seconds(), nil
+	}
+	var peers, ours []float64
+	for range m.cfg.Rounds {
+		if m.p.mpirun != "" {
+			r, err := m.runPeer(ctx, n, m.p.pmixops, args, []string{"LD_PRELOAD=" + m.p.nodelay})
+			if err != nil {
+				return err
+			}
+			v, err := rate(r)
+			if err != nil {
+				return err
+			}
+			peers = append(peers, v)
+		}
+		r, err := m.runOurs(ctx, n, m.p.pmixops, args)
+		if err != nil {
+			return err
+		}
+		v, err := rate(r)
+		if err != nil {
+			return err
+		}
+		ours = append(ours, v)
+	}
+	what := fmt.Sprintf("fan-out, LOCAL, 1 rank to %d, deliveries/s", n-1)
+	median := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	if len(peers) == 0 {
+		m.r.addf("%-52s pmixbus %9.0f", what, median(ours))
+		return nil
+	}
+	ratio := median(ours) / median(peers)
+	m.r.addf("%-52s mpirun %9.0f  pmixbus %9.0f  ratio %.2f", what, median(peers), median(ours), ratio)
+	m.r.Targets = append(m.r.Targets, Target{Name: "peer_fanout_vs_openpmix", Measured: ratio, Op: ">=", Goal: 3})
+	return nil
+}
+
 // group measures PMIx_Group_construct of GroupRanks ranks spread over
 // GroupAgents agents, against mpirun's where it has groups.
 func (m *peerMeasure) group(ctx context.Context) error {
@@ -515,14 +586,39 @@ func (m *peerMeasure) compareAll(ctx context.Context, n int, prog string, args, 
 	return peer, ours, nil
 }
 
+// fromLastCall picks the first fence with data from the last rank's call
+// to the last rank's return (every rank prints both, on the realtime
+// clock of the one machine): rank 0's own time also holds the wait for
+// the ranks started after it.
+func fromLastCall(r peerRun) time.Duration {
+	var in, out time.Duration
+	for k, v := range r.values {
+		switch {
+		case strings.HasPrefix(k, "fence_data_in."):
+			in = max(in, v)
+		case strings.HasPrefix(k, "fence_data_out."):
+			out = max(out, v)
+		}
+	}
+	if in == 0 || out < in {
+		return 0
+	}
+	return out - in
+}
+
 // value picks a "<name> <n>" line's n from a run.
 func value(name string) func(peerRun) time.Duration {
 	return func(r peerRun) time.Duration { return r.values[name] }
 }
 
-// line reports one comparison, and its target when the peer ran.
+// line reports one comparison, and its target when the peer ran and
+// target is named.
 func (m *peerMeasure) line(what, target string, peer, ours time.Duration, goal float64) {
-	if peer == 0 {
+	if peer == 0 || target == "" {
+		if peer != 0 {
+			m.r.addf("%-52s mpirun %9s  pmixbus %9s  ratio %.2f", what, us(peer), us(ours), float64(ours)/float64(peer))
+			return
+		}
 		m.r.addf("%-52s pmixbus %9s", what, us(ours))
 		return
 	}

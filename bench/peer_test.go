@@ -30,13 +30,13 @@ func TestPeerSmoke(t *testing.T) {
 	lib := peerLib(t)
 	r, err := Peer(t.Context(), PeerConfig{LibDir: lib, Include: filepath.Join("..", "cabi", "include"),
 		Sizes: []int{2}, Fences: 5, Notifies: 5, Lines: 5, Launch: 2, Rounds: 1, Idle: 100 * time.Millisecond,
-		GroupRanks: 4, GroupAgents: 2, Groups: 2})
+		GroupRanks: 4, GroupAgents: 2, Groups: 2, FanoutRanks: 3, FanoutEvents: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Print(testWriter{t})
 	text := strings.Join(r.Lines, "\n")
-	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "its floor: one NATS message", "notify round trip", "peak RSS", "threads of a rank", "group construct, 4 ranks on 2 agents"} {
+	for _, want := range []string{"fence, 2 ranks", "first fence with PMIX_COLLECT_DATA", "one output line", "its floor: one NATS message", "notify round trip", "fan-out, LOCAL", "peak RSS", "threads of a rank", "group construct, 4 ranks on 2 agents"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q line in the report", want)
 		}

@@ -71,17 +71,7 @@ func nested(depth int) []byte {
 
 // fakeAgent serves one client: hello, one registration, then raw.
 func fakeAgent(t *testing.T, l net.Listener, raw []byte) {
-	conn, err := l.Accept()
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	r, w := proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
-	for {
-		f, err := r.ReadFrame()
-		if err != nil {
-			return
-		}
+	serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
 		switch f.Type {
 		case proto.TypeHello:
 			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
@@ -96,8 +86,26 @@ func fakeAgent(t *testing.T, l net.Listener, raw []byte) {
 				// keep the connection: the client must end it itself
 				_, _ = conn.Read(make([]byte, 1))
 			}
+			return false
+		}
+		return w.Flush() == nil
+	})
+}
+
+// serveOne accepts one connection on l and hands each frame read from it
+// to serve, with the connection and a writer on it, until serve returns
+// false or the connection ends; then it closes the connection.
+func serveOne(l net.Listener, serve func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool) {
+	conn, err := l.Accept()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	r, w := proto.NewReader(conn, proto.DefaultMaxFrame), proto.NewWriter(conn)
+	for {
+		f, err := r.ReadFrame()
+		if err != nil || !serve(conn, w, f) {
 			return
 		}
-		_ = w.Flush()
 	}
 }

@@ -84,14 +84,32 @@ func (c *Client) Commit(ctx context.Context) error {
 // that Get of it is answered at once), PMIX_TIMEOUT (seconds; without it,
 // ctx's deadline gives one), and pmixbus's KeyCollectiveID (a string every
 // participant gives, to tell apart concurrent fences of the same procs).
+// A fence of the whole job without directives, when every rank of the job
+// runs on this process's node, is decided by the job's node barrier
+// (docs/protocol.md): ctx's deadline then makes this process give up
+// alone, its arrival standing, and its next Fence waits for that round to
+// complete before it counts.
 //
 // Errors: PMIX_ERR_TIMEOUT, naming the participants that had not arrived,
 // at every participant; PMIX_ERR_INVALID_OPERATION for a latecomer to a
 // fence that already ended; PMIX_ERR_BAD_PARAM (this process is not among
 // procs, or procs are invalid); ErrLostConnection.
 func (c *Client) Fence(ctx context.Context, procs []pmix.Proc, info []pmix.Info) error {
-	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeFence, Procs: procs, Info: timeoutFromDeadline(ctx, info)})
+	_, err := c.request(ctx, &proto.Frame{Type: proto.TypeFence, Procs: procs, Info: fenceTimeout(ctx, info)})
 	return err
+}
+
+// fenceTimeout is timeoutFromDeadline for a fence, with the timeout it
+// adds marked as the client's own (pmix.KeyDeadline): a fence the
+// application gave no timeout may then still take its job's node barrier,
+// as the same fence of a C rank does (docs/protocol.md, "Fence and the
+// key-value exchange").
+func fenceTimeout(ctx context.Context, info []pmix.Info) []pmix.Info {
+	out := timeoutFromDeadline(ctx, info)
+	if len(out) == len(info) {
+		return info
+	}
+	return append(out, pmix.NewInfo(pmix.KeyDeadline, pmix.Bool(true)))
 }
 
 // FenceCB is the callback form of Fence (PMIx_Fence_nb): it returns at

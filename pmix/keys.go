@@ -146,6 +146,19 @@ const (
 	// fence.
 	KeyCollectiveID = "pmixbus.coll.id"
 
+	// KeyDeadline (bool) marks the PMIX_TIMEOUT beside it in a fence as
+	// the reference Go client's own, made from its context's deadline,
+	// not the application's: such a fence may still take its job's node
+	// barrier (package nodefence), where the client alone gives up at its
+	// deadline.
+	KeyDeadline = "pmixbus.deadline"
+
+	// KeyNodeFenceLast (bool) marks a fence sent by the last of a node's
+	// ranks to arrive at a barrier of the node's share of a larger job
+	// (package nodefence, FlagPartial): the agent runs the job's fence
+	// for all of them.
+	KeyNodeFenceLast = "pmixbus.nodefence.last"
+
 	// KeyIOFTime (time) is when the source agent read the bytes of a
 	// record a pull delivers.
 	KeyIOFTime = "pmixbus.iof.time"
@@ -234,7 +247,7 @@ var knownKeys = func() map[string]string {
 		KeyConnectNotifyReq, KeyConnectOptional, KeyConnectXchgOnly, KeyConnectID, KeyCollectData,
 		KeyImmediate, KeyOptional, KeyLogStderr, KeyLogStdout, KeyLogAgg, KeyLogKey, KeyLogVal,
 		KeyConnectEarlyTermAllowed, KeyEventResolved, KeyEventAbortRequested, KeyEventSource,
-		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyIOFTime,
+		KeyEventRange, KeyEventEnvironment, KeyCredential, KeyCollectiveID, KeyDeadline, KeyNodeFenceLast, KeyIOFTime,
 		KeyProgrammingModel, KeyModelLibraryName, KeyModelLibraryVersion, KeyThreadingModel,
 		KeyLogMsg, KeyLogSyslog, KeyLogLocalSyslog, KeyLogGlobalSyslog, KeyLogEmail, KeyLogSyslogPri, KeyLogTimestamp,
 		KeyLogGenerateTimestamp, KeyLogOnce, KeyLogSource, KeyLogTagOutput, KeyLogTimestampOutput, KeyLogXMLOutput,

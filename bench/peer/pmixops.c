@@ -4,13 +4,18 @@
  * "<name> <nanoseconds>" lines.
  *
  *   fence K    a put of 64 bytes, commit, the first fence with
- *              PMIX_COLLECT_DATA (timed: fence_data), a get of the next
+ *              PMIX_COLLECT_DATA (timed: fence_data; and every rank's
+ *              realtime call and return: fence_data_in.R, fence_data_out.R), a get of the next
  *              rank's value, one warm-up fence, then K fences without data
  *              (the median: fence)
  *   notify K   two ranks on one node (range LOCAL: mpirun delivers no
  *              client event of a wider range): rank 1 answers every -3100 with a -3101 from its
  *              handler; rank 0 sends -3100 K times, each after the last
  *              answer (the median round trip: notify_rtt)
+ *   fanout K   rank 0 sends K events of range LOCAL back to back; every
+ *              other rank counts them and joins a closing fence once it
+ *              has all (fanout_took: rank 0's first send to the fence's
+ *              end; fanout_got.R: what rank R received)
  *   group K    after a fence, K PMIx_Group_construct of every rank with
  *              PMIX_GROUP_ASSIGN_CONTEXT_ID, each followed by its destruct
  *              (the median construct, rank 0's view: group); where the
@@ -67,7 +72,7 @@ static void fence(long k)
     pmix_status_t rc;
     char buf[64];
     uint32_t size;
-    long long t, *took = calloc(k, sizeof *took);
+    long long t, in, out, *took = calloc(k, sizeof *took);
     bool collect = true;
 
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
@@ -84,10 +89,16 @@ static void fence(long k)
     if (PMIX_SUCCESS != (rc = PMIx_Commit()))
         die("commit", rc);
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    in = now(CLOCK_REALTIME);
     t = now(CLOCK_MONOTONIC);
     if (PMIX_SUCCESS != (rc = PMIx_Fence(&wild, 1, &info, 1)))
         die("fence with data", rc);
     t = now(CLOCK_MONOTONIC) - t;
+    out = now(CLOCK_REALTIME);
+    /* Every rank: when it called and when it returned (the realtime
+     * clock, one machine), so that the fence is also timed from the last
+     * rank's call, without the launch's spread. */
+    printf("fence_data_in.%u %lld\nfence_data_out.%u %lld\n", me.rank, in, me.rank, out);
     PMIX_LOAD_PROCID(&peer, me.nspace, (me.rank + 1) % size);
     if (PMIX_SUCCESS != (rc = PMIx_Get(&peer, "peer.bench", NULL, 0, &got)))
         die("get of the next rank's value", rc);
@@ -162,6 +173,69 @@ static void notify(long k)
     if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
         die("closing fence", rc);
     free(took);
+}
+
+static long received;
+
+static void count(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
+                  pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id; (void)code; (void)info; (void)ninfo; (void)results; (void)nresults;
+    pthread_mutex_lock(&mu);
+    if (NULL != src && PMIX_CHECK_NSPACE(src->nspace, me.nspace))
+        received++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+/* fanout: rank 0 sends K events of range LOCAL as fast as the library
+ * takes them; every other rank counts them in its handler and, once it
+ * has all K (or after 30 s without a new one), joins a closing fence.
+ * Rank 0 prints the time from its first send to the fence's end
+ * (fanout_took) and each rank what it received (fanout_got.R). */
+static void fanout(long k)
+{
+    /* A code of this job's own, from its nspace: an agent that runs job
+     * after job replays the events of earlier runs still in the node's
+     * cache to a new registration of their code (as a long-lived OpenPMIx
+     * server would), which this must not measure. */
+    unsigned h = 5381;
+    for (const char *c = me.nspace; *c; c++)
+        h = h * 33 + (unsigned char)*c;
+    pmix_status_t code = -4000 - (pmix_status_t)(h % 1000), rc;
+    long long t = 0;
+    struct timespec until;
+
+    if (0 != me.rank && PMIX_SUCCESS != (rc = PMIx_Register_event_handler(&code, 1, NULL, 0, count, NULL, NULL)))
+        die("register", rc);
+    /* Every handler is in place before the first event. */
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("fence", rc);
+    if (0 == me.rank) {
+        t = now(CLOCK_MONOTONIC);
+        for (long i = 0; i < k; i++)
+            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(code, NULL, PMIX_RANGE_LOCAL, NULL, 0, NULL, NULL)))
+                die("notify", rc);
+    } else {
+        pthread_mutex_lock(&mu);
+        while (received < k) {
+            long seen = received;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 30;
+            while (received == seen && 0 == pthread_cond_timedwait(&cond, &mu, &until))
+                ;
+            if (received == seen)
+                break; /* 30 s and nothing new: the rest was lost */
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    if (PMIX_SUCCESS != (rc = PMIx_Fence(NULL, 0, NULL, 0)))
+        die("closing fence", rc);
+    if (0 == me.rank)
+        printf("fanout_took %lld\n", now(CLOCK_MONOTONIC) - t);
+    else
+        printf("fanout_got.%u %ld\n", me.rank, received);
 }
 
 /* status reads a "Name:  value" line of a /proc status file, or -1. */
@@ -271,7 +345,7 @@ int main(int argc, char **argv)
     long k;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: pmixops fence|notify|lines|idle|group K\n");
+        fprintf(stderr, "usage: pmixops fence|notify|fanout|lines|idle|group K\n");
         return 2;
     }
     k = atol(argv[2]);
@@ -285,6 +359,8 @@ int main(int argc, char **argv)
         fence(k);
     else if (0 == strcmp(argv[1], "notify"))
         notify(k);
+    else if (0 == strcmp(argv[1], "fanout"))
+        fanout(k);
     else if (0 == strcmp(argv[1], "lines"))
         lines(k);
     else if (0 == strcmp(argv[1], "group"))

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "nodefence.h"
 
 HIDDEN int progress_start(void);
 
@@ -1665,6 +1666,30 @@ static void build_procs(struct fw *f, void *arg)
     }
 }
 
+/* tell_last sends the fence a (eligible, blocking) marked as the node's
+ * last arrival at a partial barrier, and waits for its reply. */
+static pmix_status_t tell_last(void *arg)
+{
+    struct procs_args *a = arg, marked = *a;
+    pmix_info_t *info = calloc(a->ninfo + 1, sizeof(pmix_info_t));
+    bool yes = true;
+    pmix_status_t rc;
+    if (NULL == info) {
+        return PMIX_ERR_NOMEM;
+    }
+    if (a->ninfo > 0 && NULL != a->info) {
+        memcpy(info, a->info, a->ninfo * sizeof(pmix_info_t)); /* borrowed: not freed here */
+    } else {
+        marked.ninfo = 0;
+    }
+    PMIX_INFO_LOAD(&info[marked.ninfo], "pmixbus.nodefence.last", &yes, PMIX_BOOL);
+    marked.info = info;
+    marked.ninfo++;
+    rc = request(T_FENCE, build_procs, &marked, NULL, NULL);
+    free(info);
+    return rc;
+}
+
 static pmix_status_t fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[], size_t ninfo,
                            pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
@@ -1687,6 +1712,12 @@ static pmix_status_t fence(const pmix_proc_t procs[], size_t nprocs, const pmix_
         return answer(rc, cbfunc, cbdata);
     }
     if (PMIX_SUCCESS != rc) {
+        return rc;
+    }
+    /* A blocking fence of the whole job without data, when the job's
+     * ranks share the node's barrier (nodefence.c); the _nb form goes to
+     * the agent, which arrives at the barrier for it. */
+    if (NULL == cbfunc && nf_eligible(procs, nprocs, info, ninfo, lib.proc.nspace) && nf_fence(&rc, tell_last, &a)) {
         return rc;
     }
     return request(T_FENCE, build_procs, &a, cbfunc, cbdata);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "nodefence.h"
 
 struct lib lib = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -369,6 +370,7 @@ static void connection_ended_locked(const char *why, int garbled)
     if (lib.final) {
         return;
     }
+    nf_break(PMIX_ERR_LOST_CONNECTION); /* ranks waiting at the node barrier hear it too */
     if (garbled) {
         snprintf(msg, sizeof(msg), "undecodable frame from the agent: %s", why);
         internal_event_locked(PMIX_ERR_COMM_FAILURE, msg);
@@ -614,9 +616,53 @@ int hello_lookup(const char *key, pmix_value_t *v)
     return 0;
 }
 
+/* recv_fd is recv that also takes a file descriptor passed with the
+ * bytes (SCM_RIGHTS): the first one into *passed if it is -1, any other
+ * closed. */
+static ssize_t recv_fd(int fd, char *buf, size_t len, int *passed)
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr m;
+    struct cmsghdr *c;
+    ssize_t n;
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.buf;
+    m.msg_controllen = sizeof(ctl.buf);
+    do {
+        n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && EINTR == errno);
+    if (n < 0) {
+        return n;
+    }
+    for (c = CMSG_FIRSTHDR(&m); NULL != c; c = CMSG_NXTHDR(&m, c)) {
+        size_t i, k;
+        if (SOL_SOCKET != c->cmsg_level || SCM_RIGHTS != c->cmsg_type || c->cmsg_len < CMSG_LEN(0)) {
+            continue;
+        }
+        k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*passed < 0) {
+                *passed = got;
+            } else {
+                close(got);
+            }
+        }
+    }
+    return n;
+}
+
 /* read_one reads one whole frame from fd within timeout_ms (before the
- * progress thread runs): the hello's reply. */
-static pmix_status_t read_one(int fd, int timeout_ms, char **body, size_t *len)
+ * progress thread runs): the hello's reply, and the fd of the node
+ * barrier passed with it (*passed, -1 for none). */
+static pmix_status_t read_one(int fd, int timeout_ms, char **body, size_t *len, int *passed)
 {
     size_t have = 0, cap = 4096;
     char *buf = malloc(cap);
@@ -663,9 +709,7 @@ static pmix_status_t read_one(int fd, int timeout_ms, char **body, size_t *len)
             free(buf);
             return PMIX_ERR_UNREACH;
         }
-        do {
-            n = recv(fd, buf + have, (have < 4 ? 4 : cap) - have, 0);
-        } while (n < 0 && EINTR == errno);
+        n = recv_fd(fd, buf + have, (have < 4 ? 4 : cap) - have, passed);
         if (n <= 0) {
             free(buf);
             return PMIX_ERR_UNREACH;
@@ -684,6 +728,7 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     struct frame f;
     pmix_status_t st;
     pmix_value_t v;
+    int passed = -1;
     int fd = dial(agent);
     if (fd < 0) {
         return PMIX_ERR_UNREACH;
@@ -696,8 +741,11 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
         return PMIX_ERR_UNREACH;
     }
     wb_free(&w);
-    st = read_one(fd, 30000, &body, &len);
+    st = read_one(fd, 30000, &body, &len, &passed);
     if (PMIX_SUCCESS != st) {
+        if (passed >= 0) {
+            close(passed);
+        }
         close(fd);
         return st;
     }
@@ -708,6 +756,9 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
         st = PMIX_ERR_COMM_FAILURE;
     }
     if (PMIX_SUCCESS != st) {
+        if (passed >= 0) {
+            close(passed);
+        }
         free(body);
         close(fd);
         return st;
@@ -722,6 +773,9 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
     if (NULL != f.in.p) {
         struct cur c = cur_of(f.in);
         if (cur_infos(&c, &lib.job, &lib.njob, 0) < 0) {
+            if (passed >= 0) {
+                close(passed);
+            }
             free(body);
             close(fd);
             lib.fd = -1;
@@ -738,6 +792,7 @@ pmix_status_t conn_open(const char *agent, const char *nspace, pmix_rank_t rank,
         }
         PMIx_Value_destruct(&v);
     }
+    nf_adopt(passed); /* nodefence.c: it checks, maps and closes it */
     return PMIX_SUCCESS;
 }
 
@@ -847,4 +902,5 @@ void conn_close(void)
     free(lib.rbuf);
     lib.rbuf = NULL;
     lib.rlen = lib.rcap = 0;
+    nf_release();
 }

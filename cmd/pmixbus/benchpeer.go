@@ -37,6 +37,9 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
   - notify: a LOCAL-range event and its answer from the handler, 2 ranks,
     OpenPMIx with TCP_NODELAY forced on its loopback sockets (1.0x; stock
     OpenPMIx's round trip is printed too);
+  - fan-out: --fanout-events LOCAL-range events from one rank to the other
+    --fanout-ranks minus one, deliveries per second (at least 3x OpenPMIx's,
+    with TCP_NODELAY);
   - group construct: PMIx_Group_construct of --group-ranks ranks with a
     context id on --group-agents agents, --groups times a run (1.0x; Open
     MPI 4.1's mpirun has no group operations, which the report says).
@@ -44,7 +47,7 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
 Where mpirun or OpenPMIx's headers are not installed the peer side is
 skipped, saying so (apt-get install openmpi-bin libopenmpi-dev libpmix-dev),
 and pmixbus's times are printed alone. --only runs some of the
-measurements: fence, mpi, footprint, output, notify, group.`+"\n"+benchDescription)
+measurements: fence, mpi, footprint, output, notify, fanout, group.`+"\n"+benchDescription)
 	cfg := bench.PeerConfig{Sizes: []int{4, 16, 64}}
 	fs.StringVar(&cfg.LibDir, "pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2 (default: lib/ beside the pmixbus binary)")
 	fs.StringVar(&cfg.Include, "pmix-include", "", "`dir` of PMIx headers where OpenPMIx's are not installed (pmixbus's cabi/include)")
@@ -56,6 +59,8 @@ measurements: fence, mpi, footprint, output, notify, group.`+"\n"+benchDescripti
 	fs.IntVar(&cfg.Launch, "launch", 16, "ranks `n` of the MPI launch")
 	fs.DurationVar(&cfg.Idle, "idle", 2*time.Second, "how long an initialised rank sleeps while its context switches are counted")
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "runs `n` of each measurement on each side")
+	fs.IntVar(&cfg.FanoutRanks, "fanout-ranks", 64, "ranks `n` of the fan-out, one sending")
+	fs.IntVar(&cfg.FanoutEvents, "fanout-events", 1000, "events `n` of each fan-out run")
 	fs.IntVar(&cfg.GroupRanks, "group-ranks", 64, "ranks `n` of the group construct")
 	fs.IntVar(&cfg.GroupAgents, "group-agents", 4, "agents `n` the group construct's ranks spread over")
 	fs.IntVar(&cfg.Groups, "groups", 20, "group constructs `n` timed in each run")
@@ -64,7 +69,7 @@ measurements: fence, mpi, footprint, output, notify, group.`+"\n"+benchDescripti
 		return nil
 	})
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"fences", &cfg.Fences, 1}, {"notifies", &cfg.Notifies, 1}, {"lines", &cfg.Lines, 1}, {"launch", &cfg.Launch, 1}, {"rounds", &cfg.Rounds, 1},
-		{"group-ranks", &cfg.GroupRanks, 1}, {"group-agents", &cfg.GroupAgents, 1}, {"groups", &cfg.Groups, 1}}, func() (*bench.Report, error) {
+		{"fanout-ranks", &cfg.FanoutRanks, 2}, {"fanout-events", &cfg.FanoutEvents, 1}, {"group-ranks", &cfg.GroupRanks, 1}, {"group-agents", &cfg.GroupAgents, 1}, {"groups", &cfg.Groups, 1}}, func() (*bench.Report, error) {
 		return bench.Peer(ctx, cfg)
 	})
 }
