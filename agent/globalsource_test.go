@@ -124,6 +124,11 @@ func testSourcedGlobalEvents(t *testing.T, servers int) {
 	}
 	waitSeqs(t, "A client", near, codeA, sent)
 	waitSeqs(t, "A client", near, codeB, []string{"0"})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := w.WaitSourced(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	mc := w.MultiCluster()
 	if err := mc.CutLinks("B"); err != nil {
@@ -147,8 +152,6 @@ func testSourcedGlobalEvents(t *testing.T, servers int) {
 			t.Fatalf("B client %d got %v across a cut link", i, got)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
 	if err := mc.RestoreLinks(ctx, "B"); err != nil {
 		t.Fatal(err)
 	}
