@@ -25,6 +25,7 @@ import (
 	"github.com/pmixbus/pmixbus/iof"
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/nodefence"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 	"github.com/pmixbus/pmixbus/publishlookup"
@@ -73,6 +74,7 @@ var sentinels = map[string]error{
 	"launch.ErrNoAgent":                   launch.ErrNoAgent,
 	"launch.ErrNoStdin":                   launch.ErrNoStdin,
 	"launch.ErrStdinFull":                 launch.ErrStdinFull,
+	"nodefence.ErrBroken":                 nodefence.ErrBroken,
 	"jetstream.ErrKeyExists":              jetstream.ErrKeyExists,
 	"jetstream.ErrRevisionMismatch":       jetstream.ErrRevisionMismatch,
 	"jetstream.ErrUnreachable":            jetstream.ErrUnreachable,
@@ -99,6 +101,7 @@ var sentinels = map[string]error{
 var reexported = map[string]string{
 	"agent.ErrAlreadyAttached":  "proto.ErrAlreadyAttached",
 	"client.ErrAlreadyAttached": "proto.ErrAlreadyAttached",
+	"nodefence.ErrBroken":       "collective.ErrParticipantTerminated",
 }
 
 // TestSentinelsDistinct: no two sentinels of the project match each other
