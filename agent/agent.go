@@ -89,6 +89,11 @@ type Agent struct {
 	// attachedStale: attached is out of date (guarded by mu when set to
 	// false; see attachedChangedLocked).
 	attachedStale atomic.Bool
+	// composed: every service is in place. The NATS connection's
+	// handlers, set before the services are, look at them only then (the
+	// router's own tail check covers what a reconnect during start would
+	// have asked for).
+	composed atomic.Bool
 	conns         map[*clientConn]struct{} // every accepted connection, in hello or attached
 	closed        bool
 	started       bool
@@ -302,6 +307,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.goFunc(a.outcomes.Publish)
 	a.goFunc(a.outcomes.Probe)
 	a.goFunc(a.acceptLoop)
+	a.composed.Store(true)
 	a.log.Info("agent started", "listen", a.addr, "nats", a.nc.ConnectedUrl())
 	return nil
 }

@@ -144,7 +144,7 @@ func (a *Agent) watchNATS(nc *nats.Conn) {
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 		a.stats.natsErrors.Add(1)
 		switch {
-		case errors.Is(err, nats.ErrSlowConsumer) && a.router != nil:
+		case errors.Is(err, nats.ErrSlowConsumer) && a.composed.Load():
 			// Once per subscription each time its messages start being
 			// dropped, which under a flood can be every few messages: the
 			// router logs once per burst, and recovers job events.
@@ -169,10 +169,8 @@ func (a *Agent) watchNATS(nc *nats.Conn) {
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		a.stats.natsReconnects.Add(1)
 		a.log.Info("NATS connection back", "url", c.ConnectedUrl())
-		if a.router != nil {
-			a.router.CheckTail() // copies sent while it was away
-		}
-		if a.coll != nil {
+		if a.composed.Load() {
+			a.router.CheckTail()     // copies sent while it was away
 			a.coll.svc.Reconnected() // releases published while it was away
 		}
 		if prevRec != nil {
