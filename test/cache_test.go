@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,13 +37,41 @@ func seqs(ds []delivery) []int {
 func checkRun(t *testing.T, got []int, from, to int) {
 	t.Helper()
 	if len(got) != to-from+1 {
-		t.Fatalf("got %d events, want %d (%d..%d): %v", len(got), to-from+1, from, to, abbreviate(got))
+		t.Fatalf("got %d events, want %d (%d..%d): %v; missing %s", len(got), to-from+1, from, to, abbreviate(got), missing(got, from, to))
 	}
 	for i, s := range got {
 		if s != from+i {
 			t.Fatalf("event %d is #%d, want #%d: %v", i, s, from+i, abbreviate(got))
 		}
 	}
+}
+
+// missing names the numbers of from..to that got lacks, as ranges.
+func missing(got []int, from, to int) string {
+	have := map[int]bool{}
+	for _, g := range got {
+		have[g] = true
+	}
+	var out []string
+	for i := from; i <= to; i++ {
+		if have[i] {
+			continue
+		}
+		j := i
+		for j+1 <= to && !have[j+1] {
+			j++
+		}
+		if j == i {
+			out = append(out, fmt.Sprint(i))
+		} else {
+			out = append(out, fmt.Sprintf("%d..%d", i, j))
+		}
+		i = j
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 func abbreviate(s []int) string {
