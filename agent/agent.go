@@ -94,9 +94,9 @@ type Agent struct {
 	// router's own tail check covers what a reconnect during start would
 	// have asked for).
 	composed atomic.Bool
-	conns         map[*clientConn]struct{} // every accepted connection, in hello or attached
-	closed        bool
-	started       bool
+	conns    map[*clientConn]struct{} // every accepted connection, in hello or attached
+	closed   bool
+	started  bool
 
 	// Goroutines the agent owns: goFunc adds them under goMu until
 	// Shutdown sets stopping, so none is added once Shutdown waits.
