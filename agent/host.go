@@ -108,21 +108,16 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs), apps: slices.Clone(j.Apps), appStart: apps}
 	nj.home, nj.others = spans(a.cfg.Cluster, nj.procs)
 	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
-		a.retention.StopJob(j.Nspace) // its filters change
+		a.stopRetainingLocked(j.Nspace) // its filters change
 	}
 	old := a.jobs[j.Nspace]
 	if old != nil {
 		defer closeFence(old.fence) // nodefence.go
 	}
 	a.jobs[j.Nspace] = nj
-	a.retention.RetainJob(nj.nspace, nj.session, nj.ranksOn(a.cfg.Node), func(r pmix.Rank) any {
-		if e := a.expected[pmix.Proc{Nspace: nj.nspace, Rank: r}]; e != nil && e.conn != nil {
-			return e.conn
-		}
-		return nil
-	}) // under a.mu, which it never calls out from
+	a.retainJobLocked(nj)
 	a.mu.Unlock()
-	a.retention.Ensure(ctx, j.Nspace) // before returning, so the job's events are kept from now on
+	a.ensureRetention(ctx, j.Nspace) // before returning, so the job's events are kept from now on
 	var oldProcs map[pmix.Rank]string
 	if old != nil {
 		oldProcs = old.procs
@@ -152,7 +147,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	}
 	delete(a.jobs, nspace)
 	defer closeFence(old.fence) // nodefence.go
-	a.retention.StopJob(nspace)
+	a.stopRetainingLocked(nspace)
 	var conns []*clientConn
 	var diags []*iof.Source
 	for p, e := range a.expected {
@@ -209,7 +204,7 @@ func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...Clie
 	}
 	// A client not attached yet: the job's events must be kept for it from
 	// now on, before the host launches it.
-	a.retention.Ensure(ctx, proc.Nspace)
+	a.ensureRetention(ctx, proc.Nspace)
 	return map[string]string{
 		EnvNspace:           proc.Nspace,
 		EnvRank:             strconv.FormatUint(uint64(proc.Rank), 10),
@@ -238,7 +233,7 @@ func (a *Agent) addClient(proc pmix.Proc, credential, incarnation string, opts [
 		o(e)
 	}
 	a.expected[proc] = e
-	a.retention.ClientRegistered(proc)
+	a.clientRegisteredLocked(proc)
 	return e, nil
 }
 
@@ -259,7 +254,7 @@ func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 	var conn *clientConn // read under a.mu: detach clears it
 	if ok {
 		delete(a.expected, proc)
-		a.retention.ClientGone(proc) // nothing is owed to a client that is gone
+		a.clientGoneLocked(proc) // nothing is owed to a client that is gone
 		diag = takeDiagLocked(e)
 		conn = e.conn
 	}
@@ -298,7 +293,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 	}
 	e.conn = cc
 	e.state.Attached, e.state.Finalized = true, false // a process attaching after another finalized
-	a.retention.ClientAttached(proc, cc)              // stamped before the hello's reply (AwaitStamp)
+	a.clientAttachedLocked(proc)                      // stamped before the hello's reply (awaitStamp)
 	a.attachedChangedLocked()
 	return e, nil
 }
@@ -317,11 +312,11 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil
-		a.retention.ClientDetached(e.proc)
+		a.clientDetachedLocked(e.proc)
 		a.attachedChangedLocked()
 	}
 	a.mu.Unlock()
-	a.retention.Ensure(a.ctx, e.proc.Nspace)
+	a.ensureRetention(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 	a.collectiveDetached(cc)
 	a.iofDetached(cc)
