@@ -300,9 +300,14 @@ func testRegistrationDuringFlood(t *testing.T, adjust ...func(*agent.Config)) {
 	if len(adjust) == 0 {
 		first = got[0]
 	}
-	if soak() {
-		// At this scale the inbox overflows and NATS drops live events
-		// (issue 12, item 7): some may be missing, none twice or late.
+	if lost := s.a.Stats().CachedEventsLost; soak() || lost > 0 {
+		// At this scale (or, under load, at the small one) the inbox
+		// overflows and NATS drops copies the events stream has evicted
+		// by the time they are fetched, and the job-events stream no
+		// longer keeps for a client attached when they were stored
+		// (issue 27): some may be missing, counted and logged as lost,
+		// none twice or late.
+		t.Logf("the agent counted %d cached events lost", lost)
 		for i := 1; i < len(got); i++ {
 			if got[i] <= got[i-1] {
 				t.Fatalf("event #%d after #%d: %v", got[i], got[i-1], abbreviate(got))
