@@ -261,38 +261,18 @@ type peerRun struct {
 }
 
 func (m *peerMeasure) all(ctx context.Context) error {
-	if m.cfg.wants("fence") {
-		if err := m.fences(ctx); err != nil {
+	// In PeerMeasurements' order.
+	runs := map[string]func(context.Context) error{
+		"fence": m.fences, "mpi": m.mpi, "footprint": m.footprint, "output": m.output,
+		"notify": m.notify, "fanout": m.fanout, "group": m.group,
+	}
+	for _, name := range PeerMeasurements {
+		if !m.cfg.wants(name) {
+			continue
+		}
+		if err := runs[name](ctx); err != nil {
 			return err
 		}
-	}
-	if m.cfg.wants("mpi") {
-		if err := m.mpi(ctx); err != nil {
-			return err
-		}
-	}
-	if m.cfg.wants("footprint") {
-		if err := m.footprint(ctx); err != nil {
-			return err
-		}
-	}
-	if m.cfg.wants("output") {
-		if err := m.output(ctx); err != nil {
-			return err
-		}
-	}
-	if m.cfg.wants("notify") {
-		if err := m.notify(ctx); err != nil {
-			return err
-		}
-	}
-	if m.cfg.wants("fanout") {
-		if err := m.fanout(ctx); err != nil {
-			return err
-		}
-	}
-	if m.cfg.wants("group") {
-		return m.group(ctx)
 	}
 	return nil
 }
