@@ -260,8 +260,8 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	a.router = router.New(router.Config{
 		Transport: router.NATS(a.nc), Place: a.place(), Host: routerHost{a},
-		Replayed: a.retention.Replayed,
-		Log:      a.log, Done: a.done, Inbox: a.cfg.inboxSize,
+		Retention: a.retention, Outcomes: a.outcomes,
+		Log: a.log, Done: a.done, Inbox: a.cfg.inboxSize,
 	})
 	a.link = router.NewLink(router.LinkConfig{
 		Router: a.router, NATS: a.nc, Cluster: a.cfg.Cluster, Log: a.log, Ctx: a.ctx, Done: a.done, GoFunc: a.goFunc,
@@ -271,7 +271,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			}
 		},
 	})
-	if err := a.startSequence(); err != nil {
+	if a.cfg.sourcedGlobal {
+		a.link.SourceGlobal(a.cache)
+	}
+	if err := a.router.Sequence(a.ctx, a.cache); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}
 	if err := a.startPublishLookup(ctx); err != nil {

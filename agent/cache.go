@@ -4,18 +4,16 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
 // The event cache (docs/cache.md): the cluster's streams, opened here and
-// read by the event service (package router); its evictions are watched
-// here.
+// handed to the event service (package router, Router.Sequence), which
+// reads them; their evictions are watched here.
 
 func (a *Agent) openCache(ctx context.Context) error {
-	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
+	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster), a.cfg.sourcedGlobal)
 	from, to := subjects.JobCopyTransform(string(a.cfg.Cluster))
 	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
 		Cluster:     string(a.cfg.Cluster),
@@ -33,7 +31,6 @@ func (a *Agent) openCache(ctx context.Context) error {
 		return err
 	}
 	a.cache = c
-	a.retention.SetCache(c)
 	a.goFunc(a.watchEvictions)
 	return nil
 }
@@ -65,26 +62,4 @@ func (a *Agent) watchEvictions() {
 			a.log.Warn("event cache full: evicted oldest events", "evicted", s.Evicted-prev, "total_evicted", s.Evicted, "cached", s.Msgs, "limit", a.cfg.CacheSize)
 		}
 	})
-}
-
-// sequenceCheckInterval is how often an agent with the sequenced dispatch
-// looks for events the stream stored and no copy brought (a slow check:
-// drops, leader elections and reconnects make it look at once).
-const sequenceCheckInterval = 2 * time.Second
-
-// startSequence has the router take the cluster's cached events in the
-// events stream's order, and look for a gap at the tail when the stream
-// elects a leader, and every sequenceCheckInterval (a slow consumer's
-// drop and a reconnect make it look too: watchNATS).
-func (a *Agent) startSequence() error {
-	if err := a.router.Sequence(a.ctx, a.cache); err != nil {
-		return err
-	}
-	a.retention.SetStamp(a.cache.LastSeq)
-	advisory := "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + jetstream.EventStreamName(string(a.cfg.Cluster))
-	if _, err := a.nc.Subscribe(advisory, func(*nats.Msg) { a.router.CheckTail() }); err != nil {
-		return err
-	}
-	a.goFunc(func() { a.every(sequenceCheckInterval, a.router.CheckTail) })
-	return nil
 }

@@ -221,7 +221,7 @@ func (cc *clientConn) hello() error {
 	if err != nil {
 		return err
 	}
-	cc.a.awaitStamp(e.proc, cc) // router.Retention: before the client can publish anything
+	cc.a.retention.AwaitStamp(e.proc, cc) // before the client can publish anything
 
 	reg, err := bus.NewRegistry(bus.Config{
 		Self:           cc.a.origin(e),

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/cluster"
 	"github.com/pmixbus/pmixbus/event"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -31,10 +30,8 @@ func (h routerHost) Recipients() []router.Recipient { return h.a.recipients() }
 // OtherClusters makes the router publish the NAMESPACE events of a job
 // across clusters on each of them (event.Spans).
 func (h routerHost) OtherClusters(nspace string) []cluster.ID { return h.a.OtherClusters(nspace) }
-func (h routerHost) Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
-	h.a.outcome(m, source, client, o)
-}
-func (h routerHost) GoFunc(f func()) bool { return h.a.goFunc(f) }
+func (h routerHost) Outcome(rep event.OutcomeReport)          { h.a.outcome(rep) }
+func (h routerHost) GoFunc(f func()) bool                     { return h.a.goFunc(f) }
 
 // place is where the agent runs, for the routing rules of package event.
 func (a *Agent) place() event.Place { return event.Place{Cluster: a.cfg.Cluster, Node: a.cfg.Node} }
@@ -78,18 +75,15 @@ func (a *Agent) Nodes(nspace string, rank pmix.Rank) ([]string, bool) {
 	return nil, true
 }
 
-func (a *Agent) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
-	a.countOutcome(&o)
-	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(a.cfg.Cluster), Node: a.cfg.Node, Client: client, Source: source, Outcome: o}
+// outcome: a chain ended, its report queued for publishing (router).
+func (a *Agent) outcome(rep event.OutcomeReport) {
+	a.countOutcome(&rep.Outcome)
 	if fs := a.outFuncs.Load(); fs != nil {
 		for _, f := range *fs {
 			f(rep)
 		}
 	}
-	if a.outcomes != nil {
-		a.outcomes.Add(rep)
-	}
-	a.terminationWanted(client, o)
+	a.terminationWanted(rep.Client, rep.Outcome)
 }
 
 // Subjects returns the subjects the agent is subscribed to for its

@@ -108,16 +108,21 @@ func (a *Agent) RegisterJob(ctx context.Context, j Job) error {
 	nj := &job{nspace: j.Nspace, session: j.Session, info: slices.Clone(j.Info), procs: maps.Clone(j.Procs), apps: slices.Clone(j.Apps), appStart: apps}
 	nj.home, nj.others = spans(a.cfg.Cluster, nj.procs)
 	if old, ok := a.jobs[j.Nspace]; ok && (old.session != nj.session || !maps.Equal(old.procs, nj.procs)) {
-		a.stopRetainingLocked(j.Nspace) // its filters change
+		a.retention.StopJob(j.Nspace) // its filters change
 	}
 	old := a.jobs[j.Nspace]
 	if old != nil {
 		defer closeFence(old.fence) // nodefence.go
 	}
 	a.jobs[j.Nspace] = nj
-	a.retainJobLocked(nj)
+	a.retention.RetainJob(nj.nspace, nj.session, nj.ranksOn(a.cfg.Node), func(r pmix.Rank) any {
+		if e := a.expected[pmix.Proc{Nspace: nj.nspace, Rank: r}]; e != nil && e.conn != nil {
+			return e.conn
+		}
+		return nil
+	}) // under a.mu, which it never calls out from
 	a.mu.Unlock()
-	a.ensureRetention(ctx, j.Nspace) // before returning, so the job's events are kept from now on
+	a.retention.Ensure(ctx, j.Nspace) // before returning, so the job's events are kept from now on
 	var oldProcs map[pmix.Rank]string
 	if old != nil {
 		oldProcs = old.procs
@@ -147,7 +152,7 @@ func (a *Agent) DeregisterJob(ctx context.Context, nspace string) error {
 	}
 	delete(a.jobs, nspace)
 	defer closeFence(old.fence) // nodefence.go
-	a.stopRetainingLocked(nspace)
+	a.retention.StopJob(nspace)
 	var conns []*clientConn
 	var diags []*iof.Source
 	for p, e := range a.expected {
@@ -204,7 +209,7 @@ func (a *Agent) RegisterClient(ctx context.Context, proc pmix.Proc, opts ...Clie
 	}
 	// A client not attached yet: the job's events must be kept for it from
 	// now on, before the host launches it.
-	a.ensureRetention(ctx, proc.Nspace)
+	a.retention.Ensure(ctx, proc.Nspace)
 	return map[string]string{
 		EnvNspace:           proc.Nspace,
 		EnvRank:             strconv.FormatUint(uint64(proc.Rank), 10),
@@ -233,7 +238,7 @@ func (a *Agent) addClient(proc pmix.Proc, credential, incarnation string, opts [
 		o(e)
 	}
 	a.expected[proc] = e
-	a.clientRegisteredLocked(proc)
+	a.retention.ClientRegistered(proc)
 	return e, nil
 }
 
@@ -254,7 +259,7 @@ func (a *Agent) DeregisterClient(ctx context.Context, proc pmix.Proc) error {
 	var conn *clientConn // read under a.mu: detach clears it
 	if ok {
 		delete(a.expected, proc)
-		a.clientGoneLocked(proc) // nothing is owed to a client that is gone
+		a.retention.ClientGone(proc) // nothing is owed to a client that is gone
 		diag = takeDiagLocked(e)
 		conn = e.conn
 	}
@@ -293,7 +298,7 @@ func (a *Agent) authenticate(proc pmix.Proc, credential string, uid int, cc *cli
 	}
 	e.conn = cc
 	e.state.Attached, e.state.Finalized = true, false // a process attaching after another finalized
-	a.clientAttachedLocked(proc)                      // stamped before the hello's reply (awaitStamp)
+	a.retention.ClientAttached(proc, cc)              // stamped before the hello's reply (AwaitStamp)
 	a.attachedChangedLocked()
 	return e, nil
 }
@@ -312,11 +317,11 @@ func (a *Agent) detach(e *clientEntry, cc *clientConn) {
 	a.mu.Lock()
 	if e.conn == cc {
 		e.conn = nil
-		a.clientDetachedLocked(e.proc)
+		a.retention.ClientDetached(e.proc)
 		a.attachedChangedLocked()
 	}
 	a.mu.Unlock()
-	a.ensureRetention(a.ctx, e.proc.Nspace)
+	a.retention.Ensure(a.ctx, e.proc.Nspace)
 	a.publishLookupDetached(cc, e) // its requests end, PMIX_PERSIST_PROC data goes
 	a.collectiveDetached(cc)
 	a.iofDetached(cc)

@@ -89,7 +89,7 @@ func jobScopes(at Place, m *Message, from *Sender, jobs Jobs) ([]subjects.Scope,
 	case pmix.RangeRM:
 		return []subjects.Scope{subjects.RM(c)}, nil
 	case pmix.RangeGlobal:
-		return []subjects.Scope{subjects.Global()}, nil
+		return []subjects.Scope{subjects.GlobalFrom(c)}, nil
 	case pmix.RangeLocal:
 		node := at.Node
 		if from == nil {

@@ -61,7 +61,7 @@ func TestScopes(t *testing.T) {
 		tgets int
 	}{
 		{name: "rm", rng: pmix.RangeRM, want: []string{"pmix.evt.A.rm.1"}},
-		{name: "global", rng: pmix.RangeGlobal, want: []string{"pmix.evt.global.1"}},
+		{name: "global", rng: pmix.RangeGlobal, want: []string{"pmix.evt.global.A.1"}},
 		{name: "local host", rng: pmix.RangeLocal, want: []string{"pmix.evt.A.node.n1.1"}},
 		{name: "local host names node", rng: pmix.RangeLocal, info: info(pmix.KeyHostname, pmix.String("n2")), want: []string{"pmix.evt.A.node.n2.1"}},
 		{name: "local client ignores hostname", rng: pmix.RangeLocal, from: client, info: info(pmix.KeyHostname, pmix.String("n2")), want: []string{"pmix.evt.A.node.n1.1"}},

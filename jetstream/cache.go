@@ -147,7 +147,14 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 	if err != nil {
 		return nil, kvError(err, "job events stream")
 	}
+	// The other clusters' GLOBAL events it sources (SourceGlobal) are
+	// kept: another agent added them.
+	var sources []*natsjs.StreamSource
+	if s, err := js.Stream(ctx, EventStreamName(cfg.Cluster)); err == nil {
+		sources = s.CachedInfo().Config.Sources
+	}
 	events, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+		Sources:     sources,
 		Name:        EventStreamName(cfg.Cluster),
 		Description: "pmixbus event cache of cluster " + cfg.Cluster,
 		Subjects:    cfg.Subjects,

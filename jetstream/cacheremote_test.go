@@ -82,7 +82,7 @@ func TestRemoteReadSoak(t *testing.T) {
 	ncB := clustertest.Connect(t, mc.Cluster("B").URL())
 	const runs = 7
 	for _, n := range []int{512, 10000} {
-		c, err := OpenEventCache(t.Context(), ncA, EventCacheConfig{Cluster: "A", Subjects: []string{"pmix.evt.global.*"}, JobSubjects: []string{"pmix.jobevt.>"}, MaxMsgs: int64(n)})
+		c, err := OpenEventCache(t.Context(), ncA, EventCacheConfig{Cluster: "A", Subjects: []string{"pmix.evt.global.A.*"}, JobSubjects: []string{"pmix.jobevt.>"}, MaxMsgs: int64(n)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestRemoteReadSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range n {
-			publish(t, ncA, "pmix.evt.global.-3000", fmt.Sprint(n, ".", i))
+			publish(t, ncA, "pmix.evt.global.A.-3000", fmt.Sprint(n, ".", i))
 		}
 		waitStored(t, c, last+uint64(n))
 		var remote, local []time.Duration
@@ -103,7 +103,7 @@ func TestRemoteReadSoak(t *testing.T) {
 			}{{ncB, &remote}, {ncA, &local}} {
 				got := 0
 				start := time.Now()
-				_, err := ReadClusterEvents(t.Context(), side.nc, "A", "A", []string{"pmix.evt.global.*"}, since, func(b []CachedMsg) error { got += len(b); return nil })
+				_, err := ReadClusterEvents(t.Context(), side.nc, "A", "A", []string{"pmix.evt.global.A.*"}, since, func(b []CachedMsg) error { got += len(b); return nil })
 				*side.to = append(*side.to, time.Since(start))
 				if err != nil || got != n {
 					t.Fatalf("read %d of %d: %v", got, n, err)

@@ -15,22 +15,25 @@
 //     its local clients not attached yet (Retention, retention.go).
 //   - The GLOBAL link (Link, globallink.go, globalcatchup.go): GLOBAL events
 //     kept and sent again after a leaf outage, and the other clusters'
-//     caught up on.
+//     caught up on; or, with Link.SourceGlobal, the other clusters' GLOBAL
+//     events sourced into the cluster's events stream (globalsource.go).
 //   - The per-client window of chains in flight (Window, window.go) and the
 //     publishing of chain outcome reports (Outcomes, outcome.go).
 //
 // The agent composes it through three small interfaces: Host (its job
 // table, its attached clients, where outcomes go, its goroutines),
 // Recipient (one attached client: its registry, its socket's cork, its
-// window) and Transport (NATS: publish, subscribe into a channel, flush;
+// window) and Transport (NATS: publish, subscribe into a channel or a
+// callback, flush;
 // MemTransport carries messages in memory, so the routing is tested without
 // a server):
 //
 //	r := router.New(router.Config{
 //		Transport: router.NATS(nc), Place: event.Place{Cluster: "A", Node: "n1"},
-//		Host: host, Replayed: retention.Replayed, Log: log, Done: done,
+//		Host: host, Retention: retention, Outcomes: outcomes, Log: log, Done: done,
 //	})
-//	err := r.Sequence(ctx, cache) // the cluster's *jetstream.EventCache
+//	err := r.Sequence(ctx, cache) // the cluster's *jetstream.EventCache: the
+//	                              // router's subscriptions, advisories, timers
 //	go r.Dispatch()               // until done is closed
 //	id, replied, err := r.Register(ctx, client, codes, info, handler)
 //	// send the client its reply, then:

@@ -70,6 +70,9 @@ type Link struct {
 	done    <-chan struct{}
 	goFunc  func(func()) bool
 	onDown  func()
+	sourced *jetstream.EventCache
+	// wake makes the sourcing look for clusters at once.
+	wake chan struct{}
 
 	watched atomic.Bool // this cluster is not the top: its link can go down
 	down    atomic.Bool
@@ -97,7 +100,8 @@ func NewLink(cfg LinkConfig) *Link {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Link{r: cfg.Router, nc: cfg.NATS, cluster: cfg.Cluster, log: cfg.Log, ctx: cfg.Ctx, done: cfg.Done, goFunc: cfg.GoFunc, onDown: cfg.OnDown}
+	return &Link{r: cfg.Router, nc: cfg.NATS, cluster: cfg.Cluster, log: cfg.Log, ctx: cfg.Ctx, done: cfg.Done, goFunc: cfg.GoFunc, onDown: cfg.OnDown,
+		wake: make(chan struct{}, 1)}
 }
 
 // LinkStats is the link's state: down, watched, and the GLOBAL events
@@ -147,6 +151,9 @@ func tick(done <-chan struct{}, interval time.Duration, wake <-chan struct{}, f 
 // answer this cluster counts as unlinked, as a server without the top's
 // mapping is.
 func (l *Link) Watch(ctx context.Context) {
+	if l.sourced != nil {
+		l.goFunc(l.source)
+	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	top, err := cluster.TopDomain(pctx, l.nc)
 	cancel()
@@ -189,22 +196,30 @@ func (l *Link) probe() {
 		ctx, cancel := context.WithTimeout(l.ctx, linkProbeInterval)
 		_, err := cluster.TopDomain(ctx, l.nc)
 		cancel()
-		switch down := err != nil; {
+		down := err != nil
+		switch {
 		case down && !l.down.Swap(true):
 			l.log.Warn("the link to the other clusters is down: GLOBAL events reach this cluster only until it is back", "err", err)
 			downSince = lastUp
-			l.r.BeginCatchup()
+			if l.sourced == nil {
+				l.r.BeginCatchup()
+			}
 			if l.onDown != nil {
 				l.onDown()
 			}
-		case !down && l.down.Swap(false):
+		case down:
+			l.r.ReleaseStale()
+		case !l.down.Swap(false):
+			// up, as it was
+		case l.sourced != nil:
+			l.log.Info("the link to the other clusters is back; JetStream resumes sourcing their GLOBAL events")
+			l.lookForClusters()
+		default:
 			l.log.Info("the link to the other clusters is back; sending them the GLOBAL events of the outage, and catching up on theirs")
 			since := downSince
 			if !l.goFunc(func() { l.afterOutage(since) }) {
 				l.r.EndCatchup()
 			}
-		case down:
-			l.r.ReleaseStale()
 		}
 		if err == nil {
 			lastUp = began
@@ -220,6 +235,9 @@ func (l *Link) sent(m *event.Message) error {
 	}
 	if pmix.Flag(m.Info, pmix.KeyEventDoNotCache) {
 		return pmix.Errorf(pmix.ErrUnreach, "the link to the other clusters is down: this GLOBAL event, which may not be cached, reached cluster %s only", l.cluster)
+	}
+	if l.sourced != nil {
+		return nil // in this cluster's events stream, which the others source
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -286,7 +304,7 @@ func (l *Link) sendHeldGlobal(others []liveness.ClusterInfo, last bool) {
 // this cluster's streams drop as a duplicate within their window (a
 // minute) only.
 func (l *Link) sendAgain(m *event.Message, others []liveness.ClusterInfo) error {
-	sc := subjects.Global()
+	sc := subjects.GlobalFrom(string(l.cluster))
 	if m.Environment {
 		sc = sc.Environment()
 	}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 func TestSendAgainSparesOwnCache(t *testing.T) {
 	srv := clustertest.StartServer(t, "B")
 	nc := clustertest.Connect(t, srv.ClientURL())
-	all, jobs := subjects.CacheSubjects("B")
+	all, jobs := subjects.CacheSubjects("B", false)
 	from, to := subjects.JobCopyTransform("B")
 	cache, err := jetstream.OpenEventCache(t.Context(), nc, jetstream.EventCacheConfig{Cluster: "B", Subjects: all, JobSubjects: jobs, CopyFrom: from, CopyTo: to, MaxMsgs: 100})
 	if err != nil {
@@ -43,7 +44,7 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != event.MsgID("e1", subjects.Global()) {
+		if got := msg.Header.Get("Nats-Expected-Stream"); got != want || msg.Header.Get(CatchupHeader) != "B" || msg.Header.Get(jetstream.MsgIDHeader) != event.MsgID("e1", subjects.GlobalFrom("B")) {
 			t.Fatalf("copy headers %v, want it for %s, marked as B's, with the event's id", msg.Header, want)
 		}
 	}
@@ -69,7 +70,29 @@ func TestSendAgainSparesOwnCache(t *testing.T) {
 		}
 		return nil
 	})
-	if len(got) != 1 || got[0].ID != event.MsgID("e2", subjects.Global()) {
+	if len(got) != 1 || got[0].ID != event.MsgID("e2", subjects.GlobalFrom("B")) {
 		t.Fatalf("the sender's own cache stored %+v; want the event for all alone", got)
+	}
+}
+
+// With the other clusters' GLOBAL events sourced, a cacheable GLOBAL event
+// published while the link is down is not held for sending again (the
+// others source it from this cluster's stream); a transient one still
+// says it reached this cluster only.
+func TestSourcedLinkHoldsNothing(t *testing.T) {
+	l := NewLink(LinkConfig{Cluster: "B"})
+	l.SourceGlobal(&jetstream.EventCache{})
+	l.watched.Store(true)
+	l.down.Store(true)
+	m := &event.Message{ID: "e1", Code: pmix.ExternalErrBase - 1, Range: pmix.RangeGlobal, Source: bus.Origin{Cluster: "B", Node: "b1"}, Time: time.Now()}
+	if err := l.sent(m); err != nil {
+		t.Fatalf("a cacheable GLOBAL event while the link is down: %v", err)
+	}
+	if st := l.Stats(); st.Held != 0 || !st.Down {
+		t.Errorf("stats %+v, want nothing held", st)
+	}
+	m.Info = []pmix.Info{pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true))}
+	if err := l.sent(m); !errors.Is(err, pmix.ErrUnreach) {
+		t.Errorf("a transient GLOBAL event while the link is down: %v, want PMIX_ERR_UNREACH", err)
 	}
 }

@@ -52,13 +52,19 @@ type memStored struct {
 // NewMemStream stores on t what the cache of cluster captures, keeping the
 // last max events.
 func NewMemStream(t *MemTransport, cluster string, max int) *MemStream {
-	all, _ := subjects.CacheSubjects(cluster)
+	all, _ := subjects.CacheSubjects(cluster, false)
 	s := &MemStream{t: t, cluster: cluster, max: max, ids: map[string]bool{}}
 	for _, p := range all {
 		s.subjs = append(s.subjs, strings.Split(p, "."))
 	}
 	t.onPublish(s.store)
 	return s
+}
+
+// ElectLeader sends the stream's leader-elected advisory, as a NATS
+// server does when the stream's leader changes.
+func (s *MemStream) ElectLeader() error {
+	return s.t.PublishMsg(&nats.Msg{Subject: LeaderElectedSubject(s.cluster)})
 }
 
 // SetFaults sets what the stream does to its copies from now on.

@@ -245,6 +245,6 @@ func (r *Router) replayTo(proc pmix.Proc, session string, reg *bus.Registry, h *
 		return false
 	}
 	r.stats.replayed.Add(1)
-	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.host.Outcome(m, ev.Source.Proc, proc, o) })
+	_ = reg.Replay(h.id, ev, func(o bus.Outcome) { r.outcome(m, ev.Source.Proc, proc, o) })
 	return true
 }

@@ -151,15 +151,22 @@ func retainerName(cluster, node, nspace string) string {
 }
 
 // RetainJob starts tracking retention for job nspace (of session), whose
-// ranks on this node are local (ascending, not modified after) and of
-// which attached are attached now, each with the token of its attachment;
-// the caller then calls Ensure. A job tracked already is left as it is:
-// StopJob it first when its session or ranks changed.
-func (t *Retention) RetainJob(nspace, session string, local []pmix.Rank, attached map[pmix.Rank]any) {
+// ranks on this node are local (ascending, not modified after);
+// attachment returns the token of a local rank's attachment (its
+// connection), nil if it is not attached. The caller then calls Ensure. A
+// job tracked already is left as it is: StopJob it first when its session
+// or ranks changed.
+func (t *Retention) RetainJob(nspace, session string, local []pmix.Rank, attachment func(pmix.Rank) any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.jobs[nspace]; ok || len(local) == 0 {
 		return
+	}
+	attached := map[pmix.Rank]any{}
+	for _, r := range local {
+		if tok := attachment(r); tok != nil {
+			attached[r] = tok
+		}
 	}
 	ret := &retention{
 		session:    session,

@@ -79,8 +79,15 @@ type Router struct {
 
 	// seq dispatches cached events in the events stream's order
 	// (sequence.go); nil while the agent takes them on the subjects of
-	// their ranges.
-	seq *sequencer
+	// their ranges. tailEvery is how often it looks for a gap at the
+	// tail (0: tailCheckInterval).
+	seq       *sequencer
+	tailEvery time.Duration
+
+	// retention is told of the cache (Sequence) and of finished replays;
+	// outcomes publishes the chains' outcome reports. Either may be nil.
+	retention *Retention
+	outcomes  *Outcomes
 
 	stats routerStats
 }
@@ -100,8 +107,9 @@ type Host interface {
 	// Recipients returns the attached clients: a shared slice, not to be
 	// modified, read without locking on every event.
 	Recipients() []Recipient
-	// Outcome reports a chain that ended.
-	Outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome)
+	// Outcome is told of a chain that ended, once the router has queued
+	// its report for publishing (Config.Outcomes).
+	Outcome(rep event.OutcomeReport)
 	// GoFunc runs f on a goroutine the agent owns; false once it stops.
 	GoFunc(f func()) bool
 }
@@ -142,9 +150,11 @@ type Config struct {
 	Transport Transport
 	Place     event.Place // where the agent runs
 	Host      Host
-	// Replayed is told of every replay that read the cache to the end
-	// (retention).
-	Replayed func(p pmix.Proc, session string, g bus.Registration, upTo uint64)
+	// Retention keeps job events for the local clients (nil: none); it
+	// is told of the cache and of every replay that read it to the end.
+	Retention *Retention
+	// Outcomes publishes the outcome reports of the chains (nil: none).
+	Outcomes *Outcomes
 	Log      *slog.Logger    // nil discards
 	Done     <-chan struct{} // closed when the agent stops
 	// Inbox bounds the events received and not yet dispatched (0: the
@@ -158,7 +168,10 @@ func New(cfg Config) *Router {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	r := newRouter(cfg.Transport, cfg.Place, cfg.Host, cfg.Log, cfg.Done, cfg.Inbox)
-	r.replayed = cfg.Replayed
+	r.retention, r.outcomes = cfg.Retention, cfg.Outcomes
+	if r.retention != nil {
+		r.replayed = r.retention.Replayed
+	}
 	return r
 }
 
@@ -488,15 +501,25 @@ func (d *delivery) run(rc Recipient, proc pmix.Proc, reg *bus.Registry) bool {
 // done returns what a chain of client proc calls with its outcome.
 func (d *delivery) done(proc pmix.Proc, w *Window) func(bus.Outcome) {
 	return func(o bus.Outcome) {
-		d.r.host.Outcome(d.m, d.src, proc, o)
+		d.r.outcome(d.m, d.src, proc, o)
 		w.end()
 	}
+}
+
+// outcome reports a chain of client that ended: queued for publishing,
+// then told to the host.
+func (r *Router) outcome(m *event.Message, source, client pmix.Proc, o bus.Outcome) {
+	rep := event.OutcomeReport{EventID: m.ID, Cluster: string(r.place.Cluster), Node: r.place.Node, Client: client, Source: source, Outcome: o}
+	if r.outcomes != nil {
+		r.outcomes.Add(rep)
+	}
+	r.host.Outcome(rep)
 }
 
 // drop reports the chain of client proc ended before it started: the
 // client went while the event waited in its backlog.
 func (d *delivery) drop(proc pmix.Proc) {
-	d.r.host.Outcome(d.m, d.src, proc, bus.Outcome{Code: d.m.Code, Status: pmix.ErrInit})
+	d.r.outcome(d.m, d.src, proc, bus.Outcome{Code: d.m.Code, Status: pmix.ErrInit})
 }
 
 // weight estimates the bytes of an invocation of the event, for the

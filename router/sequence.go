@@ -71,17 +71,37 @@ type sequencer struct {
 	tailMark, tailNext uint64
 }
 
-// seqFetchTimeout bounds one fetch of a gap.
-const seqFetchTimeout = 30 * time.Second
+const (
+	// seqFetchTimeout bounds one fetch of a gap.
+	seqFetchTimeout = 30 * time.Second
+	// tailCheckInterval is how often the router looks for events the
+	// stream stored and no copy brought (a slow check: drops, leader
+	// elections and reconnects make it look at once).
+	tailCheckInterval = 2 * time.Second
+)
 
 // Sequence switches the router to the sequenced dispatch over the
 // cluster's event cache: it subscribes to the cluster's copies and
-// dispatches what the events stream stores from now on. Call it before
-// Dispatch, and before any registration; ctx ends its reads of the cache.
+// dispatches what the events stream stores from now on; it looks for a
+// gap at the tail when the stream elects a leader (its advisory) and
+// every tailCheckInterval, on a goroutine of the host's; and it has the
+// Retention of Config, if any, read the cache and stamp clients by its
+// last sequence. Call it before Dispatch, and before any registration;
+// ctx ends its reads of the cache.
 //
 // Errors: those of reading the stream's last sequence, or of subscribing.
 func (r *Router) Sequence(ctx context.Context, cache *jetstream.EventCache) error {
+	if r.retention != nil {
+		r.retention.SetCache(cache)
+		r.retention.SetStamp(cache.LastSeq)
+	}
 	return r.sequence(ctx, jsSeq{c: cache, log: r.log})
+}
+
+// LeaderElectedSubject is the advisory the events stream of cluster sends
+// when it elects a leader.
+func LeaderElectedSubject(cluster string) string {
+	return "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + jetstream.EventStreamName(cluster)
 }
 
 func (r *Router) sequence(ctx context.Context, src seqSource) error {
@@ -96,6 +116,15 @@ func (r *Router) sequence(ctx context.Context, src seqSource) error {
 	}
 	s.sub = sub
 	r.seq = s
+	// A new leader may have stored what the old one never republished.
+	if _, err := r.nc.SubscribeFunc(LeaderElectedSubject(string(r.place.Cluster)), func(*nats.Msg) { r.CheckTail() }); err != nil {
+		return err
+	}
+	every := r.tailEvery
+	if every == 0 {
+		every = tailCheckInterval
+	}
+	r.host.GoFunc(func() { tick(r.done, every, nil, func() bool { r.CheckTail(); return false }) })
 	return nil
 }
 

@@ -72,6 +72,13 @@ func (g *seqReg) received() []int {
 
 func newSeqRig(t *testing.T, tr *MemTransport, max, inbox int) *seqRig {
 	t.Helper()
+	return newSeqRigWith(t, tr, max, inbox, func(*Router) {})
+}
+
+// newSeqRigWith is newSeqRig with prepare run on the router before it
+// takes the stream's order.
+func newSeqRigWith(t *testing.T, tr *MemTransport, max, inbox int, prepare func(*Router)) *seqRig {
+	t.Helper()
 	place := event.Place{Cluster: "A", Node: "n1"}
 	s := &seqRig{t: t, tr: tr, place: place, stream: NewMemStream(tr, "A", max)}
 	for _, p := range []pmix.Proc{{Nspace: "jobA", Rank: 0}, {Nspace: "jobA", Rank: 1}, {Nspace: "jobB", Rank: 0}} {
@@ -82,6 +89,7 @@ func newSeqRig(t *testing.T, tr *MemTransport, max, inbox int) *seqRig {
 		s.host.clients = append(s.host.clients, c)
 	}
 	s.r = startRouter(t, tr, place, s.host, inbox, func(r *Router) {
+		prepare(r)
 		if err := r.sequence(t.Context(), s.stream); err != nil {
 			t.Fatal(err)
 		}
@@ -178,6 +186,30 @@ func TestSequencedGapFetched(t *testing.T) {
 	// copies then come as duplicates.
 	if st.Fetched < 8 || st.Duplicates < 4 || st.Lost != 0 || st.Next != 41 {
 		t.Errorf("stats %+v, want at least 8 fetched (7 gaps, 1 at the tail), at least 4 duplicates (35 is lost), none lost, next 41", st)
+	}
+}
+
+// A copy lost at the tail, which no later copy reveals, is found when the
+// stream elects a leader: the router's own subscription to the advisory
+// (Transport.SubscribeFunc) looks, with the periodic look far off.
+func TestSequencedTailFoundOnLeaderElection(t *testing.T) {
+	s := newSeqRigWith(t, &MemTransport{}, 512, 0, func(r *Router) { r.tailEvery = time.Hour })
+	all := s.register(s.clients[0], nil)
+	s.stream.SetFaults(Faults{DropCopy: func(seq uint64) bool { return seq == 3 }})
+	for range 3 {
+		s.publish(-3001, pmix.RangeLocal, "")
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if err := s.stream.ElectLeader(); err != nil {
+			return err
+		}
+		if got := all.received(); !slices.Equal(got, []int{1, 2, 3}) {
+			return fmt.Errorf("got %v, want [1 2 3]", got)
+		}
+		return nil
+	})
+	if st := s.r.SeqStats(); st.Fetched != 1 || st.Lost != 0 {
+		t.Errorf("stats %+v, want the tail's one event fetched, none lost", st)
 	}
 }
 

@@ -12,14 +12,19 @@ import (
 )
 
 // Transport is the part of NATS the router uses: publish, subscribe into
-// one channel, flush. NATS is the real one; MemTransport carries
-// messages in memory, so the routing logic is tested without a server.
+// one channel or to a callback, flush. NATS is the real one; MemTransport
+// carries messages in memory, so the routing logic is tested without a
+// server.
 type Transport interface {
 	PublishMsg(*nats.Msg) error
 	// Subscribe feeds the messages on subject (a pattern) into ch, in the
 	// order the connection receives them, each with Sub.Subject set to
 	// subject.
 	Subscribe(subject string, ch chan *nats.Msg) (Subscription, error)
+	// SubscribeFunc calls f with each message on subject (a pattern),
+	// outside the inbox: for the router's own signals (a stream's
+	// advisories), not events. f must not block.
+	SubscribeFunc(subject string, f func(*nats.Msg)) (Subscription, error)
 	// Flush returns once the server has processed what was sent before.
 	Flush(ctx context.Context) error
 }
@@ -42,6 +47,14 @@ type Subscription interface {
 
 func (t natsTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
 	sub, err := t.nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+func (t natsTransport) SubscribeFunc(subject string, f func(*nats.Msg)) (Subscription, error) {
+	sub, err := t.nc.Subscribe(subject, f)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +90,7 @@ type memSub struct {
 	pattern []string
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
+	f       func(*nats.Msg) // SubscribeFunc's: called instead of ch
 	dropped atomic.Int64
 }
 
@@ -104,9 +118,14 @@ func (t *MemTransport) PublishMsg(m *nats.Msg) error {
 		}
 	}
 	t.mu.Unlock()
+	var funcs []func()
 	for _, s := range to {
 		c := *m
 		c.Sub = s.sub
+		if s.f != nil {
+			funcs = append(funcs, func() { s.f(&c) })
+			continue
+		}
 		if !t.dropWhenFull {
 			s.ch <- &c
 			continue
@@ -118,6 +137,9 @@ func (t *MemTransport) PublishMsg(m *nats.Msg) error {
 		}
 	}
 	t.sendMu.Unlock()
+	for _, f := range funcs { // outside the locks: f may publish
+		f()
+	}
 	for _, f := range stores {
 		f(m)
 	}
@@ -125,7 +147,16 @@ func (t *MemTransport) PublishMsg(m *nats.Msg) error {
 }
 
 func (t *MemTransport) Subscribe(subject string, ch chan *nats.Msg) (Subscription, error) {
-	s := &memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch}
+	return t.add(&memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, ch: ch})
+}
+
+// SubscribeFunc calls f, on the publisher's goroutine once the message
+// went to the channels, with each message matching subject.
+func (t *MemTransport) SubscribeFunc(subject string, f func(*nats.Msg)) (Subscription, error) {
+	return t.add(&memSub{t: t, pattern: strings.Split(subject, "."), sub: &nats.Subscription{Subject: subject}, f: f})
+}
+
+func (t *MemTransport) add(s *memSub) (Subscription, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.subs == nil {

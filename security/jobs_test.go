@@ -41,7 +41,7 @@ func TestJobCredentialScope(t *testing.T) {
 	var v clustertest.Violations
 	nc := clustertest.Connect(t, s.ClientURL(), cred.Option(), v.Option())
 	for _, subj := range []string{"pmix.evt.A.ns.jobY.-145", "pmix.ctl.A.n1.kill.jobY", "pmix.ctl.A.n1.kill",
-		"pmix.evt.global.-145", "$KV.PMIXBUS_JOBS.jobY", "$JS.API.STREAM.PURGE.KV_PMIXBUS_JOBS"} {
+		"pmix.evt.global.A.-145", "$KV.PMIXBUS_JOBS.jobY", "$JS.API.STREAM.PURGE.KV_PMIXBUS_JOBS"} {
 		if err := nc.Publish(subj, []byte("forged")); err != nil {
 			t.Fatal(err)
 		}

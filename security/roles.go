@@ -156,6 +156,10 @@ func Permissions(r Role) *server.Permissions {
 			"$JS.*.API.>", // JetStream in another domain ($KV puts and direct gets included)
 			"$JS.ACK.>",
 			"$JS.FC.>",
+			// Stream sourcing from another domain: the source
+			// consumer's deliveries, and the answer to its creation.
+			"$JS.S.>",
+			"$JSC.R.>",
 		})
 	}
 	return nil

@@ -11,9 +11,9 @@
 //	PMIX_RANGE_NAMESPACE  pmix.evt.<cluster>.ns.<nspace>.<code>
 //	PMIX_RANGE_SESSION    pmix.evt.<cluster>.sess.<session>.<code>
 //	PMIX_RANGE_CUSTOM     pmix.evt.<cluster>.agent.<node>.<code>  (one per hosting agent)
-//	PMIX_RANGE_GLOBAL     pmix.evt.global.<code>
+//	PMIX_RANGE_GLOBAL     pmix.evt.global.<origin cluster>.<code>
 //	environment events    the subject of their range under pmix.env:
-//	                      pmix.env.<cluster>.node.<node>.<code>, pmix.env.global.<code>, …
+//	                      pmix.env.<cluster>.node.<node>.<code>, pmix.env.global.<origin>.<code>, …
 //	PMIX_RANGE_PROC_LOCAL never published
 //
 // Codes are decimal ("-231"). Names — clusters, nodes, nspaces, sessions —

@@ -1,6 +1,7 @@
 package subjects
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -164,8 +165,25 @@ func Agent(cluster, node string) Scope {
 	return clusterScope(KindAgent, cluster, node, Target{Cluster: cluster, Node: node})
 }
 
-// Global is the scope of PMIX_RANGE_GLOBAL events, which cross clusters.
-func Global() Scope { return Scope{kind: KindGlobal, prefix: Prefix + "." + globalToken} }
+// Global is the scope of PMIX_RANGE_GLOBAL events, which cross clusters,
+// of every origin: its subjects are patterns, for subscriptions and
+// filters ("pmix.evt.global.*.-231"). An event is published to the scope
+// of its origin, GlobalFrom.
+func Global() Scope { return Scope{kind: KindGlobal, prefix: Prefix + "." + globalToken + ".*"} }
+
+// GlobalFrom is the scope of the GLOBAL events published in cluster
+// origin: "pmix.evt.global.<origin>". The origin in the subject lets a
+// stream take one cluster's GLOBAL events alone (GlobalSourceFilter).
+func GlobalFrom(origin string) Scope {
+	return Scope{kind: KindGlobal, prefix: Prefix + "." + globalToken + "." + ClusterToken(origin), target: Target{Cluster: origin}}
+}
+
+// GlobalSourceFilter selects the cached GLOBAL events, job and
+// environment events alike, that cluster origin published: what another
+// cluster's events stream sources from origin's.
+func GlobalSourceFilter(origin string) string {
+	return "pmix.*." + globalToken + "." + ClusterToken(origin) + ".*"
+}
 
 func clusterScope(kind Kind, cluster, name string, t Target) Scope {
 	p := Prefix + "." + ClusterToken(cluster) + "." + string(kind)
@@ -186,10 +204,8 @@ func ForRange(r pmix.Range, t Target) (Scope, error) {
 		}
 		return nil
 	}
-	if r != pmix.RangeGlobal {
-		if err := need("cluster", t.Cluster); err != nil {
-			return Scope{}, err
-		}
+	if err := need("cluster", t.Cluster); err != nil {
+		return Scope{}, err
 	}
 	switch r {
 	case pmix.RangeRM:
@@ -215,7 +231,7 @@ func ForRange(r pmix.Range, t Target) (Scope, error) {
 		}
 		return Agent(t.Cluster, t.Node), nil
 	case pmix.RangeGlobal:
-		return Global(), nil
+		return GlobalFrom(t.Cluster), nil
 	case pmix.RangeProcLocal:
 		return Scope{}, pmix.Errorf(pmix.ErrBadParam, "PMIX_RANGE_PROC_LOCAL events never leave the process")
 	}
@@ -289,8 +305,19 @@ func parseScope(subject, rest string) (Parsed, error) {
 		p.Code = pmix.Status(n)
 	}
 	toks = toks[:len(toks)-1]
-	if len(toks) == 1 && toks[0] == globalToken {
-		p.Scope = Global()
+	if toks[0] == globalToken {
+		if len(toks) != 2 {
+			return bad("want one origin after " + globalToken)
+		}
+		if toks[1] == "*" {
+			p.Scope = Global()
+			return p, nil
+		}
+		origin, err := UnescapeToken(toks[1])
+		if err != nil {
+			return bad(err.Error())
+		}
+		p.Scope = GlobalFrom(origin)
 		return p, nil
 	}
 	if len(toks) < 2 {
@@ -379,21 +406,31 @@ func EventSubject(subject string) string {
 // the job scopes, for the job-events stream. The two never overlap, as
 // JetStream requires within a domain. RM-range and transient
 // (PMIX_EVENT_DO_NOT_CACHE) events are not captured.
-func CacheSubjects(cluster string) (all, jobs []string) {
+//
+// The events stream captures the GLOBAL events of every origin that reach
+// the cluster (over the leaf link); with sourced set, only the cluster's
+// own, the others' being sourced from their clusters' streams
+// (GlobalSourceFilter). The job-events stream captures the copies of
+// every origin's either way.
+func CacheSubjects(cluster string, sourced bool) (all, jobs []string) {
 	c := ClusterToken(cluster) + "."
 	scopes := []string{
 		c + string(KindNode) + ".*.*",
 		c + string(KindNamespace) + ".*.*",
 		c + string(KindSession) + ".*.*",
 		c + string(KindAgent) + ".*.*",
-		globalToken + ".*",
 	}
-	for _, s := range scopes {
-		all = append(all, Prefix+"."+s)
+	stored := append(slices.Clone(scopes), globalToken+".*.*")
+	if sourced {
+		stored[len(stored)-1] = globalToken + "." + c + "*"
+	}
+	for _, s := range append(scopes, globalToken+".*.*") {
 		jobs = append(jobs, JobCacheSubject(cluster, Prefix+"."+s))
 	}
-	for _, s := range scopes {
-		all = append(all, EnvPrefix+"."+s)
+	for _, root := range []string{Prefix, EnvPrefix} {
+		for _, s := range stored {
+			all = append(all, root+"."+s)
+		}
 	}
 	return all, jobs
 }

@@ -22,7 +22,9 @@ func TestForRange(t *testing.T) {
 		{pmix.RangeNamespace, full, "pmix.evt.A.ns.job1", false},
 		{pmix.RangeSession, full, "pmix.evt.A.sess.s7", false},
 		{pmix.RangeCustom, full, "pmix.evt.A.agent.n1", false},
-		{pmix.RangeGlobal, Target{}, "pmix.evt.global", false},
+		{pmix.RangeGlobal, Target{Cluster: "A"}, "pmix.evt.global.A", false},
+		{pmix.RangeGlobal, Target{Cluster: "global"}, "pmix.evt.global.=67lobal", false},
+		{pmix.RangeGlobal, Target{}, "", true},
 		{pmix.RangeNamespace, Target{Cluster: "c.1", Nspace: "a b"}, "pmix.evt.c=2E1.ns.a=20b", false},
 		{pmix.RangeRM, Target{Cluster: "global"}, "pmix.evt.=67lobal.rm", false},
 		{pmix.RangeProcLocal, full, "", true},
@@ -74,7 +76,7 @@ func TestForEventEnvironment(t *testing.T) {
 		{pmix.RangeLocal, Target{Cluster: "B", Node: "n1"}, "pmix.env.B.node.n1.-231"},
 		{pmix.RangeNamespace, Target{Cluster: "B", Nspace: "j"}, "pmix.env.B.ns.j.-231"},
 		{pmix.RangeRM, Target{Cluster: "B"}, "pmix.env.B.rm.-231"},
-		{pmix.RangeGlobal, Target{}, "pmix.env.global.-231"},
+		{pmix.RangeGlobal, Target{Cluster: "B"}, "pmix.env.global.B.-231"},
 	}
 	for _, c := range cases {
 		s, err := ForEvent(c.r, true, c.t, pmix.EventNodeDown)
@@ -90,8 +92,8 @@ func TestForEventEnvironment(t *testing.T) {
 	if _, err := ForEvent(pmix.RangeSession, true, Target{Cluster: "B"}, 1); err == nil {
 		t.Fatal("environment session event without a session accepted")
 	}
-	s, err := ForEvent(pmix.RangeGlobal, false, Target{}, -3001)
-	if err != nil || s != "pmix.evt.global.-3001" {
+	s, err := ForEvent(pmix.RangeGlobal, false, Target{Cluster: "B"}, -3001)
+	if err != nil || s != "pmix.evt.global.B.-3001" {
 		t.Fatalf("%q %v", s, err)
 	}
 	// A job scope's wildcard never matches its environment twin.
@@ -124,6 +126,29 @@ func TestPatterns(t *testing.T) {
 	if err != nil || !p.Wildcard || p.Scope.Kind() != KindGlobal {
 		t.Fatalf("%+v %v", p, err)
 	}
+	// Every origin's GLOBAL subjects match Global's patterns; the source
+	// filter of one origin matches its own alone, job and environment.
+	for _, c := range []struct {
+		pattern, subject string
+		match            bool
+	}{
+		{Global().Subject(-201), GlobalFrom("A").Subject(-201), true},
+		{Global().TransientSubject(-201), GlobalFrom("A").TransientSubject(-201), true},
+		{Global().CachedWildcard(), GlobalFrom("A").TransientSubject(-201), false},
+		{GlobalSourceFilter("A"), GlobalFrom("A").Subject(-201), true},
+		{GlobalSourceFilter("A"), GlobalFrom("A").Environment().Subject(-201), true},
+		{GlobalSourceFilter("A"), GlobalFrom("B").Subject(-201), false},
+		{GlobalSourceFilter("A"), GlobalFrom("A").TransientSubject(-201), false},
+		{GlobalSourceFilter("A"), CopySubject("A", GlobalFrom("A").Subject(-201)), false},
+	} {
+		if Match(c.pattern, c.subject) != c.match {
+			t.Errorf("Match(%q, %q) = %v", c.pattern, c.subject, !c.match)
+		}
+	}
+	p, err = Parse(GlobalFrom("A").Subject(-201))
+	if err != nil || p.Scope.Kind() != KindGlobal || p.Scope.Target().Cluster != "A" || p.Code != -201 {
+		t.Fatalf("GLOBAL from A: %+v %v", p, err)
+	}
 	p, err = Parse(sc.TransientSubject(-201))
 	if err != nil || !p.Transient || p.Code != -201 || p.Scope.Prefix() != sc.Prefix() {
 		t.Fatalf("transient: %+v %v", p, err)
@@ -136,6 +161,7 @@ func TestParseRejects(t *testing.T) {
 		"pmix.evt.A.ns.-1", "pmix.evt.A.ns.a.b.-1", "pmix.evt.A.rm.extra.-1", "pmix.evt.A=ZZ.rm.-1",
 		"pmix.evt.A.ns.a*b.-1", "pmix.evt.A.rm.>.nc", "pmix.evt.A.rm.nc.nc",
 		"pmix.env", "pmix.env.A.env.-1", "pmix.env.A.ns.-1",
+		"pmix.evt.global.-1", "pmix.evt.global.A.B.-1", "pmix.evt.global.A=ZZ.-1",
 	} {
 		if _, err := Parse(s); !errors.Is(err, pmix.ErrBadParam) {
 			t.Errorf("Parse(%q) = %v", s, err)

@@ -45,7 +45,7 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	}
 	for _, id := range []string{"A", "B"} {
 		for _, code := range codes {
-			w.waitInterest(id, subjects.Global().Subject(code))
+			w.waitInterest(id, subjects.GlobalFrom("A").Subject(code))
 		}
 	}
 	a1, b1, b2 := w.agents["a1"], w.agents["b1"], w.agents["b2"]
@@ -84,7 +84,7 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 		notify(a1, codeA, seq(i))
 		m := &event.Message{ID: "hubtool." + nuid.Next(), Code: codeHub, Range: pmix.RangeGlobal,
 			Source: bus.Origin{Cluster: "hub", Node: "tool"}, Info: seq(i), Time: time.Now()}
-		if err := event.Publish(hub, m, []subjects.Scope{subjects.Global()}); err != nil {
+		if err := event.Publish(hub, m, []subjects.Scope{subjects.GlobalFrom("hub")}); err != nil {
 			t.Fatal(err)
 		}
 		notify(b1, codeB, seq(i))
@@ -119,7 +119,7 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 		return nil
 	})
 	// Whatever was caught up or sent again came before this fence.
-	w.waitInterest("B", subjects.Global().Subject(fenceCode))
+	w.waitInterest("B", subjects.GlobalFrom("A").Subject(fenceCode))
 	notify(a1, fenceCode, nil)
 	for _, c := range []*tclient{far1, far2, near} {
 		c.rec.waitCount(t, fenceCode, 1)

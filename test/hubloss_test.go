@@ -23,7 +23,7 @@ func TestGlobalDuringHubOutage(t *testing.T) {
 		c.register(t, []pmix.Status{code}, nil, pmix.EventNoActionTaken)
 		c.register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
 	}
-	w.waitInterest("A", subjects.Global().Subject(code))
+	w.waitInterest("A", subjects.GlobalFrom("A").Subject(code))
 	a1 := w.agents["a1"]
 
 	if err := w.mc.ShutdownHub(t.Context()); err != nil {
@@ -61,7 +61,7 @@ func TestGlobalDuringHubOutage(t *testing.T) {
 	})
 	// Whatever was sent again has arrived behind this fence: nobody got an
 	// event twice.
-	w.waitInterest("A", subjects.Global().Subject(fenceCode))
+	w.waitInterest("A", subjects.GlobalFrom("A").Subject(fenceCode))
 	if _, err := a1.Notify(t.Context(), fenceCode, pmix.RangeGlobal, false, nil); err != nil {
 		t.Fatal(err)
 	}

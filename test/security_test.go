@@ -174,7 +174,7 @@ func TestSecuredWorldOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.rec.waitCount(t, code, 1)
-	if m, err := seen.NextMsg(waitTime); err != nil || m.Subject != "pmix.evt.global.-3102" {
+	if m, err := seen.NextMsg(waitTime); err != nil || m.Subject != "pmix.evt.global.B.-3102" {
 		t.Fatalf("the watcher on the hub: %v, %v", m, err)
 	}
 

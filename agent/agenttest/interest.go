@@ -8,9 +8,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/cluster"
+	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/security"
 	"github.com/pmixbus/pmixbus/subjects"
 )
@@ -132,4 +134,54 @@ func poll(ctx context.Context, f func() error) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// WaitSourced waits until each cluster's events stream sources the GLOBAL
+// events of every other cluster of the world, each source's consumer set
+// up in the other cluster's domain (GLOBAL events by stream sourcing,
+// docs/cache.md): from then on a cluster's GLOBAL events reach the others'
+// streams, as WaitInterest shows for the leaf link's path.
+//
+// Errors: ctx.Err(), wrapped with what was still missing, when ctx ends
+// first; those of connecting.
+func (w *World) WaitSourced(ctx context.Context) error {
+	for _, c := range w.spec.Clusters {
+		if err := w.sourced(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sourced waits until cluster id's events stream sources the others'.
+func (w *World) sourced(ctx context.Context, id cluster.ID) error {
+	nc, err := nats.Connect(w.URL(id), nats.Name("agenttest"), w.keys.Option(security.RoleAgent))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return err
+	}
+	return poll(ctx, func() error {
+		s, err := js.Stream(ctx, jetstream.EventStreamName(string(id)))
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		active := map[string]bool{}
+		for _, si := range info.Sources {
+			active[si.Name] = si.Active >= 0
+		}
+		for _, o := range w.spec.Clusters {
+			if o.ID != id && !active[jetstream.EventStreamName(string(o.ID))] {
+				return fmt.Errorf("cluster %s's events stream does not source cluster %s's yet", id, o.ID)
+			}
+		}
+		return nil
+	})
 }

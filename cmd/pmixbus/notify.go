@@ -38,11 +38,11 @@ on the range, as for an event an agent's host notifies:
     session    --session
     custom     the --target procs: each target's nspace scope, where the
                agents filter by the target list
-    global     every cluster:                    pmix.evt.global.<code>
+    global     every cluster:                    pmix.evt.global.<cluster>.<code>
 
 With --env the event is an environment event: it goes to the same range,
 under pmix.env instead of pmix.evt (pmix.env.<cluster>.node.<node>.<code>,
-pmix.env.global.<code>, …), and reaches only clients whose handlers asked
+pmix.env.global.<cluster>.<code>, …), and reaches only clients whose handlers asked
 for environment events (PMIX_EVENT_ENVIRO_LEVEL). With --env the range
 defaults to local. proc_local events never leave their process and cannot
 be sent.

@@ -65,7 +65,7 @@ func TestSecuredCommands(t *testing.T) {
 			return errors.New("watch on the hub saw nothing yet")
 		}
 	})
-	if code := w.wait(t, false); code != 0 || !strings.Contains(w.stdout.String(), "pmix.evt.global.-231") {
+	if code := w.wait(t, false); code != 0 || !strings.Contains(w.stdout.String(), "pmix.evt.global.A.-231") {
 		t.Fatalf("watch: exit %d\nstdout: %s\nstderr: %s", code, w.stdout, w.stderr)
 	}
 	select {
