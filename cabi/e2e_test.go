@@ -298,7 +298,7 @@ func TestEventsAcrossClusters(t *testing.T) {
 	ctx := testContext(t)
 	listener := start(t, ctx, bin, w.Env("A:capp.0"), "ready", "listen")
 	for _, code := range []string{"-3001", "-3002", "-3003"} {
-		if err := w.WaitInterest(ctx, "B", "pmix.evt.global."+code); err != nil {
+		if err := w.WaitInterest(ctx, "B", "pmix.evt.global.B."+code); err != nil {
 			t.Fatal(err)
 		}
 	}

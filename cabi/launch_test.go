@@ -161,7 +161,7 @@ func TestLaunchedEventsAcrossClusters(t *testing.T) {
 		return nil
 	})
 	for _, code := range []string{"-3001", "-3002", "-3003"} {
-		if err := w.WaitInterest(testContext(t), "B", "pmix.evt.global."+code); err != nil {
+		if err := w.WaitInterest(testContext(t), "B", "pmix.evt.global.B."+code); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -448,6 +448,13 @@ func (s Scope) CachedPatterns(codes []pmix.Status) []string {
 	return out
 }
 
+// Covers reports whether a client of scope s takes the events published
+// to scope published: the same scope, or, for GLOBAL, published in any
+// origin (Global's prefix is a pattern over GlobalFrom's).
+func (s Scope) Covers(published Scope) bool {
+	return s.prefix == published.prefix || Match(s.prefix, published.prefix)
+}
+
 // Match reports whether subject matches a subscription pattern, with NATS's
 // wildcards: "*" for one token, ">" for one or more at the end.
 func Match(pattern, subject string) bool {

@@ -278,3 +278,21 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("long subject: %v", err)
 	}
 }
+
+func TestCovers(t *testing.T) {
+	for _, c := range []struct {
+		client, published Scope
+		want              bool
+	}{
+		{Global(), GlobalFrom("west"), true},
+		{Global().Environment(), GlobalFrom("west").Environment(), true},
+		{Global(), GlobalFrom("west").Environment(), false},
+		{Namespace("A", "job"), Namespace("A", "job"), true},
+		{Namespace("A", "job"), Namespace("B", "job"), false},
+		{GlobalFrom("west"), Global(), false},
+	} {
+		if got := c.client.Covers(c.published); got != c.want {
+			t.Errorf("%s covers %s: %v, want %v", c.client, c.published, got, c.want)
+		}
+	}
+}

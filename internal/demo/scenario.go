@@ -318,7 +318,7 @@ func (ev demoEvent) reaches(c demoClient) bool {
 			if ev.env {
 				mine = mine.Environment()
 			}
-			if sc.Prefix() == mine.Prefix() && event.For(at, sc, m, c.proc, c.job().session) {
+			if mine.Covers(sc) && event.For(at, sc, m, c.proc, c.job().session) {
 				return true
 			}
 		}
