@@ -38,11 +38,16 @@ func TestDroppedJobEventsRecovered(t *testing.T) {
 		testDroppedJobEvents(t, false)
 	})
 	t.Run("retained for a rank not attached", func(t *testing.T) {
-		testDroppedJobEvents(t, true)
+		testDroppedJobEvents(t, true, false)
+	})
+	// Every rank attached: the job-events stream keeps each event until
+	// the dispatch passed it, and the gap's fetch finds it there.
+	t.Run("retained until dispatched", func(t *testing.T) {
+		testDroppedJobEvents(t, true, true)
 	})
 }
 
-func testDroppedJobEvents(t *testing.T, retained bool) {
+func testDroppedJobEvents(t *testing.T, retained bool, allAttached ...bool) {
 	n, envFlood, inbox := 5000, 0, 256
 	if os.Getenv("PMIXBUS_SOAK") != "" {
 		n, envFlood, inbox = 1000, 100_000, 1024
@@ -65,14 +70,18 @@ func testDroppedJobEvents(t *testing.T, retained bool) {
 		t.Fatal(err)
 	}
 	defer shutdown(t, a)
-	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Session: "s", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
+	procs := map[pmix.Rank]string{0: "n1", 1: "n1"}
+	if len(allAttached) > 0 && allAttached[0] {
+		procs = map[pmix.Rank]string{0: "n1"}
+	}
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Session: "s", Procs: procs}); err != nil {
 		t.Fatal(err)
 	}
 	env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if retained {
+	if retained && len(procs) > 1 {
 		if _, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: 1}); err != nil {
 			t.Fatal(err)
 		}

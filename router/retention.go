@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pmixbus/pmixbus/bus"
@@ -18,16 +19,25 @@ import (
 // Retention (docs/cache.md, "Job events"): a job's events are kept, past
 // the cache's count limit, until every local client of the job has
 // received them. An event counts as received by a client that was attached
-// when it arrived (it went to the client's chain), or that has since had it
-// replayed, in a replay that ran to the end, to a registration that accepts
-// it. A client the host deregistered is owed nothing; one that never
-// registers for an event keeps it until the job ends.
+// when it was stored and that the router's dispatch has passed (it went to
+// the client's chain), or that has since had it replayed, in a replay that
+// ran to the end, to a registration that accepts it. A client the host
+// deregistered is owed nothing; one that never registers for an event
+// keeps it until the job ends.
 //
-// The agent keeps nothing per event: the job's durable consumer holds what
-// it has not acknowledged, and gives all of it again whenever something
-// that can settle an event changes (a replay done, a client gone), each
-// judged afresh. So the agent's memory does not grow with the backlog,
-// whatever the stream's limits let it reach.
+// The dispatch's part matters under a flood: NATS may drop copies from the
+// agent's inbox, and the events stream may evict them before the router
+// fetches the gap; the job-events stream must then still hold the job
+// events among them. So the job's consumer runs while any local client
+// may receive its events, attached or not, and an event stored after a
+// client attached is settled for it only once the dispatch passed it.
+//
+// The agent keeps per event only those the consumer gave ahead of the
+// dispatch (ahead, acknowledged as the dispatch passes them): the job's
+// durable consumer holds what it has not acknowledged, and gives all of it
+// again whenever something that can settle an event changes (a replay
+// done, a client gone), each judged afresh. So the agent's memory does not
+// grow with the backlog, whatever the stream's limits let it reach.
 
 const (
 	// retainAckWait is how long the stream waits for an acknowledgement
@@ -59,6 +69,13 @@ type Retention struct {
 	// when it attaches (SetStamp); events are judged by their sequence
 	// there.
 	stamp func(context.Context) (uint64, error)
+
+	// dispatched is the last sequence the router's dispatch passed
+	// (Dispatched); aheadMin the lowest sequence held in some job's
+	// ahead, 0 when none is (both atomics, so that the dispatch pays a
+	// load and a store per event); settling: a settle goroutine runs.
+	dispatched, aheadMin atomic.Uint64
+	settling             atomic.Bool
 }
 
 // RetentionConfig is what NewRetention needs.
@@ -136,6 +153,9 @@ type retention struct {
 	replays map[pmix.Rank][]replayRecord
 	// A redelivery is under way; again: another was asked for meanwhile.
 	redelivering, again bool
+	// ahead holds, in the consumer's order, the events given that would
+	// be settled but for the dispatch not having passed them yet.
+	ahead []*jetstream.RetainedMsg
 }
 
 type replayRecord struct {
@@ -196,11 +216,12 @@ func (t *Retention) ClientAttached(p pmix.Proc, token any) {
 	}
 }
 
-// owedToSomeLocked reports whether some local client of the job is owed
-// events yet to come: it is not attached (or not stamped), and not gone.
-func (t *Retention) owedToSomeLocked(ret *retention) bool {
+// neededLocked reports whether the job's consumer is needed: some local
+// client is owed events yet to come, or is attached and receives them as
+// the dispatch passes them (the consumer keeps each until then).
+func (t *Retention) neededLocked(ret *retention) bool {
 	for _, r := range ret.local {
-		if _, stamped := ret.attachedAt[r]; !stamped && !ret.gone[r] {
+		if !ret.gone[r] {
 			return true
 		}
 	}
@@ -268,7 +289,7 @@ func (t *Retention) Ensure(ctx context.Context, nspace string) {
 			}
 			continue
 		}
-		want := t.owedToSomeLocked(ret)
+		want := t.neededLocked(ret)
 		switch {
 		case want && ret.r == nil:
 			var filters []string
@@ -314,6 +335,7 @@ func (t *Retention) Ensure(ctx context.Context, nspace string) {
 				return // still owed to attached clients that have not registered for it
 			}
 			ret.r = nil
+			ret.ahead = nil
 			clear(ret.replays) // about events the stream no longer keeps for this agent
 		default:
 			return
@@ -367,14 +389,22 @@ func (t *Retention) retainedArrived(nspace string, m *jetstream.RetainedMsg) {
 		t.mu.Unlock()
 		return
 	}
-	owed := false
-	for _, r := range ret.local {
-		if t.owedLocked(ret, r, m.EventSeq, decoded, sc, ev) {
-			owed = true
-			break
+	owed, waits := t.judgeLocked(ret, m.EventSeq, decoded, sc, ev)
+	if !owed && waits {
+		// The dispatch has not passed it yet: kept until it does, unless
+		// given again meanwhile (a redelivery replaces what is held).
+		if len(ret.ahead) > 0 && ret.ahead[len(ret.ahead)-1].Seq >= m.Seq {
+			ret.ahead = nil
 		}
+		ret.ahead = append(ret.ahead, m)
+		t.lowerAheadMin(m.EventSeq)
+		t.mu.Unlock()
+		if m.EventSeq <= t.dispatched.Load() {
+			t.settle() // the dispatch passed it meanwhile
+		}
+		return
 	}
-	last := !owed && m.Pending == 0 && !t.owedToSomeLocked(ret)
+	last := !owed && m.Pending == 0 && !t.neededLocked(ret)
 	t.mu.Unlock()
 	switch {
 	case owed:
@@ -405,26 +435,121 @@ func decodeRetained(m *jetstream.RetainedMsg) (*event.Message, subjects.Scope, b
 	return ev, p.Scope, true
 }
 
+// judgeLocked reports whether some local client of the job is still owed
+// the event at sequence seq of the events stream, and, if none is,
+// whether one that was attached when it was stored has it only once the
+// dispatch passes it (waits).
+func (t *Retention) judgeLocked(ret *retention, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) (owed, waits bool) {
+	passed := seq <= t.dispatched.Load()
+	for _, r := range ret.local {
+		switch t.owedLocked(ret, r, seq, decoded, sc, m) {
+		case owedYes:
+			return true, false
+		case owedUntilDispatched:
+			if !passed {
+				waits = true
+			}
+		}
+	}
+	return false, waits
+}
+
+type owing int
+
+const (
+	owedNo              owing = iota
+	owedYes                   // not received
+	owedUntilDispatched       // received once the dispatch passes it
+)
+
 // owedLocked reports whether local client rank r is still owed the event
 // at sequence seq of the events stream.
-func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) bool {
+func (t *Retention) owedLocked(ret *retention, r pmix.Rank, seq uint64, decoded bool, sc subjects.Scope, m *event.Message) owing {
 	if ret.gone[r] {
-		return false
+		return owedNo
 	}
 	if at, attached := ret.attachedAt[r]; attached && seq > at {
-		return false // it arrived while the client was attached
+		return owedUntilDispatched // stored while the client was attached
 	}
 	if !decoded {
-		return true
+		return owedYes
 	}
 	ev := m.BusEvent(t.place.Cluster)
 	for _, rec := range ret.replays[r] {
 		origin := bus.Origin{Cluster: string(t.place.Cluster), Node: t.place.Node, Session: rec.session, Proc: rec.proc}
 		if seq <= rec.upTo && event.For(t.place, sc, m, rec.proc, rec.session) && rec.g.Accepts(ev, origin) {
-			return false
+			return owedNo
 		}
 	}
-	return true
+	return owedYes
+}
+
+// Dispatched: the router's dispatch has passed sequence seq of the events
+// stream (every event up to it went to its clients' chains, or was
+// counted lost). The router calls it as it goes; it costs two atomic
+// operations unless events wait for it.
+func (t *Retention) Dispatched(seq uint64) {
+	t.dispatched.Store(seq)
+	if m := t.aheadMin.Load(); m != 0 && m <= seq {
+		t.settle()
+	}
+}
+
+// lowerAheadMin makes aheadMin at most seq (with t.mu held).
+func (t *Retention) lowerAheadMin(seq uint64) {
+	if m := t.aheadMin.Load(); m == 0 || seq < m {
+		t.aheadMin.Store(seq)
+	}
+}
+
+// settle acknowledges, on a goroutine of its own, the events held ahead
+// of the dispatch that it has passed, each judged again (a client may
+// have detached meanwhile: then it stays unacknowledged, to be given
+// again).
+func (t *Retention) settle() {
+	if !t.settling.CompareAndSwap(false, true) {
+		return
+	}
+	if !t.goFunc(t.settleLoop) {
+		t.settling.Store(false)
+	}
+}
+
+func (t *Retention) settleLoop() {
+	for {
+		var acks []*jetstream.RetainedMsg
+		t.mu.Lock()
+		pos := t.dispatched.Load()
+		low := uint64(0)
+		for _, ret := range t.jobs {
+			keep := ret.ahead[:0]
+			for _, m := range ret.ahead {
+				if m.EventSeq > pos {
+					keep = append(keep, m)
+					if low == 0 || m.EventSeq < low {
+						low = m.EventSeq
+					}
+					continue
+				}
+				ev, sc, decoded := decodeRetained(m)
+				if owed, _ := t.judgeLocked(ret, m.EventSeq, decoded, sc, ev); !owed {
+					acks = append(acks, m)
+				}
+			}
+			clear(ret.ahead[len(keep):])
+			ret.ahead = keep
+		}
+		t.aheadMin.Store(low)
+		t.mu.Unlock()
+		for _, m := range acks {
+			_ = m.Ack()
+		}
+		t.settling.Store(false)
+		// Passed since, or held since the lock was let go: once more.
+		if m := t.aheadMin.Load(); m == 0 || m > t.dispatched.Load() || !t.settling.CompareAndSwap(false, true) {
+			return
+		}
+	}
 }
 
 // Replayed records that the cache was replayed, in full up to sequence

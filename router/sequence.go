@@ -201,6 +201,7 @@ func (r *Router) copyArrived(msg *nats.Msg) {
 	}
 	r.fillTo(seq - 1)
 	s.next = seq + 1
+	defer r.passed()
 	p, err := subjects.Parse(subjects.EventSubject(msg.Subject))
 	if err != nil {
 		return
@@ -215,6 +216,13 @@ func (r *Router) copyArrived(msg *nats.Msg) {
 		return // this cluster's GLOBAL event, sent again for the others
 	}
 	r.dispatchSeq(p.Scope, m)
+}
+
+// passed tells the Retention, if any, how far the dispatch went.
+func (r *Router) passed() {
+	if r.retention != nil {
+		r.retention.Dispatched(r.seq.next - 1)
+	}
 }
 
 // fillTo fetches and dispatches, in order, the events from next to to. A
@@ -252,6 +260,7 @@ func (r *Router) fillTo(to uint64) {
 	}
 	s.lost.Add(missing)
 	s.next = max(s.next, to+1)
+	r.passed()
 }
 
 // retrySeq runs read until it succeeds or ctx ends, pausing between tries.

@@ -300,22 +300,11 @@ func testRegistrationDuringFlood(t *testing.T, adjust ...func(*agent.Config)) {
 	if len(adjust) == 0 {
 		first = got[0]
 	}
-	if lost := s.a.Stats().CachedEventsLost; soak() || lost > 0 {
-		// At this scale (or, under load, at the small one) the inbox
-		// overflows and NATS drops copies the events stream has evicted
-		// by the time they are fetched, and the job-events stream no
-		// longer keeps for a client attached when they were stored
-		// (issue 27): some may be missing, counted and logged as lost,
-		// none twice or late.
-		t.Logf("the agent counted %d cached events lost", lost)
-		for i := 1; i < len(got); i++ {
-			if got[i] <= got[i-1] {
-				t.Fatalf("event #%d after #%d: %v", got[i], got[i-1], abbreviate(got))
-			}
-		}
-		t.Logf("%d of %d missing", jobEvents-first-len(got), jobEvents-first)
-		return
-	}
+	// Environment events may be lost to the flood (the events stream
+	// evicts them); job events never: the job-events stream keeps each
+	// until the dispatch passed it for a client attached when it was
+	// stored, so a gap in the agent's copies still finds it (issue 27).
+	t.Logf("the agent counted %d cached events lost", s.a.Stats().CachedEventsLost)
 	checkRun(t, got, first, jobEvents-1)
 }
 
