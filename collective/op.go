@@ -93,21 +93,25 @@ func qualify(self cluster.ID, p pmix.Proc) (pmix.Proc, error) {
 // signature is the operation's name on NATS: a hash of kind, id and
 // participants, 32 hex digits (128 bits).
 func (o op) signature() string {
-	h := sha256.New()
-	var n [8]byte
+	sum := sha256.Sum256(o.appendKey(make([]byte, 0, 64)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// appendKey appends what signature hashes: each of kind, id and the
+// participants' nspaces as its length (8 bytes) and its bytes, each rank
+// as 8 bytes.
+func (o op) appendKey(b []byte) []byte {
 	field := func(s string) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
 	field(string(o.kind))
 	field(o.id)
 	for _, p := range o.procs {
 		field(p.Nspace)
-		binary.BigEndian.PutUint64(n[:], uint64(p.Rank))
-		h.Write(n[:])
+		b = binary.BigEndian.AppendUint64(b, uint64(p.Rank))
 	}
-	return hex.EncodeToString(h.Sum(nil))[:32]
+	return b
 }
 
 // leader is the nspace whose lead agent coordinates the operation: the
