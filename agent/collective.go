@@ -234,14 +234,15 @@ func (cc *clientConn) collective(f *proto.Frame) {
 		cc.reply(f, c.svc.Commit(e.proc, f.Puts), nil)
 		return
 	}
-	if f.Type == proto.TypeFence && cc.nodeFence(ctx, e, f) { // nodefence.go
+	if f.Type == proto.TypeFence {
+		if !cc.nodeFence(ctx, e, f) { // nodefence.go
+			cc.fence(ctx, e, f)
+		}
 		return
 	}
 	run := func() {
 		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
 		switch f.Type {
-		case proto.TypeFence:
-			r.SetErr(cc.fence(ctx, e, f))
 		case proto.TypeConnect:
 			res, err := cc.connect(ctx, e, f)
 			r.Nspace, r.Rank = res.Nspace, res.Rank
@@ -274,25 +275,43 @@ func (cc *clientConn) collective(f *proto.Frame) {
 }
 
 // fence runs PMIx_Fence for the client. No procs means every proc of the
-// client's nspace, as in PMIx.
-func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) error {
+// client's nspace, as in PMIx. It does not wait: the service answers the
+// fence once it ended, from one goroutine for all of this agent's
+// participants (collective.Service.JoinFunc), not one per process.
+func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) {
+	answer := func(_ collective.Result, err error) {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		r.SetErr(err)
+		// Not cc.reply: see publishLookup.
+		_ = cc.write(r)
+	}
+	req, err := fenceRequest(e, f)
+	if err != nil {
+		answer(collective.Result{}, err)
+		return
+	}
+	cc.a.coll.svc.JoinFunc(ctx, req, answer)
+}
+
+// fenceRequest is the client's fence frame as the collective service
+// takes it.
+func fenceRequest(e *clientEntry, f *proto.Frame) (collective.Request, error) {
 	procs := f.Procs
 	if len(procs) == 0 {
 		procs = []pmix.Proc{{Nspace: e.proc.Nspace, Rank: pmix.RankWildcard}}
 	}
 	timeout, err := collective.TimeoutOf(f.Info)
 	if err != nil {
-		return err
+		return collective.Request{}, err
 	}
 	id, err := stringInfo(f.Info, pmix.KeyCollectiveID)
 	if err != nil {
-		return err
+		return collective.Request{}, err
 	}
-	_, err = cc.a.coll.svc.Join(ctx, collective.Request{
+	return collective.Request{
 		Kind: collective.KindFence, ID: id, Procs: procs, Self: e.proc, Timeout: timeout,
 		Collect: pmix.Flag(f.Info, pmix.KeyCollectData),
-	})
-	return err
+	}, nil
 }
 
 // stringInfo returns the string value of key in infos, "" when absent.
