@@ -623,7 +623,8 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 // those of every local participant of the instance in turn — one
 // goroutine per operation and agent, not one per process — or when ctx
 // ends first, as Join returns then (the operation goes on for the
-// others). done must not block for long, nor call the service.
+// others). done runs without the service's lock held, but must not block
+// for long: the participants answered after it wait.
 func (s *Service) JoinFunc(ctx context.Context, req Request, done func(Result, error)) {
 	w := &waiter{done: done}
 	l, _, err := s.join(req, w)
