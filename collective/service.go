@@ -24,9 +24,10 @@ import (
 // holds the data its processes committed and what fences brought from the
 // others. Safe for concurrent use.
 type Service struct {
-	cfg Config
-	log *slog.Logger
-	kv  *store
+	cfg  Config
+	log  *slog.Logger
+	kv   *store
+	sigs sigCache
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -756,7 +757,7 @@ type local struct {
 // arrive adds self to the oldest instance of the operation it has not
 // joined yet, or begins one; w, if not nil, waits for it (JoinFunc).
 func (s *Service) arrive(o op, self pmix.Proc, req Request, w *waiter) (*local, error) {
-	sig := o.signature()
+	sig := s.sigs.of(o)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
