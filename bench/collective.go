@@ -316,9 +316,12 @@ func (rb *rawBarrier) close() {
 // Collective runs the collective benchmark on two clusters: the messages
 // on the collective subjects per connect, against the goal of 2·A+2; a
 // connect and a fence of every process as ratios to a raw NATS barrier
-// over one connection per agent, interleaved round by round; and a fence
-// with PMIX_COLLECT_DATA of DataProcs processes of DataSize bytes each,
-// its time and its bytes on the collective subjects.
+// over one connection per agent, interleaved round by round; the fence
+// against raw request-replies across the leaf link, per level of the
+// engine (fence_vs_rtt_per_level), and one fence traced from outside
+// (traceFence); and a fence with PMIX_COLLECT_DATA of DataProcs
+// processes of DataSize bytes each, its time and its bytes on the
+// collective subjects.
 func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	cfg.defaults()
 	s, err := newCollSetup(ctx, cfg)

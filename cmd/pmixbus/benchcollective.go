@@ -26,6 +26,10 @@ clients (jobA on A, jobB on B):
   - a connect and a fence of every process, each against a raw NATS
     barrier over one connection per agent (each publishes once, one
     collector releases all), interleaved round by round;
+  - the fence against a raw request-reply across the leaf link times
+    the engine's 2 levels (the direct exchange and the release check),
+    and one more fence traced: when its contributions, its release and
+    the clients' returns came;
   - a fence with PMIX_COLLECT_DATA of --data-procs processes that each put
     --data-size bytes: its time, and its bytes on pmix.coll.>.`+"\n"+benchDescription)
 	var cfg bench.CollectiveConfig
