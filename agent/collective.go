@@ -234,21 +234,19 @@ func (cc *clientConn) collective(f *proto.Frame) {
 		cc.reply(f, c.svc.Commit(e.proc, f.Puts), nil)
 		return
 	}
-	if f.Type == proto.TypeFence && cc.nodeFence(ctx, e, f) { // nodefence.go
+	switch f.Type {
+	case proto.TypeFence:
+		if !cc.nodeFence(ctx, e, f) { // nodefence.go
+			cc.fence(ctx, e, f)
+		}
+		return
+	case proto.TypeConnect:
+		cc.connect(ctx, e, f)
 		return
 	}
 	run := func() {
 		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
 		switch f.Type {
-		case proto.TypeFence:
-			r.SetErr(cc.fence(ctx, e, f))
-		case proto.TypeConnect:
-			res, err := cc.connect(ctx, e, f)
-			r.Nspace, r.Rank = res.Nspace, res.Rank
-			r.SetErr(err)
-			if err == nil {
-				cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: res.Nspace, Rank: res.Rank, Members: res.Members})
-			}
 		case proto.TypeDisconnect:
 			timeout, err := collective.TimeoutOf(f.Info)
 			if err == nil {
@@ -274,25 +272,43 @@ func (cc *clientConn) collective(f *proto.Frame) {
 }
 
 // fence runs PMIx_Fence for the client. No procs means every proc of the
-// client's nspace, as in PMIx.
-func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) error {
+// client's nspace, as in PMIx. It does not wait: the service answers the
+// fence once it ended, from one goroutine for all of this agent's
+// participants (collective.Service.JoinFunc), not one per process.
+func (cc *clientConn) fence(ctx context.Context, e *clientEntry, f *proto.Frame) {
+	answer := func(_ collective.Result, err error) {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq}
+		r.SetErr(err)
+		// Not cc.reply: see publishLookup.
+		_ = cc.write(r)
+	}
+	req, err := fenceRequest(e, f)
+	if err != nil {
+		answer(collective.Result{}, err)
+		return
+	}
+	cc.a.coll.svc.JoinFunc(ctx, req, answer)
+}
+
+// fenceRequest is the client's fence frame as the collective service
+// takes it.
+func fenceRequest(e *clientEntry, f *proto.Frame) (collective.Request, error) {
 	procs := f.Procs
 	if len(procs) == 0 {
 		procs = []pmix.Proc{{Nspace: e.proc.Nspace, Rank: pmix.RankWildcard}}
 	}
 	timeout, err := collective.TimeoutOf(f.Info)
 	if err != nil {
-		return err
+		return collective.Request{}, err
 	}
 	id, err := stringInfo(f.Info, pmix.KeyCollectiveID)
 	if err != nil {
-		return err
+		return collective.Request{}, err
 	}
-	_, err = cc.a.coll.svc.Join(ctx, collective.Request{
+	return collective.Request{
 		Kind: collective.KindFence, ID: id, Procs: procs, Self: e.proc, Timeout: timeout,
 		Collect: pmix.Flag(f.Info, pmix.KeyCollectData),
-	})
-	return err
+	}, nil
 }
 
 // stringInfo returns the string value of key in infos, "" when absent.
@@ -311,29 +327,38 @@ func stringInfo(infos []pmix.Info, key string) (string, error) {
 // connect runs the collective part of RFC0003's PMIx_Connect: every
 // participant arrives, the coordinator names the new nspace (none with
 // PMIX_CONNECT_XCHG_ONLY) and each member's rank is its index in the
-// sorted membership. RFC0003's attributes: collective.FlagsOf.
-func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Frame) (collective.Result, error) {
-	res := collective.Result{Rank: pmix.RankUndef}
+// sorted membership. RFC0003's attributes: collective.FlagsOf. As a
+// fence, it does not wait: the service answers (collective.Service.JoinFunc).
+func (cc *clientConn) connect(ctx context.Context, e *clientEntry, f *proto.Frame) {
+	answer := func(res collective.Result, err error) {
+		r := &proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Rank: pmix.RankUndef}
+		if err == nil {
+			r.Nspace, r.Rank = res.Nspace, res.Rank
+			cc.a.reportConnect(ConnectReport{Proc: e.proc, Nspace: res.Nspace, Rank: res.Rank, Members: res.Members})
+		}
+		r.SetErr(err)
+		// Not cc.reply: see publishLookup.
+		_ = cc.write(r)
+	}
 	if len(f.Procs) == 0 {
-		return res, pmix.Errorf(pmix.ErrBadParam, "connect of no procs")
+		answer(collective.Result{}, pmix.Errorf(pmix.ErrBadParam, "connect of no procs"))
+		return
 	}
 	timeout, err := collective.TimeoutOf(f.Info)
 	if err != nil {
-		return res, err
+		answer(collective.Result{}, err)
+		return
 	}
 	id, err := stringInfo(f.Info, pmix.KeyConnectID)
 	if err != nil {
-		return res, err
+		answer(collective.Result{}, err)
+		return
 	}
 	kind := collective.KindConnect
 	if pmix.Flag(f.Info, pmix.KeyConnectXchgOnly) {
 		kind = collective.KindConnectXchg
 	}
-	res, err = cc.a.coll.svc.Join(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout, Flags: collective.FlagsOf(f.Info)})
-	if err != nil {
-		return collective.Result{Rank: pmix.RankUndef}, err
-	}
-	return res, nil
+	cc.a.coll.svc.JoinFunc(ctx, collective.Request{Kind: kind, ID: id, Procs: f.Procs, Self: e.proc, Timeout: timeout, Flags: collective.FlagsOf(f.Info)}, answer)
 }
 
 // get runs PMIx_Get for the client: the job-level and proc-level info of

@@ -171,7 +171,11 @@ func (cc *clientConn) barrier(ctx context.Context, e *clientEntry, b *nodefence.
 	}
 	ch, last, ok := b.Arrive()
 	if !ok {
-		return cc.fence(ctx, e, f) // collective.go
+		req, err := fenceRequest(e, f) // collective.go
+		if err == nil {
+			_, err = cc.a.coll.svc.Join(ctx, req)
+		}
+		return err
 	}
 	if last {
 		b.Complete(cc.a.nodeJoin(e.job, f.Procs))
@@ -187,7 +191,7 @@ func (cc *clientConn) barrier(ctx context.Context, e *clientEntry, b *nodefence.
 
 // nodeJoin runs the fence of procs (none: the whole job) across agents
 // for every rank of j on this node, which all arrived at its partial
-// barrier: one Join each, together, as their own fences would, so that
+// barrier: one JoinFunc each, together, as their own fences would, so that
 // the collective service counts the job's fences alike whichever path
 // each node's ranks took. It returns the first failure. The fence is the
 // node's, not the calling client's: it ends with the agent, not with the
@@ -207,11 +211,13 @@ func (a *Agent) nodeJoin(j *job, procs []pmix.Proc) error {
 	}
 	errs := make([]error, len(ranks))
 	var wg sync.WaitGroup
+	wg.Add(len(ranks))
 	for i, r := range ranks {
-		wg.Go(func() {
-			_, errs[i] = a.coll.svc.Join(a.ctx, collective.Request{
-				Kind: collective.KindFence, Procs: procs, Self: pmix.Proc{Nspace: j.nspace, Rank: r},
-			})
+		a.coll.svc.JoinFunc(a.ctx, collective.Request{
+			Kind: collective.KindFence, Procs: procs, Self: pmix.Proc{Nspace: j.nspace, Rank: r},
+		}, func(_ collective.Result, err error) {
+			errs[i] = err
+			wg.Done()
 		})
 	}
 	wg.Wait()

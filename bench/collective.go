@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,10 @@ type CollectiveConfig struct {
 	// DataProcs processes fence with PMIX_COLLECT_DATA, each having put
 	// DataSize bytes (defaults 64 and 1024).
 	DataProcs, DataSize int
+	// ProfileDir, if set, receives a CPU profile of the process (agents,
+	// clients and NATS servers alike: all run in it) over the measured
+	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof.
+	ProfileDir string
 }
 
 func (c *CollectiveConfig) defaults() {
@@ -52,6 +58,7 @@ type collSetup struct {
 	names   []string // "A:jobA.0", … in the order of clients
 	agents  []*agent.Agent
 	nodes   []string // of agents
+	r       *Report
 }
 
 func newCollSetup(ctx context.Context, cfg CollectiveConfig) (*collSetup, error) {
@@ -140,6 +147,16 @@ func (s *collSetup) all(f func(i int, c *client.Client) error) error {
 type tap struct {
 	msgs, bytes atomic.Int64
 	sub         *nats.Subscription
+
+	mu    sync.Mutex
+	marks []tapMark // while marking
+	mark  bool
+}
+
+// tapMark is when the tap saw a message on subject.
+type tapMark struct {
+	at      time.Time
+	subject string
 }
 
 func (s *collSetup) tap(ctx context.Context) (*tap, error) {
@@ -148,6 +165,11 @@ func (s *collSetup) tap(ctx context.Context) (*tap, error) {
 	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
 		t.msgs.Add(1)
 		t.bytes.Add(int64(len(m.Data)))
+		t.mu.Lock()
+		if t.mark {
+			t.marks = append(t.marks, tapMark{at: time.Now(), subject: m.Subject})
+		}
+		t.mu.Unlock()
 	})
 	if err != nil {
 		return nil, err
@@ -294,9 +316,12 @@ func (rb *rawBarrier) close() {
 // Collective runs the collective benchmark on two clusters: the messages
 // on the collective subjects per connect, against the goal of 2·A+2; a
 // connect and a fence of every process as ratios to a raw NATS barrier
-// over one connection per agent, interleaved round by round; and a fence
-// with PMIX_COLLECT_DATA of DataProcs processes of DataSize bytes each,
-// its time and its bytes on the collective subjects.
+// over one connection per agent, interleaved round by round; the fence
+// against raw request-replies across the leaf link, per level of the
+// engine (fence_vs_rtt_per_level), and one fence traced from outside
+// (traceFence); and a fence with PMIX_COLLECT_DATA of DataProcs
+// processes of DataSize bytes each, its time and its bytes on the
+// collective subjects.
 func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	cfg.defaults()
 	s, err := newCollSetup(ctx, cfg)
@@ -305,6 +330,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	}
 	defer s.close()
 	r := &Report{}
+	s.r = r
 	r.addf("collective: 2 clusters (A, B) linked by a leaf node, %d agents, %d processes (jobA, jobB) attached in-process", len(s.agents), len(s.clients))
 	t, err := s.tap(ctx)
 	if err != nil {
@@ -339,11 +365,20 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	}
 	defer rb.close()
 	raw := whole(func(int) error { return rb.run(ctx) })
+	stop, err := startCPUProfileIn(cfg.ProfileDir, "connect.cpu.pprof")
+	if err != nil {
+		return nil, err
+	}
 	rawC, conn, err := paired(cfg.Rounds, raw, whole(connect))
+	stop()
 	if err != nil {
 		return nil, fmt.Errorf("connect against a raw barrier: %w", err)
 	}
+	if stop, err = startCPUProfileIn(cfg.ProfileDir, "fence.cpu.pprof"); err != nil {
+		return nil, err
+	}
 	rawF, fen, err := paired(cfg.Rounds, raw, whole(fence))
+	stop()
 	if err != nil {
 		return nil, fmt.Errorf("fence against a raw barrier: %w", err)
 	}
@@ -364,6 +399,19 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	line("raw request-reply across the leaf link", rtts)
 	r.addf("release check across clusters: one such round trip, %.1f%% of the fence's p50, %.1f%% of the connect's (same run)",
 		100*ratio(percentile(rtts, 50), percentile(fen, 50)), 100*ratio(percentile(rtts, 50), percentile(conn, 50)))
+	// Issue 31's goal: a fence within 10 raw request-reply round trips per
+	// level of the algorithm's tree. The engine is a direct exchange, a
+	// tree of one level (every agent's contribution to the coordinator,
+	// its one release to all: one round trip), and a fence across
+	// clusters adds the release check, a second round trip before the
+	// release: 2 levels on the fence's critical path.
+	const levels = 2
+	perLevel := ratio(percentile(fen, 50), levels*percentile(rtts, 50))
+	r.addf("fence p50 per level (%d: the direct exchange's round trip and the release check's) = %.1f raw request-replies across the leaf link",
+		levels, perLevel)
+	if err := s.traceFence(ctx, t, fence); err != nil {
+		return nil, err
+	}
 
 	// Fence with PMIX_COLLECT_DATA: DataProcs processes, half of each job.
 	value := pmix.String(strings.Repeat("x", cfg.DataSize))
@@ -414,6 +462,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	r.Targets = append(r.Targets,
 		Target{Name: "connect_vs_raw_barrier", Measured: ratio(percentile(conn, 50), percentile(rawC, 50)), Op: "<=", Goal: 5},
 		Target{Name: "fence_vs_raw_barrier", Measured: ratio(percentile(fen, 50), percentile(rawF, 50)), Op: "<=", Goal: 5},
+		Target{Name: "fence_vs_rtt_per_level", Measured: perLevel, Op: "<=", Goal: 10},
 	)
 	return r, nil
 }
@@ -426,4 +475,59 @@ func countPrefix(names []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// startCPUProfileIn profiles this process's CPU into dir/name, if dir is
+// set, until the returned function is called.
+func startCPUProfileIn(dir, name string) (stop func(), err error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	return startCPUProfileAt(filepath.Join(dir, name))
+}
+
+// traceFence runs one more fence and says where its time went, from its
+// start (every client's Fence called at once): when the tap saw the
+// first and the last agent's contribution (each agent contributes once
+// all its clients' frames arrived), the release, and when the clients'
+// calls returned (the release turned into a reply frame to each).
+func (s *collSetup) traceFence(ctx context.Context, t *tap, fence func(int) error) error {
+	t.settle()
+	t.mu.Lock()
+	t.marks, t.mark = nil, true
+	t.mu.Unlock()
+	returned := make([]time.Time, len(s.clients))
+	start := time.Now()
+	err := s.all(func(i int, c *client.Client) error {
+		err := c.Fence(ctx, both(s.names[i]), []pmix.Info{pmix.NewInfo(pmix.KeyTimeout, pmix.Int32(60))})
+		returned[i] = time.Now()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("traced fence: %w", err)
+	}
+	t.settle()
+	t.mu.Lock()
+	marks := t.marks
+	t.marks, t.mark = nil, false
+	t.mu.Unlock()
+	since := func(at time.Time) string { return at.Sub(start).Round(10 * time.Microsecond).String() }
+	var contribs []time.Time
+	var release time.Time
+	for _, m := range marks {
+		switch {
+		case strings.HasPrefix(m.subject, collective.Prefix+".lead."):
+			contribs = append(contribs, m.at)
+		case strings.HasSuffix(m.subject, ".rel") && release.IsZero():
+			release = m.at
+		}
+	}
+	slices.SortFunc(returned, func(a, b time.Time) int { return a.Compare(b) })
+	if len(contribs) == 0 || release.IsZero() {
+		return fmt.Errorf("traced fence: the tap saw %d contributions and no release", len(contribs))
+	}
+	s.r.addf("one fence of %d processes, from its start: contributions %d, first +%s, last +%s; release +%s; clients returned first +%s, median +%s, last +%s",
+		len(s.clients), len(contribs), since(contribs[0]), since(contribs[len(contribs)-1]), since(release),
+		since(returned[0]), since(returned[len(returned)/2]), since(returned[len(returned)-1]))
+	return nil
 }

@@ -21,7 +21,7 @@ func TestCollectiveSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Print(testWriter{t})
-	if len(r.Targets) != 3 || !r.Targets[0].OK() {
+	if len(r.Targets) != 4 || !r.Targets[0].OK() {
 		t.Fatalf("targets: %v", r.Targets)
 	}
 }

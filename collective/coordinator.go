@@ -71,7 +71,7 @@ func (s *Service) contributed(m *nats.Msg) {
 		s.respond(m, ack{outcomeOf(pmix.Errorf(pmix.ErrBadParam, "%s contribution with participants out of canonical order", c.kind))})
 		return
 	}
-	key := opKey{sig: c.signature(), gen: c.gen}
+	key := opKey{sig: s.sigs.of(c.op), gen: c.gen}
 	from := c.cluster + "/" + c.node
 	s.mu.Lock()
 	if f, ok := s.finished[key]; ok {

@@ -653,7 +653,7 @@ func (s *Service) decline(req Request) error {
 		return err
 	}
 	o := op{kind: req.Kind, id: req.ID, procs: procs}
-	sig := o.signature()
+	sig := s.sigs.of(o)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

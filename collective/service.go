@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,9 +24,10 @@ import (
 // holds the data its processes committed and what fences brought from the
 // others. Safe for concurrent use.
 type Service struct {
-	cfg Config
-	log *slog.Logger
-	kv  *store
+	cfg  Config
+	log  *slog.Logger
+	kv   *store
+	sigs sigCache
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -603,13 +605,77 @@ func (s *Service) hosts(proc pmix.Proc) bool {
 // in a pmix.ErrTimeout error if ctx ended first (the operation goes on for
 // the others).
 func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
-	procs, err := s.canonical(req.Procs)
+	l, self, err := s.join(req, nil)
 	if err != nil {
 		return Result{}, err
 	}
+	select {
+	case <-l.done:
+		return l.result(self)
+	case <-ctx.Done():
+		return Result{}, pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err())
+	}
+}
+
+// JoinFunc is Join that does not block: it takes part for req.Self and
+// calls done once with what Join would have returned. An invalid request
+// calls done at once, on the caller's goroutine; otherwise done is called
+// when the operation ends here, on a goroutine of the service that calls
+// those of every local participant of the instance in turn — one
+// goroutine per operation and agent, not one per process — or when ctx
+// ends first, as Join returns then (the operation goes on for the
+// others). done runs without the service's lock held, but must not block
+// for long: the participants answered after it wait.
+func (s *Service) JoinFunc(ctx context.Context, req Request, done func(Result, error)) {
+	w := &waiter{done: done}
+	l, _, err := s.join(req, w)
+	if err != nil {
+		done(Result{}, err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.finished {
+		return // answered without it
+	}
+	w.stop = context.AfterFunc(ctx, func() {
+		if w.called.CompareAndSwap(false, true) {
+			done(Result{}, pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err()))
+		}
+	})
+}
+
+// waiter is a participant of JoinFunc waiting for its operation.
+type waiter struct {
+	self   pmix.Proc
+	done   func(Result, error)
+	called atomic.Bool // done was called, or is being
+	stop   func() bool // of its context's AfterFunc; set with the service's lock held
+}
+
+// result is what l gives participant self once finished.
+func (l *local) result(self pmix.Proc) (Result, error) {
+	if l.err != nil {
+		return Result{}, l.err
+	}
+	res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members, ContextID: l.ctxid}
+	if i, found := slices.BinarySearchFunc(l.members, self, pmix.CompareProcs); found && l.nspace != "" {
+		res.Rank = pmix.Rank(i)
+	}
+	return res, nil
+}
+
+// join checks req and adds its participant to its operation (arrive),
+// with w among the waiters if not nil; it returns the instance and the
+// participant, qualified.
+func (s *Service) join(req Request, w *waiter) (*local, pmix.Proc, error) {
+	procs, err := s.canonical(req.Procs)
+	if err != nil {
+		return nil, pmix.Proc{}, err
+	}
 	procs, excuse, err := s.expandGroups(procs)
 	if err != nil {
-		return Result{}, err
+		return nil, pmix.Proc{}, err
 	}
 	if excuse || req.Kind == KindDisconnect || req.Kind == KindGroupDestruct {
 		// A member that terminated is left out (the survivors must be
@@ -618,28 +684,19 @@ func (s *Service) Join(ctx context.Context, req Request) (Result, error) {
 	}
 	self, err := s.qualify(req.Self)
 	if err != nil {
-		return Result{}, err
+		return nil, pmix.Proc{}, err
 	}
 	if !slices.ContainsFunc(procs, self.Matches) {
-		return Result{}, fmt.Errorf("%w: %v", ErrNotParticipant, req.Self)
+		return nil, pmix.Proc{}, fmt.Errorf("%w: %v", ErrNotParticipant, req.Self)
 	}
-	l, err := s.arrive(op{kind: req.Kind, id: req.ID, procs: procs}, self, req)
+	if w != nil {
+		w.self = self
+	}
+	l, err := s.arrive(op{kind: req.Kind, id: req.ID, procs: procs}, self, req, w)
 	if err != nil {
-		return Result{}, err
+		return nil, pmix.Proc{}, err
 	}
-	select {
-	case <-l.done:
-		if l.err != nil {
-			return Result{}, l.err
-		}
-		res := Result{Nspace: l.nspace, Rank: pmix.RankUndef, Members: l.members, ContextID: l.ctxid}
-		if i, found := slices.BinarySearchFunc(l.members, self, pmix.CompareProcs); found && l.nspace != "" {
-			res.Rank = pmix.Rank(i)
-		}
-		return res, nil
-	case <-ctx.Done():
-		return Result{}, pmix.Errorf(pmix.ErrTimeout, "%s: %w", req.Kind, ctx.Err())
-	}
+	return l, self, nil
 }
 
 // Result is what a completed operation gives a participant.
@@ -690,6 +747,7 @@ type local struct {
 	sub      *nats.Subscription
 	finished bool
 	done     chan struct{}
+	waiters  []*waiter // JoinFunc's, called once done
 	err      error
 	nspace   string      // a connect's new nspace, from the release
 	members  []pmix.Proc // a connect's members, from the release
@@ -697,9 +755,9 @@ type local struct {
 }
 
 // arrive adds self to the oldest instance of the operation it has not
-// joined yet, or begins one.
-func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
-	sig := o.signature()
+// joined yet, or begins one; w, if not nil, waits for it (JoinFunc).
+func (s *Service) arrive(o op, self pmix.Proc, req Request, w *waiter) (*local, error) {
+	sig := s.sigs.of(o)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -731,6 +789,9 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request) (*local, error) {
 		}
 	}
 	l.arrived[self] = true
+	if w != nil {
+		l.waiters = append(l.waiters, w)
+	}
 	l.collect = l.collect || req.Collect
 	l.flags |= req.Flags
 	s.notifyArrivalLocked(l, self, req.Flags)
@@ -1124,4 +1185,22 @@ func (s *Service) finishLocked(l *local, err error) {
 		s.open[l.key.sig] = open
 	}
 	close(l.done)
+	if ws := l.waiters; len(ws) > 0 {
+		l.waiters = nil
+		answer := func() {
+			for _, w := range ws {
+				if w.stop != nil {
+					w.stop()
+				}
+				if w.called.CompareAndSwap(false, true) {
+					w.done(l.result(w.self))
+				}
+			}
+		}
+		if s.closed {
+			go answer() // Close waits for no more goroutines
+		} else {
+			s.goFuncLocked(answer)
+		}
+	}
 }

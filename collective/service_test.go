@@ -436,3 +436,67 @@ func TestJobEndForgetsItsOperations(t *testing.T) {
 	}
 	fence()
 }
+
+// TestJoinFunc: JoinFunc answers each participant once, with what Join
+// gives; one whose context ends first gets Join's error for it while
+// the others complete; an invalid request is answered at once.
+func TestJoinFunc(t *testing.T) {
+	w := newWorld(t, []string{"n1", "n1", "n1", "n2", "n2"}, nil)
+	type answer struct {
+		r   pmix.Rank
+		err error
+	}
+	answers := make(chan answer, 16)
+	req := Request{Kind: KindFence, Procs: all, Timeout: 10 * time.Second}
+	join := func(ctx context.Context, r pmix.Rank) {
+		rq := req
+		rq.Self = pmix.Proc{Nspace: "job", Rank: r}
+		w.svc(r).JoinFunc(ctx, rq, func(_ Result, err error) { answers <- answer{r, err} })
+	}
+	gone, cancel := context.WithCancel(t.Context())
+	join(gone, 2)
+	cancel()
+	select {
+	case a := <-answers:
+		if a.r != 2 || pmix.StatusOf(a.err) != pmix.ErrTimeout {
+			t.Fatalf("cancelled rank 2: got rank %d, %v; want PMIX_ERR_TIMEOUT", a.r, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer for a cancelled participant")
+	}
+	for _, r := range []pmix.Rank{0, 1, 3, 4} {
+		join(t.Context(), r)
+	}
+	got := map[pmix.Rank]int{}
+	for range 4 {
+		select {
+		case a := <-answers:
+			if a.err != nil {
+				t.Fatalf("rank %d: %v", a.r, a.err)
+			}
+			got[a.r]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("answers: %v; want ranks 0, 1, 3, 4", got)
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("answers: %v; want ranks 0, 1, 3, 4 once each", got)
+	}
+	bad := req
+	bad.Self = pmix.Proc{Nspace: "other", Rank: 0}
+	called := false
+	w.svc(0).JoinFunc(t.Context(), bad, func(_ Result, err error) {
+		called = true
+		if !errors.Is(err, ErrNotParticipant) {
+			t.Errorf("a proc that does not take part: %v; want ErrNotParticipant", err)
+		}
+	})
+	if !called {
+		t.Fatal("an invalid request was not answered at once")
+	}
+	select {
+	case a := <-answers:
+		t.Fatalf("a second answer, rank %d: %v", a.r, a.err)
+	default:
+	}
+}

@@ -183,3 +183,21 @@ func TestGroupWire(t *testing.T) {
 		t.Error("an invitation without members decoded")
 	}
 }
+
+// TestSignatureCache: the cache gives what signature computes, for
+// operations seen again and new ones.
+func TestSignatureCache(t *testing.T) {
+	var c sigCache
+	ops := []op{
+		{kind: KindFence, procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}},
+		{kind: KindFence, id: "x", procs: []pmix.Proc{{Nspace: "A:job", Rank: pmix.RankWildcard}}},
+		{kind: KindConnect, procs: []pmix.Proc{{Nspace: "A:job", Rank: 0}, {Nspace: "B:other", Rank: 3}}},
+	}
+	for range 2 {
+		for _, o := range ops {
+			if got, want := c.of(o), o.signature(); got != want {
+				t.Fatalf("%v: cached %s, want %s", o, got, want)
+			}
+		}
+	}
+}

@@ -26,6 +26,10 @@ clients (jobA on A, jobB on B):
   - a connect and a fence of every process, each against a raw NATS
     barrier over one connection per agent (each publishes once, one
     collector releases all), interleaved round by round;
+  - the fence against a raw request-reply across the leaf link times
+    the engine's 2 levels (the direct exchange and the release check),
+    and one more fence traced: when its contributions, its release and
+    the clients' returns came;
   - a fence with PMIX_COLLECT_DATA of --data-procs processes that each put
     --data-size bytes: its time, and its bytes on pmix.coll.>.`+"\n"+benchDescription)
 	var cfg bench.CollectiveConfig
@@ -34,5 +38,6 @@ clients (jobA on A, jobB on B):
 	fs.IntVar(&cfg.Rounds, "rounds", 5, "connects and fences `n` measured; the median is reported")
 	fs.IntVar(&cfg.DataProcs, "data-procs", 64, "processes `n` in the fence with PMIX_COLLECT_DATA")
 	fs.IntVar(&cfg.DataSize, "data-size", 1024, "bytes `n` each of them puts")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write CPU profiles of the process over the measured connects and fences to `dir` (connect.cpu.pprof, fence.cpu.pprof)")
 	return runBenchmark(fs, args, stdout, stderr, []minFlag{{"procs", &cfg.Procs, 2}, {"agents", &cfg.Agents, 2}, {"rounds", &cfg.Rounds, 1}, {"data-procs", &cfg.DataProcs, 1}, {"data-size", &cfg.DataSize, 1}}, func() (*bench.Report, error) { return bench.Collective(ctx, cfg) })
 }
