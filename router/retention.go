@@ -28,9 +28,14 @@ import (
 // The dispatch's part matters under a flood: NATS may drop copies from the
 // agent's inbox, and the events stream may evict them before the router
 // fetches the gap; the job-events stream must then still hold the job
-// events among them. So the job's consumer runs while any local client
-// may receive its events, attached or not, and an event stored after a
-// client attached is settled for it only once the dispatch passed it.
+// events among them. So an event stored after a client attached is
+// settled for it only once the dispatch passed it, and while the agent is
+// behind (its inbox past a sixteenth full: Behind) each job's consumer
+// runs even with every client attached, until the inbox has stayed short
+// for guardLinger. A consumer is not kept otherwise: each costs the
+// server a check of every consumer of the stream per acknowledgement, so
+// one per agent and job, always, would cost a job on N nodes N² checks
+// per event.
 //
 // The agent keeps per event only those the consumer gave ahead of the
 // dispatch (ahead, acknowledged as the dispatch passes them): the job's
@@ -47,6 +52,9 @@ const (
 	// maxReplayRecords bounds the replays remembered per client: forgetting
 	// the oldest keeps events longer, never shorter.
 	maxReplayRecords = 64
+	// guardLinger is how long the consumers made for a backlog (Behind)
+	// stay after the inbox was last found behind.
+	guardLinger = 10 * time.Second
 )
 
 // Retention keeps, for each job with ranks on this node, the job's events
@@ -76,6 +84,10 @@ type Retention struct {
 	// load and a store per event); settling: a settle goroutine runs.
 	dispatched, aheadMin atomic.Uint64
 	settling             atomic.Bool
+	// guarding: the agent fell behind (Behind) less than guardLinger ago,
+	// at behindAt (unix nanoseconds); every job's consumer runs.
+	guarding atomic.Bool
+	behindAt atomic.Int64
 }
 
 // RetentionConfig is what NewRetention needs.
@@ -217,15 +229,72 @@ func (t *Retention) ClientAttached(p pmix.Proc, token any) {
 }
 
 // neededLocked reports whether the job's consumer is needed: some local
-// client is owed events yet to come, or is attached and receives them as
-// the dispatch passes them (the consumer keeps each until then).
+// client is owed events yet to come, or the agent is behind and some is
+// attached (the consumer keeps each event until the dispatch passed it).
 func (t *Retention) neededLocked(ret *retention) bool {
+	guarding := t.guarding.Load()
 	for _, r := range ret.local {
-		if !ret.gone[r] {
+		if ret.gone[r] {
+			continue
+		}
+		if _, stamped := ret.attachedAt[r]; !stamped || guarding {
 			return true
 		}
 	}
 	return false
+}
+
+// Behind: the router's inbox holds a backlog, where NATS may soon drop
+// copies. Every job's consumer is made (or kept), so that the job events
+// stored from now on stay retained until the dispatch passed them, and
+// kept until the inbox has not been behind for guardLinger. The router
+// calls it as it takes each event from a backlog: one clock read and
+// atomic operations once it is guarding.
+func (t *Retention) Behind() {
+	t.behindAt.Store(time.Now().UnixNano())
+	if !t.guarding.CompareAndSwap(false, true) {
+		return
+	}
+	if !t.goFunc(t.guard) {
+		t.guarding.Store(false)
+	}
+}
+
+// guard makes every job's consumer, then waits until the agent has not
+// been behind for guardLinger and lets those nobody needs go.
+func (t *Retention) guard() {
+	t.ensureAll()
+	every := time.NewTicker(time.Second)
+	defer every.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-every.C:
+		}
+		if time.Since(time.Unix(0, t.behindAt.Load())) < guardLinger {
+			continue
+		}
+		t.guarding.Store(false)
+		if time.Since(time.Unix(0, t.behindAt.Load())) < guardLinger && t.guarding.CompareAndSwap(false, true) {
+			continue // behind again meanwhile, and no other guard took over
+		}
+		t.ensureAll()
+		return
+	}
+}
+
+// ensureAll runs Ensure for every job.
+func (t *Retention) ensureAll() {
+	t.mu.Lock()
+	jobs := make([]string, 0, len(t.jobs))
+	for ns := range t.jobs {
+		jobs = append(jobs, ns)
+	}
+	t.mu.Unlock()
+	for _, ns := range jobs {
+		t.Ensure(t.ctx, ns)
+	}
 }
 
 // unstampedLocked returns the attached local clients of a job that have

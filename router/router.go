@@ -332,8 +332,14 @@ func (r *Router) Dispatch() {
 // checkFull checks for drops (checkDrops) if the inbox was full when the
 // event just taken from it was (drops.go).
 func (r *Router) checkFull() {
-	if len(r.msgs) >= cap(r.msgs)-1 { // more may have come since it was taken
+	n := len(r.msgs)
+	if n >= cap(r.msgs)-1 { // more may have come since it was taken
 		r.checkDrops()
+	}
+	// A backlog: the Retention keeps the job events stored from now on
+	// until the dispatch passed them, in case NATS drops their copies.
+	if r.retention != nil && n >= max(cap(r.msgs)/16, 4) {
+		r.retention.Behind()
 	}
 }
 
