@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/bus"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -23,22 +22,12 @@ import (
 // clusters' servers (across the hub both ways) in the same run, and
 // their ratio.
 func BenchmarkGlobalAcrossClusters(b *testing.B) {
-	benchGlobalAcrossClusters(b, nil)
-}
-
-// BenchmarkGlobalAcrossClustersSourced: the same by stream sourcing.
-func BenchmarkGlobalAcrossClustersSourced(b *testing.B) {
-	benchGlobalAcrossClusters(b, agent.SetSourcedGlobal)
-}
-
-func benchGlobalAcrossClusters(b *testing.B, tune func(*agent.Config)) {
 	spec := agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: "A", Nodes: []string{"a1"}}, {ID: "B", Nodes: []string{"b1"}}},
 		Jobs: []agenttest.Job{
 			{Cluster: "A", Nspace: "jobA", Session: "s1", Nodes: []string{"a1"}},
 			{Cluster: "B", Nspace: "jobB", Session: "s1", Nodes: []string{"b1"}},
 		},
-		Agent: tune,
 	}
 	w := agenttest.Start(b, spec)
 	ctx := b.Context()

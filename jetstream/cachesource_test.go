@@ -137,9 +137,9 @@ func TestEventCacheSourcesGlobal(t *testing.T) {
 // TestSourcedResumeSoak (PMIXBUS_SOAK=1) times how long after a leaf
 // link is up again B's events stream has sourced the N GLOBAL events A
 // stored during the outage (to B's last copy), and the restore itself (to
-// the link seen up), against the old catch-up's read of the same N from
-// A's cache across the links (ReadClusterEvents), in the same run, and
-// logs medians and ranges (docs/PERFORMANCE.md).
+// the link seen up), and logs medians and ranges (docs/PERFORMANCE.md).
+// (Until session 14 it also timed the catch-up's read that sourcing
+// replaced.)
 func TestSourcedResumeSoak(t *testing.T) {
 	if os.Getenv("PMIXBUS_SOAK") == "" {
 		t.Skip("PMIXBUS_SOAK=1 runs it")
@@ -171,12 +171,11 @@ func TestSourcedResumeSoak(t *testing.T) {
 	})
 	const runs = 5
 	for _, n := range []int{512, 10000} {
-		var resume, link, read []time.Duration
+		var resume, link []time.Duration
 		for range runs {
 			if err := mc.CutLinks("B"); err != nil {
 				t.Fatal(err)
 			}
-			since := time.Now()
 			before := count()
 			send(n)
 			restoring := time.Now()
@@ -191,17 +190,11 @@ func TestSourcedResumeSoak(t *testing.T) {
 				return nil
 			})
 			resume = append(resume, time.Since(restoring)-link[len(link)-1])
-			start := time.Now()
-			m := 0
-			if _, err := ReadClusterEvents(t.Context(), ncB, "A", "A", []string{"pmix.evt.global.A.*"}, since, func(b []CachedMsg) error { m += len(b); return nil }); err != nil || m != n {
-				t.Fatalf("read %d of %d: %v", m, n, err)
-			}
-			read = append(read, time.Since(start))
 		}
-		for _, d := range [][]time.Duration{resume, link, read} {
+		for _, d := range [][]time.Duration{resume, link} {
 			slices.Sort(d)
 		}
-		t.Logf("%d events: all sourced %v (%v..%v) after the link was up, which took %v (%v..%v); the catch-up's read alone %v (%v..%v); ratio of medians, sourced to read: %.2f",
-			n, resume[runs/2], resume[0], resume[runs-1], link[runs/2], link[0], link[runs-1], read[runs/2], read[0], read[runs-1], float64(resume[runs/2])/float64(read[runs/2]))
+		t.Logf("%d events: all sourced %v (%v..%v) after the link was up, which took %v (%v..%v)",
+			n, resume[runs/2], resume[0], resume[runs-1], link[runs/2], link[0], link[runs-1])
 	}
 }
