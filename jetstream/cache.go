@@ -148,7 +148,9 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		return nil, kvError(err, "job events stream")
 	}
 	// The other clusters' GLOBAL events it sources (SourceGlobal) are
-	// kept: another agent added them.
+	// kept: another agent added them. Read and updated as SourceGlobal
+	// does, one update of the stream at a time in this process.
+	defer updating(EventStreamName(cfg.Cluster))()
 	var sources []*natsjs.StreamSource
 	if s, err := js.Stream(ctx, EventStreamName(cfg.Cluster)); err == nil {
 		sources = s.CachedInfo().Config.Sources
