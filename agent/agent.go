@@ -264,16 +264,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		Log: a.log, Done: a.done, Inbox: a.cfg.inboxSize,
 	})
 	a.link = router.NewLink(router.LinkConfig{
-		Router: a.router, NATS: a.nc, Cluster: a.cfg.Cluster, Log: a.log, Ctx: a.ctx, Done: a.done, GoFunc: a.goFunc,
+		Router: a.router, NATS: a.nc, Cluster: a.cfg.Cluster, Cache: a.cache, Log: a.log, Ctx: a.ctx, Done: a.done, GoFunc: a.goFunc,
 		OnDown: func() {
 			if p := a.pl; p != nil && p.global != p.local {
 				p.svc.GlobalLinkDown() // its GLOBAL values may be stale from now on
 			}
 		},
 	})
-	if a.cfg.sourcedGlobal {
-		a.link.SourceGlobal(a.cache)
-	}
 	if err := a.router.Sequence(a.ctx, a.cache); err != nil {
 		return pmix.Errorf(pmix.ErrInit, "event cache: %w", err)
 	}

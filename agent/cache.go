@@ -13,7 +13,7 @@ import (
 // reads them; their evictions are watched here.
 
 func (a *Agent) openCache(ctx context.Context) error {
-	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster), a.cfg.sourcedGlobal)
+	all, jobs := subjects.CacheSubjects(string(a.cfg.Cluster))
 	from, to := subjects.JobCopyTransform(string(a.cfg.Cluster))
 	c, err := jetstream.OpenEventCache(ctx, a.nc, jetstream.EventCacheConfig{
 		Cluster:     string(a.cfg.Cluster),

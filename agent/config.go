@@ -190,11 +190,6 @@ type Config struct {
 	// inboxSize replaces the router's inbox size (tests: an overflow with
 	// a few thousand events).
 	inboxSize int
-	// sourcedGlobal has the other clusters' GLOBAL events come by stream
-	// sourcing between domains (router/globalsource.go) instead of the
-	// leaf link and the catch-up by time; off by default until it has
-	// replaced them.
-	sourcedGlobal bool
 }
 
 // defaultChainWindow is DefaultConfig's ChainWindow.

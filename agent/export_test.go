@@ -6,9 +6,6 @@ import "github.com/pmixbus/pmixbus/pmix"
 // overflows it with a few.
 func SetInboxSize(cfg *Config, n int) { cfg.inboxSize = n }
 
-// SetSourcedGlobal has GLOBAL events cross clusters by stream sourcing.
-func SetSourcedGlobal(cfg *Config) { cfg.sourcedGlobal = true }
-
 // OpenConns counts the connections the agent has accepted and not closed,
 // authenticated or not.
 func (a *Agent) OpenConns() int {

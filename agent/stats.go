@@ -47,18 +47,12 @@ type Stats struct {
 	CacheEvictions    uint64 // events the cluster's cache discarded for its limits (last check)
 	Subscriptions     int    // NATS subscriptions for the clients' registrations
 
-	// The link to the other clusters (GLOBAL events): down, and the
-	// cacheable GLOBAL events kept for them meanwhile.
+	// The link to the other clusters (GLOBAL events): down.
 	GlobalLinkDown bool
 	// GlobalLinkWatched: this cluster is below the top of its topology,
 	// and the agent probes its link (an agent that started with the link
 	// down watches it once the top has answered).
 	GlobalLinkWatched bool
-	GlobalEventsHeld  int
-	// Catching up on the other clusters' GLOBAL events once the link is
-	// back: catch-ups done, and events their caches gave the chains.
-	GlobalCatchups       uint64
-	GlobalEventsCaughtUp uint64
 
 	// NATS connection.
 	NATSConnected   bool
@@ -101,7 +95,7 @@ func (a *Agent) Stats() Stats {
 	}
 	if a.link != nil {
 		ls := a.link.Stats()
-		s.GlobalLinkDown, s.GlobalLinkWatched, s.GlobalEventsHeld = ls.Down, ls.Watched, ls.Held
+		s.GlobalLinkDown, s.GlobalLinkWatched = ls.Down, ls.Watched
 	}
 	ls := a.LivenessStats()
 	s.LivenessBeats, s.LivenessBeatFailures = ls.Beats, ls.BeatFailures
@@ -109,7 +103,6 @@ func (a *Agent) Stats() Stats {
 	if r := a.router; r != nil {
 		rs := r.Stats()
 		s.EventsPublished, s.EventsReceived, s.EventsMalformed = rs.Published, rs.Received, rs.Malformed
-		s.GlobalEventsCaughtUp, s.GlobalCatchups = rs.CaughtUp, rs.Catchups
 		s.ChainsStarted, s.ChainsReplayed = rs.Delivered, rs.Replayed
 		for _, rc := range a.recipients() {
 			s.ChainsWaiting += rc.Window().Waiting()

@@ -1,7 +1,11 @@
 package event
 
 import (
+	"context"
+	"errors"
+
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pmixbus/pmixbus/jetstream"
 	"github.com/pmixbus/pmixbus/pmix"
@@ -25,15 +29,24 @@ type Publisher interface {
 // a subject over subjects.MaxSubjectLen (nothing is sent then);
 // pmix.ErrUnreach if NATS refused a publish.
 func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
-	return PublishWith(nc, m, scopes, nil)
+	b, subjs, err := encode(m, scopes)
+	if err != nil {
+		return err
+	}
+	for i, subj := range subjs {
+		hdr := nats.Header{jetstream.MsgIDHeader: []string{MsgID(m.ID, scopes[i])}}
+		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
+			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
+		}
+	}
+	return nil
 }
 
-// PublishWith is Publish with more headers on every message (an agent
-// sending an event again after an outage marks it).
-func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.Header) error {
+// encode returns m's body and its subject in each scope, all checked.
+func encode(m *Message, scopes []subjects.Scope) ([]byte, []string, error) {
 	b, err := m.Marshal()
 	if err != nil {
-		return pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
+		return nil, nil, pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
 	}
 	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
 	var subjs []string
@@ -48,17 +61,41 @@ func PublishWith(nc Publisher, m *Message, scopes []subjects.Scope, extra nats.H
 	// subject too long for its protocol line.
 	for _, subj := range subjs {
 		if err := subjects.CheckSubject(subj); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	for i, subj := range subjs {
-		hdr := nats.Header{jetstream.MsgIDHeader: []string{MsgID(m.ID, scopes[i])}}
-		for k, v := range extra {
-			hdr[k] = v
-		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
-			return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s: %w", m.Code, subj, err)
-		}
+	return b, subjs, nil
+}
+
+// PublishStored sends a cacheable event to scope sc as Publish does, and
+// waits until the events stream of cluster has stored it: a JetStream
+// publish, which expects that stream (Nats-Expected-Stream). A tool
+// outside the agents sends a GLOBAL event so: only its origin cluster's
+// events stream captures it (the others source it from there), so an
+// event no stream stored reached nobody, and the tool must say so.
+//
+// Errors: those of Publish; pmix.ErrUnreach, naming the stream, when no
+// stream answered (no cluster of that name reachable from nc, or its
+// agents never started) or another stream did, or ctx ended first.
+func PublishStored(ctx context.Context, nc *nats.Conn, m *Message, sc subjects.Scope, cluster string) error {
+	if pmix.Flag(m.Info, pmix.KeyEventDoNotCache) {
+		return pmix.Errorf(pmix.ErrBadParam, "an event that may not be cached (PMIX_EVENT_DO_NOT_CACHE) is stored by no stream")
+	}
+	b, subjs, err := encode(m, []subjects.Scope{sc})
+	if err != nil {
+		return err
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return pmix.Errorf(pmix.ErrUnreach, "publishing %v: %w", m.Code, err)
+	}
+	stream := jetstream.EventStreamName(cluster)
+	msg := &nats.Msg{Subject: subjs[0], Header: nats.Header{jetstream.MsgIDHeader: []string{MsgID(m.ID, sc)}}, Data: b}
+	switch _, err := js.PublishMsg(ctx, msg, natsjs.WithExpectStream(stream)); {
+	case errors.Is(err, natsjs.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return pmix.Errorf(pmix.ErrUnreach, "no event cache stored %v on %s: no stream %s answered (is cluster %s reachable from here, and do its agents run?)", m.Code, subjs[0], stream, cluster)
+	case err != nil:
+		return pmix.Errorf(pmix.ErrUnreach, "publishing %v to %s for stream %s: %w", m.Code, subjs[0], stream, err)
 	}
 	return nil
 }

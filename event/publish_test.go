@@ -20,7 +20,7 @@ import (
 func TestPublishStoresEachScope(t *testing.T) {
 	srv := clustertest.StartServer(t, "A")
 	nc := clustertest.Connect(t, srv.ClientURL())
-	all, jobs := subjects.CacheSubjects("A", false)
+	all, jobs := subjects.CacheSubjects("A")
 	from, to := subjects.JobCopyTransform("A")
 	_, err := jetstream.OpenEventCache(t.Context(), nc, jetstream.EventCacheConfig{Cluster: "A", Subjects: all, JobSubjects: jobs, CopyFrom: from, CopyTo: to, MaxMsgs: 100})
 	if err != nil {

@@ -148,7 +148,9 @@ func OpenEventCache(ctx context.Context, nc *nats.Conn, cfg EventCacheConfig) (*
 		return nil, kvError(err, "job events stream")
 	}
 	// The other clusters' GLOBAL events it sources (SourceGlobal) are
-	// kept: another agent added them.
+	// kept: another agent added them. Read and updated as SourceGlobal
+	// does, one update of the stream at a time in this process.
+	defer updating(EventStreamName(cfg.Cluster))()
 	var sources []*natsjs.StreamSource
 	if s, err := js.Stream(ctx, EventStreamName(cfg.Cluster)); err == nil {
 		sources = s.CachedInfo().Config.Sources
@@ -219,8 +221,7 @@ type CachedMsg struct {
 	ID      string // the Nats-Msg-Id header
 	Subject string
 	Data    []byte
-	Time    time.Time // when the stream stored it
-	Seq     uint64    // in the stream it was read from
+	Seq     uint64 // in the stream it was read from
 	// EventSeq is the event's sequence in the events stream: Seq for a
 	// message of the events stream, the sequence its copy carries for one
 	// of the job-events stream.
@@ -288,7 +289,7 @@ func (c *EventCache) Retain(ctx context.Context, name string, filters []string, 
 		// A copy carries its event's sequence in the events stream.
 		evSeq, _ := strconv.ParseUint(m.Headers().Get(hdrSequence), 10, 64)
 		f(&RetainedMsg{
-			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp, Seq: meta.Sequence.Stream, EventSeq: evSeq},
+			CachedMsg: CachedMsg{ID: m.Headers().Get(MsgIDHeader), Subject: m.Subject(), Data: m.Data(), Seq: meta.Sequence.Stream, EventSeq: evSeq},
 			Pending:   meta.NumPending,
 			msg:       m,
 		})

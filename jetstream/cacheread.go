@@ -152,9 +152,6 @@ type directGetRequest struct {
 	NextFor  string `json:"next_by_subj"`
 	Batch    int    `json:"batch"`
 	MaxBytes int    `json:"max_bytes"`
-	// StartTime, if set, starts from the first message stored then or
-	// later, instead of from Seq.
-	StartTime *time.Time `json:"start_time,omitempty"`
 	// LastFor asks for the last message on a subject (">": the stream's
 	// last).
 	LastFor string `json:"last_by_subj,omitempty"`
@@ -242,8 +239,7 @@ func (cu *cursor) fetch(ctx context.Context) error {
 // directMsg is the message a direct get answered, with headers h and
 // data, at sequence seq.
 func directMsg(h nats.Header, data []byte, seq uint64) CachedMsg {
-	ts, _ := time.Parse(time.RFC3339Nano, lastHeader(h, natsjs.TimeStampHeaer))
-	m := CachedMsg{ID: h.Get(MsgIDHeader), Subject: lastHeader(h, hdrSubject), Data: data, Time: ts, Seq: seq, EventSeq: seq}
+	m := CachedMsg{ID: h.Get(MsgIDHeader), Subject: lastHeader(h, hdrSubject), Data: data, Seq: seq, EventSeq: seq}
 	if v := h.Values(hdrSequence); len(v) > 1 { // a copy: its event's, then its own
 		m.EventSeq, _ = strconv.ParseUint(v[0], 10, 64)
 	}
@@ -267,4 +263,28 @@ func (cu *cursor) close() {
 	if cu.sub != nil {
 		_ = cu.sub.Unsubscribe()
 	}
+}
+
+// directGetOne makes one direct get, and returns nil when there is no such
+// message.
+func directGetOne(ctx context.Context, nc *nats.Conn, api string, req directGetRequest) (*CachedMsg, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	b, _ := json.Marshal(req)
+	m, err := nc.RequestWithContext(rctx, api, b)
+	if err != nil {
+		return nil, kvError(err, "cache read")
+	}
+	if status := m.Header.Get(hdrStatus); status != "" && len(m.Data) == 0 {
+		if status == "404" {
+			return nil, nil
+		}
+		return nil, statusError(status, m.Header.Get(hdrDescription), "cache read")
+	}
+	seq, err := strconv.ParseUint(lastHeader(m.Header, hdrSequence), 10, 64)
+	if err != nil {
+		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "cache read: direct get answered sequence %q", lastHeader(m.Header, hdrSequence))
+	}
+	cm := directMsg(m.Header, m.Data, seq)
+	return &cm, nil
 }

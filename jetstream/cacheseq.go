@@ -255,11 +255,10 @@ func (c *EventCache) leaderNext(ctx context.Context, seq uint64, filter string) 
 	}
 	var resp struct {
 		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
 		} `json:"message"`
 		Error *struct {
 			Code        int    `json:"code"`
@@ -278,7 +277,7 @@ func (c *EventCache) leaderNext(ctx context.Context, seq uint64, filter string) 
 	if resp.Message == nil {
 		return nil, nil
 	}
-	cm := CachedMsg{Subject: resp.Message.Subject, Data: resp.Message.Data, Time: resp.Message.Time, Seq: resp.Message.Seq, EventSeq: resp.Message.Seq}
+	cm := CachedMsg{Subject: resp.Message.Subject, Data: resp.Message.Data, Seq: resp.Message.Seq, EventSeq: resp.Message.Seq}
 	if len(resp.Message.Header) > 0 {
 		cm.ID = decodeHeaders(resp.Message.Header).Get(MsgIDHeader)
 	}

@@ -3,8 +3,11 @@ package jetstream
 import (
 	"context"
 	"slices"
+	"sync"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pmixbus/pmixbus/pmix"
 )
 
 // Sourcing another cluster's GLOBAL events (docs/cache.md): each cluster's
@@ -47,33 +50,71 @@ func sameSource(a, b *natsjs.StreamSource) bool {
 
 // SourceGlobal has the events stream source the GLOBAL events of each of
 // srcs it does not source yet (a stream update; sources already there are
-// kept, with their positions), and returns how many it added. Every agent
-// of a cluster may call it as it learns of a cluster; an update that
-// raced another's is found lacking by the next call, which adds what it
-// lost.
+// kept, with their positions), and returns how many it added.
 //
-// Errors: ErrUnreachable when JetStream does not answer.
+// A stream's configuration is replaced whole by an update, and JetStream
+// offers no compare-and-set on it: two updates made from one reading drop
+// each other's change. So this process makes its updates of a stream one
+// at a time (updating), and reads the configuration again after each,
+// updating again while one of srcs is lacking (another agent's update,
+// made from an older reading, dropped it). An agent in another process
+// that updates after that second reading can still drop a source; the
+// agents look again (router/globalsource.go) and add it back, and
+// JetStream resumes a source added back after the last message the
+// stream holds from it: nothing is lost or stored twice that the origin
+// still holds.
+//
+// Errors: ErrUnreachable when JetStream does not answer; pmix.ErrGeneral
+// when the sources were still lacking after maxSourceUpdates updates.
 func (c *EventCache) SourceGlobal(ctx context.Context, srcs []GlobalSource) (int, error) {
-	info, err := c.events.Info(ctx)
-	if err != nil {
-		return 0, kvError(err, "event cache stream")
-	}
-	cfg := info.Config
-	added := 0
-	for _, s := range srcs {
-		ss := s.streamSource()
-		if !slices.ContainsFunc(cfg.Sources, func(have *natsjs.StreamSource) bool { return sameSource(have, ss) }) {
-			cfg.Sources = append(cfg.Sources, ss)
-			added++
+	name := EventStreamName(c.cfg.Cluster)
+	defer updating(name)()
+	added := map[string]bool{}
+	for range maxSourceUpdates {
+		info, err := c.events.Info(ctx)
+		if err != nil {
+			return len(added), kvError(err, "event cache stream")
+		}
+		cfg := info.Config
+		lacking := 0
+		for _, s := range srcs {
+			ss := s.streamSource()
+			if !slices.ContainsFunc(cfg.Sources, func(have *natsjs.StreamSource) bool { return sameSource(have, ss) }) {
+				cfg.Sources = append(cfg.Sources, ss)
+				added[ss.Name] = true
+				lacking++
+			}
+		}
+		if lacking == 0 {
+			return len(added), nil
+		}
+		if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+			return len(added), kvError(err, "sourcing other clusters' GLOBAL events")
+		}
+		if afterSourceUpdate != nil {
+			afterSourceUpdate()
 		}
 	}
-	if added == 0 {
-		return 0, nil
-	}
-	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
-		return 0, kvError(err, "sourcing other clusters' GLOBAL events")
-	}
-	return added, nil
+	return len(added), pmix.Errorf(pmix.ErrGeneral, "sourcing other clusters' GLOBAL events: stream %s still lacked sources after %d updates (other agents updating it meanwhile)", name, maxSourceUpdates)
+}
+
+// afterSourceUpdate, when set (tests), runs after each update
+// SourceGlobal makes: another agent's update racing it.
+var afterSourceUpdate func()
+
+// maxSourceUpdates bounds the updates one SourceGlobal makes.
+const maxSourceUpdates = 5
+
+// updates holds, by stream name, what serializes this process's updates
+// of that stream's configuration.
+var updates sync.Map
+
+// updating waits until this process updates stream name's configuration
+// alone, and returns what ends that.
+func updating(name string) (done func()) {
+	mu, _ := updates.LoadOrStore(name, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // SourcedGlobal returns the clusters whose GLOBAL events the events stream

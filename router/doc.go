@@ -13,10 +13,11 @@
 //     (replay.go, cache.go); transient events come on subscriptions that
 //     follow what the registrations need; a job's events are retained for
 //     its local clients not attached yet (Retention, retention.go).
-//   - The GLOBAL link (Link, globallink.go, globalcatchup.go): GLOBAL events
-//     kept and sent again after a leaf outage, and the other clusters'
-//     caught up on; or, with Link.SourceGlobal, the other clusters' GLOBAL
-//     events sourced into the cluster's events stream (globalsource.go).
+//   - The GLOBAL link (Link, globallink.go, globalsource.go): the other
+//     clusters' GLOBAL events sourced into the cluster's events stream, so
+//     they arrive as its copies and JetStream resumes them after a leaf
+//     outage; the link watched, for a transient GLOBAL event's
+//     PMIX_ERR_UNREACH.
 //   - The per-client window of chains in flight (Window, window.go) and the
 //     publishing of chain outcome reports (Outcomes, outcome.go).
 //

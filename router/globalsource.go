@@ -9,8 +9,8 @@ import (
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
-// GLOBAL events by stream sourcing (docs/cache.md), once Link.SourceGlobal
-// is called: each cluster's events stream stores its own GLOBAL
+// GLOBAL events by stream sourcing (docs/cache.md), given the cluster's
+// event cache (LinkConfig.Cache): each cluster's events stream stores its own GLOBAL
 // events (pmix.evt.global.<cluster>.<code>) and sources every other
 // cluster's, in that cluster's domain, filtered to that cluster's own
 // (subjects.GlobalSourceFilter). So another cluster's GLOBAL event reaches
@@ -28,12 +28,6 @@ const (
 	sourceFirstLook = 500 * time.Millisecond
 	sourceLastLook  = 30 * time.Second
 )
-
-// SourceGlobal has the other clusters' GLOBAL events come by sourcing
-// into cache's events stream (above): from then on nothing is held, sent
-// again or caught up after an outage, for JetStream resumes the sources.
-// Call it before Watch, which starts the sourcing.
-func (l *Link) SourceGlobal(cache *jetstream.EventCache) { l.sourced = cache }
 
 // lookForClusters has the sourcing look for clusters at once, and then
 // often again.
@@ -67,7 +61,7 @@ func (l *Link) source() {
 // sourceOnce adds a source for each other cluster that answers and that
 // the events stream does not source yet.
 func (l *Link) sourceOnce() {
-	all, err := liveness.Clusters(l.ctx, l.nc, catchupDiscovery)
+	all, err := liveness.Clusters(l.ctx, l.nc, discoveryWait)
 	if err != nil {
 		return // the agent stopping, or NATS away: the next look
 	}
@@ -83,7 +77,7 @@ func (l *Link) sourceOnce() {
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 	defer cancel()
-	n, err := l.sourced.SourceGlobal(ctx, srcs)
+	n, err := l.cache.SourceGlobal(ctx, srcs)
 	switch {
 	case err != nil:
 		l.log.Warn("sourcing the other clusters' GLOBAL events", "err", err)

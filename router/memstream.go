@@ -52,7 +52,7 @@ type memStored struct {
 // NewMemStream stores on t what the cache of cluster captures, keeping the
 // last max events.
 func NewMemStream(t *MemTransport, cluster string, max int) *MemStream {
-	all, _ := subjects.CacheSubjects(cluster, false)
+	all, _ := subjects.CacheSubjects(cluster)
 	s := &MemStream{t: t, cluster: cluster, max: max, ids: map[string]bool{}}
 	for _, p := range all {
 		s.subjs = append(s.subjs, strings.Split(p, "."))

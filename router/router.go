@@ -70,10 +70,6 @@ type Router struct {
 	scopes   map[string]subjects.Scope // by subject
 
 	seen recentIDs // only the dispatch goroutine touches it
-	// catchup holds live GLOBAL events while those the link's outage
-	// missed are read (globalcatchup.go); the dispatch goroutine's.
-	catchup    globalCatchup
-	catchupRun catchupState
 
 	dropsSeen uint64 // dropped() when last checked (drops.go)
 
@@ -371,9 +367,6 @@ func (r *Router) handle(msg *nats.Msg) {
 		r.copyArrived(msg)
 		return
 	}
-	if c := msg.Header.Get(CatchupHeader); c != "" && c == string(r.place.Cluster) {
-		return // this cluster's GLOBAL event, sent again for the others (globallink.go)
-	}
 	r.mu.Lock()
 	sc, ok := r.scopes[msg.Sub.Subject]
 	r.mu.Unlock()
@@ -391,21 +384,17 @@ func (r *Router) handle(msg *nats.Msg) {
 
 // arrived runs an event that arrived, transient or cached, unless it came
 // already: through overlapping subscriptions while they change, or stored
-// under two scopes of this agent. Another cluster's GLOBAL event waits
-// while a catch-up is due.
+// under two scopes of this agent.
 func (r *Router) arrived(sc subjects.Scope, m *event.Message) {
 	if !r.seen.add(m.ID) {
 		r.stats.duplicates.Add(1)
 		return
 	}
-	if r.holdForCatchup(sc, m) {
-		return
-	}
 	r.receive(sc, m)
 }
 
-// receive runs an arriving event: a transient one, a cached one in the
-// stream's order, or one caught up after an outage.
+// receive runs an arriving event: a transient one, or a cached one in the
+// stream's order.
 func (r *Router) receive(sc subjects.Scope, m *event.Message) {
 	r.stats.received.Add(1)
 	r.deliver(sc, m)

@@ -232,9 +232,6 @@ func (r *Router) copyArrived(msg *nats.Msg) {
 		r.log.Warn("dropping malformed event", "subject", msg.Subject, "err", err)
 		return
 	}
-	if c := msg.Header.Get(CatchupHeader); c != "" && c == string(r.place.Cluster) {
-		return // this cluster's GLOBAL event, sent again for the others
-	}
 	r.dispatchSeq(p.Scope, m)
 }
 

@@ -27,7 +27,7 @@ func TestSequencedR3ServerKilled(t *testing.T) {
 	c := clustertest.StartCluster(t, "A", 3)
 	ctx := t.Context()
 	nc := clustertest.Connect(t, c.URL())
-	all, jobs := subjects.CacheSubjects("A", false)
+	all, jobs := subjects.CacheSubjects("A")
 	from, to := subjects.CopyTransform("A")
 	cache, err := jetstream.OpenEventCache(ctx, nc, jetstream.EventCacheConfig{
 		Cluster: "A", Subjects: all, JobSubjects: jobs, CopyFrom: from, CopyTo: to,

@@ -7,8 +7,6 @@ type Stats struct {
 	Replayed                       uint64 // cached events replayed to new registrations
 	Held                           int    // registrations being replayed to now
 	JobDropped, EnvDropped         uint64 // transient events dropped by NATS: the inbox was full
-	CaughtUp                       uint64 // GLOBAL events run from other clusters' caches
-	Catchups                       uint64 // catch-ups completed
 	Subscriptions                  int
 	// The sequenced dispatch's: copies of cached events NATS dropped
 	// (the inbox was full), events fetched from the cache for gaps, and
@@ -21,7 +19,6 @@ func (r *Router) Stats() Stats {
 	s := Stats{
 		Published: r.stats.published.Load(), Received: r.stats.received.Load(), Malformed: r.stats.malformed.Load(),
 		Delivered: r.stats.delivered.Load(), Replayed: r.stats.replayed.Load(), Held: int(r.nholds.Load()),
-		CaughtUp: r.catchup.caughtUp.Load(), Catchups: r.catchupRun.done.Load(),
 		Subscriptions: r.subscriptions(),
 	}
 	s.JobDropped, s.EnvDropped = r.droppedByKind()
@@ -33,7 +30,3 @@ func (r *Router) Stats() Stats {
 	}
 	return s
 }
-
-// ReleaseStale runs the other clusters' GLOBAL events that waited too long
-// while the link is seen down (see releaseStale).
-func (r *Router) ReleaseStale() { r.post(r.releaseStale) }

@@ -21,8 +21,9 @@ const (
 	RoleAgent Role = "agent"
 
 	// RoleRM is a host RM's outside an agent ("pmixbus notify"): it
-	// publishes events as the RM and receives the events of the RM range
-	// and the chains' outcomes. It cannot read or change a stream or
+	// publishes events as the RM and receives the events of the RM range,
+	// the chains' outcomes, and the event cache's acknowledgements on its
+	// own inbox (RMInboxPrefix). It cannot read or change a stream or
 	// bucket.
 	RoleRM Role = "rm"
 
@@ -64,6 +65,10 @@ const (
 // WatchInboxPrefix is the inbox prefix of the read-only tools
 // (nats.CustomInboxPrefix): the replies to their own requests only.
 const WatchInboxPrefix = "_PMIXBUS.watch"
+
+// RMInboxPrefix is the inbox prefix of "pmixbus notify" signed in as the
+// RM: the event cache's acknowledgement of a GLOBAL event it sends.
+const RMInboxPrefix = "_PMIXBUS.rm"
 
 // LauncherInboxPrefix is the launcher's inbox prefix: the replies to its
 // own requests only.
@@ -116,6 +121,7 @@ func Permissions(r Role) *server.Permissions {
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				subjects.Prefix + ".*.rm.>", subjects.EnvPrefix + ".*.rm.>", outcomes,
+				RMInboxPrefix + ".>",
 			}},
 		}
 	case RoleLauncher:

@@ -163,7 +163,7 @@ func TestRolePermissions(t *testing.T) {
 			allowed := []string{"pmix.evt.>", "pmix.env.>", "pmix.outcome.>"}
 			switch role {
 			case security.RoleRM:
-				allowed = []string{"pmix.evt.A.rm.>", "pmix.env.*.rm.>", "pmix.outcome.A.*"}
+				allowed = []string{"pmix.evt.A.rm.>", "pmix.env.*.rm.>", "pmix.outcome.A.*", security.RMInboxPrefix + ".x"}
 			case security.RoleLauncher:
 				allowed = []string{"pmix.iof.A.job.>", security.LauncherInboxPrefix + ".x", security.WatchInboxPrefix + ".x"}
 			}

@@ -407,12 +407,11 @@ func EventSubject(subject string) string {
 // JetStream requires within a domain. RM-range and transient
 // (PMIX_EVENT_DO_NOT_CACHE) events are not captured.
 //
-// The events stream captures the GLOBAL events of every origin that reach
-// the cluster (over the leaf link); with sourced set, only the cluster's
-// own, the others' being sourced from their clusters' streams
-// (GlobalSourceFilter). The job-events stream captures the copies of
-// every origin's either way.
-func CacheSubjects(cluster string, sourced bool) (all, jobs []string) {
+// The events stream captures the cluster's own GLOBAL events alone, the
+// other clusters' being sourced from their clusters' streams
+// (GlobalSourceFilter); the job-events stream captures the copies of
+// every origin's.
+func CacheSubjects(cluster string) (all, jobs []string) {
 	c := ClusterToken(cluster) + "."
 	scopes := []string{
 		c + string(KindNode) + ".*.*",
@@ -420,10 +419,7 @@ func CacheSubjects(cluster string, sourced bool) (all, jobs []string) {
 		c + string(KindSession) + ".*.*",
 		c + string(KindAgent) + ".*.*",
 	}
-	stored := append(slices.Clone(scopes), globalToken+".*.*")
-	if sourced {
-		stored[len(stored)-1] = globalToken + "." + c + "*"
-	}
+	stored := append(slices.Clone(scopes), globalToken+"."+c+"*")
 	for _, s := range append(scopes, globalToken+".*.*") {
 		jobs = append(jobs, JobCacheSubject(cluster, Prefix+"."+s))
 	}

@@ -296,3 +296,37 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+// A cluster's events stream captures its own GLOBAL events alone (the
+// others' are sourced), job and environment; the job-events stream the
+// copies of every origin's.
+func TestCacheSubjectsGlobal(t *testing.T) {
+	all, jobs := CacheSubjects("A")
+	captures := func(patterns []string, subj string) bool {
+		for _, p := range patterns {
+			if Match(p, subj) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		subj string
+		want bool
+	}{
+		{GlobalFrom("A").Subject(-201), true},
+		{GlobalFrom("A").Environment().Subject(-201), true},
+		{GlobalFrom("B").Subject(-201), false},
+		{GlobalFrom("B").Environment().Subject(-201), false},
+		{GlobalFrom("A").TransientSubject(-201), false},
+		{Namespace("A", "job").Subject(-201), true},
+		{Namespace("B", "job").Subject(-201), false},
+	} {
+		if got := captures(all, c.subj); got != c.want {
+			t.Errorf("events stream captures %s: %v, want %v", c.subj, got, c.want)
+		}
+	}
+	if !captures(jobs, CopySubject("A", GlobalFrom("B").Subject(-201))) {
+		t.Errorf("job-events stream %v does not capture the copy of B's GLOBAL event", jobs)
+	}
+}

@@ -37,7 +37,7 @@ func TestRangesReachExactlyTheirProcs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitInterest("A", "pmix.evt.global.A.1")
+	w.waitSourced()
 	w.waitInterest("A", "pmix.evt.B.ns.jobB.1")
 	src := w.client("A:jobA.0")
 	allA := []string{"A:jobA.0", "A:jobA.1", "A:jobA.2", "A:jobA.3", "A:jobA2.0"}

@@ -161,7 +161,7 @@ func TestAgentRestartLosesConnection(t *testing.T) {
 	}
 	again := w.attach("B", pmix.Proc{Nspace: "jobB", Rank: 2}, "b2")
 	again.register(t, nil, nil, pmix.EventNoActionTaken)
-	w.waitInterest("A", "pmix.evt.global.A.7")
+	w.waitSourced()
 	if err := w.client("A:jobA.0").c.NotifyEvent(t.Context(), 7, pmix.RangeGlobal, nil); err != nil {
 		t.Fatal(err)
 	}

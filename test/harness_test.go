@@ -191,6 +191,17 @@ func (w *world) waitInterest(id, subject string) {
 	}
 }
 
+// waitSourced waits until every cluster's events stream sources the
+// others' GLOBAL events (agenttest.World.WaitSourced).
+func (w *world) waitSourced() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.t.Context(), waitTime)
+	defer cancel()
+	if err := w.w.WaitSourced(ctx); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 // register registers a recording handler on c that completes at once with
 // status.
 func (tc *tclient) register(t *testing.T, codes []pmix.Status, info []pmix.Info, status pmix.Status, results ...pmix.Info) bus.ID {

@@ -67,8 +67,7 @@ func TestLevelsEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	w.waitInterest("A", "pmix.evt.global.A.-3999")
-	w.waitInterest("B", "pmix.evt.global.A.-3999")
+	w.waitSourced()
 
 	// From the RM of each cluster, to its session s1 (every client of the
 	// cluster): an environment NODE_DOWN, a job NODE_DOWN, then a fence.

@@ -158,8 +158,7 @@ func TestNodeDownEndToEnd(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitInterest("A", "pmix.evt.global.A.-3999")
-	w.waitInterest("B", "pmix.evt.global.A.-3999")
+	w.waitSourced()
 	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2")
 	decl := watchDeclared(w)
 
@@ -246,7 +245,7 @@ func TestCleanAgentStopRaisesNothing(t *testing.T) {
 		w.client(c).register(t, faultCodes, nil, pmix.EventNoActionTaken)
 		w.client(c).register(t, []pmix.Status{fenceCode}, nil, pmix.EventNoActionTaken)
 	}
-	w.waitInterest("A", "pmix.evt.global.A.-3999")
+	w.waitSourced()
 	waitSeen(t, w, []string{"a1", "a2", "a3"}, "a1", "a2")
 	decl := watchDeclared(w)
 	ctx, cancel := context.WithTimeout(t.Context(), waitTime)

@@ -106,7 +106,7 @@ func TestWorld(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if err := w.WaitInterest(ctx, "A", "pmix.evt.global.A.-3001"); err != nil {
+	if err := w.WaitSourced(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.WaitPropagation(ctx); err != nil {

@@ -16,7 +16,7 @@
 //			{Cluster: "B", Nspace: "viz", Nodes: []string{"b1"}},
 //		},
 //	})
-//	w.WaitInterest(ctx, "A", "pmix.evt.global.A.-3001") // B's registrations, seen from A
+//	w.WaitSourced(ctx) // each cluster's events stream sources the others' GLOBAL events
 //	w.Client("A:sim.0").NotifyEvent(ctx, -3001, pmix.RangeGlobal, nil)
 //	w.Agent("b1").Notify(…)
 //

@@ -140,7 +140,8 @@ func poll(ctx context.Context, f func() error) error {
 // events of every other cluster of the world, each source's consumer set
 // up in the other cluster's domain (GLOBAL events by stream sourcing,
 // docs/cache.md): from then on a cluster's GLOBAL events reach the others'
-// streams, as WaitInterest shows for the leaf link's path.
+// streams (one sent before reaches them too, sourced from the origin's
+// stream, unless that stream has evicted it).
 //
 // Errors: ctx.Err(), wrapped with what was still missing, when ctx ends
 // first; those of connecting.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -39,6 +40,14 @@ on the range, as for an event an agent's host notifies:
     custom     the --target procs: each target's nspace scope, where the
                agents filter by the target list
     global     every cluster:                    pmix.evt.global.<cluster>.<code>
+
+A cacheable global event is stored by the events stream of --cluster, and
+the other clusters source it from there: notify waits for that stream's
+acknowledgement, and fails if none comes. So from the hub, which has no
+stream of its own, --cluster must name a cluster whose agents run (the
+event is sent as that cluster's RM); a cluster not reachable from --nats,
+or whose agents never started, is an error, not a silent loss. A global
+event with --no-cache is sent live only, as the other ranges are.
 
 With --env the event is an environment event: it goes to the same range,
 under pmix.env instead of pmix.evt (pmix.env.<cluster>.node.<node>.<code>,
@@ -205,24 +214,38 @@ func runNotify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	nc, err := connectTool(*natsURL, key, given(fs, "nkey"), stderr, "notify", nats.Name("pmixbus notify"), nats.Timeout(*timeout), asyncErrors(stderr, "notify"))
+	// A refusal ends the wait for the stream's acknowledgement at once.
+	fctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	onError := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			cancel()
+			return
+		}
+		fmt.Fprintf(stderr, "pmixbus notify: %v\n", err)
+	})
+	nc, err := connectTool(*natsURL, key, given(fs, "nkey"), stderr, "notify", nats.Name("pmixbus notify"), nats.Timeout(*timeout),
+		nats.CustomInboxPrefix(security.RMInboxPrefix), onError)
 	if err != nil {
 		return fail("connecting to %s: %v%s", *natsURL, err, authHint(err, identity))
 	}
 	defer nc.Close()
 	// As an agent publishes: the event id in a header, the transient
-	// subject for an event not to be cached, a copy of a job event for the
-	// job-events cache.
-	if err := event.Publish(nc, m, scopes); err != nil {
-		return fail("%v", err)
+	// subject for an event not to be cached. A cacheable GLOBAL event,
+	// which its origin's stream alone captures, waits for it to be stored.
+	if rng == pmix.RangeGlobal && !*noCache {
+		err = event.PublishStored(fctx, nc, m, scopes[0], string(id))
+	} else {
+		err = event.Publish(nc, m, scopes)
 	}
-	fctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	if err := nc.FlushWithContext(fctx); err != nil {
-		return fail("flushing: %v", err)
+	if err == nil {
+		err = nc.FlushWithContext(fctx)
 	}
 	if err := refused(nc); err != nil {
 		return fail("%v (signed in with %s; sending events takes the rm or agent key, see docs/security.md)", err, identity)
+	}
+	if err != nil {
+		return fail("%v", pmix.MessageOf(err))
 	}
 	what := trace.Range(rng)
 	if *env {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +75,34 @@ func TestSecuredCommands(t *testing.T) {
 		t.Fatal("the client's handler never ran")
 	}
 
+	// From the hub, which has no events stream of its own, a GLOBAL event
+	// is sent as a cluster's RM, into that cluster's stream; naming a
+	// cluster that has none is an error, not a silent loss.
+	const hubCode = pmix.ExternalErrBase - 7
+	fromHub := make(chan *bus.Call, 4)
+	if _, err := c.RegisterEventHandler(t.Context(), []pmix.Status{hubCode}, nil, func(call *bus.Call, done bus.Done) {
+		fromHub <- call
+		done(pmix.EventActionComplete, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCmd(t, "notify", "--nats", hub.url("client"), "--cluster", "A", "--node", "tool",
+		"--code", strconv.Itoa(int(hubCode)), "--range", "global"); code != 0 {
+		t.Fatalf("notify from the hub as A: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	select {
+	case <-fromHub:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the event sent from the hub as A never ran the client's handler")
+	}
+	code, stdout, stderr := runCmd(t, "notify", "--nats", hub.url("client"), "--cluster", "hub", "--node", "tool",
+		"--code", strconv.Itoa(int(hubCode)), "--range", "global", "--timeout", "5s")
+	if code != exitFail || !strings.Contains(stderr, "no event cache stored") || !strings.Contains(stderr, "PMIXBUS_EVENTS_hub") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("notify from the hub naming no cluster with agents: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+
 	watchKey := security.KeyFile(os.Getenv(security.EnvKeysDir), security.RoleWatch)
-	code, stdout, stderr := runCmd(t, "notify", "--nats", urlA, "--cluster", "A", "--node", "n1", "--nkey", watchKey,
+	code, stdout, stderr = runCmd(t, "notify", "--nats", urlA, "--cluster", "A", "--node", "n1", "--nkey", watchKey,
 		"--code", "EVENT_NODE_DOWN", "--range", "global")
 	if code != exitFail || !strings.Contains(stderr, "permissions violation") || !strings.Contains(stderr, watchKey) || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("notify with the watch key: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
 	"github.com/pmixbus/pmixbus/agent"
@@ -21,19 +23,21 @@ import (
 	"github.com/pmixbus/pmixbus/subjects"
 )
 
-// TestGlobalCatchupAfterOneLinkDown: only B's leaf link goes down; A and
-// the hub stay linked. The cacheable GLOBAL events sent meanwhile from A
-// (by its RM) and from the hub side (an RM tool connected to the hub)
-// reach B's clients once the link is back, each once and in the order
-// each source sent them, read from A's cache; B's own reach A once (sent
-// again). A transient one notified in A succeeds there, whose link is up,
-// and never reaches B. Nobody gets anything twice.
-func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
+// TestGlobalResumeAfterOneLinkDown: only B's leaf link goes down; A and
+// the hub stay linked. The cacheable GLOBAL events sent meanwhile in A
+// (by its RM, and by a tool on the hub naming cluster A, which has no
+// stream of its own) reach B's clients once the link is back, each once,
+// in A's order: B's events stream resumes sourcing A's. B's own reach A
+// so too. A transient one notified in A succeeds there, whose link is
+// up, and never reaches B. Nobody gets anything twice, and a late
+// registration on either side is replayed the other's from its own
+// cluster's stream.
+func TestGlobalResumeAfterOneLinkDown(t *testing.T) {
 	w := newWorld(t)
 	const n = 3
 	var (
 		codeA      = pmix.ExternalErrBase - 310 // from A's RM
-		codeHub    = pmix.ExternalErrBase - 311 // from a tool on the hub
+		codeHub    = pmix.ExternalErrBase - 311 // from a tool on the hub, as A's RM
 		codeB      = pmix.ExternalErrBase - 312 // from B's RM
 		codeT      = pmix.ExternalErrBase - 313 // from A's RM, not to be cached
 		codeBefore = pmix.ExternalErrBase - 314 // from A's RM, before the outage
@@ -43,22 +47,15 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	for _, c := range []*tclient{far1, far2, near} {
 		c.register(t, codes, nil, pmix.EventNoActionTaken)
 	}
-	for _, id := range []string{"A", "B"} {
-		for _, code := range codes {
-			w.waitInterest(id, subjects.GlobalFrom("A").Subject(code))
-		}
-	}
-	a1, b1, b2 := w.agents["a1"], w.agents["b1"], w.agents["b2"]
+	w.waitSourced()
+	a1, b1 := w.agents["a1"], w.agents["b1"]
 	seq := func(i int) []pmix.Info { return []pmix.Info{pmix.NewInfo("test.seq", pmix.String(fmt.Sprint(i)))} }
-	notify := func(a interface {
-		Notify(context.Context, pmix.Status, pmix.Range, bool, []pmix.Info) (string, error)
-	}, code pmix.Status, info []pmix.Info) {
+	notify := func(a *agent.Agent, code pmix.Status, info []pmix.Info) {
 		t.Helper()
 		if _, err := a.Notify(t.Context(), code, pmix.RangeGlobal, false, info); err != nil {
 			t.Fatalf("notify %v: %v", code, err)
 		}
 	}
-	// Received before the cut: within the catch-up's margin, not again.
 	notify(a1, codeBefore, nil)
 	for _, c := range []*tclient{far1, far2, near} {
 		c.rec.waitCount(t, codeBefore, 1)
@@ -79,18 +76,25 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 		return nil
 	})
 
-	hub := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleRM))
+	hub := clustertest.Connect(t, w.mc.HubURL(), w.w.Keys().Option(security.RoleRM), nats.CustomInboxPrefix(security.RMInboxPrefix))
+	hubEvent := func(cl string, i int) error {
+		m := &event.Message{ID: "hubtool." + nuid.Next(), Code: codeHub, Range: pmix.RangeGlobal,
+			Source: bus.Origin{Cluster: cl, Node: "tool"}, Info: seq(i), Time: time.Now()}
+		return event.PublishStored(t.Context(), hub, m, subjects.GlobalFrom(cl), cl)
+	}
 	for i := range n {
 		notify(a1, codeA, seq(i))
-		m := &event.Message{ID: "hubtool." + nuid.Next(), Code: codeHub, Range: pmix.RangeGlobal,
-			Source: bus.Origin{Cluster: "hub", Node: "tool"}, Info: seq(i), Time: time.Now()}
-		if err := event.Publish(hub, m, []subjects.Scope{subjects.GlobalFrom("hub")}); err != nil {
-			t.Fatal(err)
+		if err := hubEvent("A", i); err != nil {
+			t.Fatalf("a GLOBAL event from the hub, as A's RM: %v", err)
 		}
 		notify(b1, codeB, seq(i))
 	}
-	if err := hub.Flush(); err != nil {
-		t.Fatal(err)
+	// The hub has no stream: an event naming it (or B, cut off) is
+	// stored nowhere, and says so.
+	for _, cl := range []string{"hub", "B"} {
+		if err := hubEvent(cl, 0); !errors.Is(err, pmix.ErrUnreach) || !strings.Contains(err.Error(), "PMIXBUS_EVENTS_"+cl) {
+			t.Errorf("a GLOBAL event from the hub as %s: %v, want PMIX_ERR_UNREACH naming its stream", cl, err)
+		}
 	}
 	transient := []pmix.Info{pmix.NewInfo(pmix.KeyEventDoNotCache, pmix.Bool(true))}
 	notify(a1, codeT, transient) // A's link is up: it cannot tell B is cut off
@@ -100,6 +104,9 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	near.rec.waitCount(t, codeT, 1)
 	for _, c := range []*tclient{far1, far2} {
 		c.rec.waitCount(t, codeB, n)
+		if got := len(c.rec.of(codeA)); got != 0 {
+			t.Fatalf("%s got %d of A's events across a cut link", c.name, got)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), waitTime)
@@ -107,24 +114,13 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	if err := w.mc.RestoreLinks(ctx, "B"); err != nil {
 		t.Fatal(err)
 	}
-	// Sent as the link returns: it comes live, or is caught up if B's
-	// interest had not crossed yet, after those of the outage.
-	notify(a1, codeA, seq(n))
-	clustertest.WaitFor(t, waitTime, func() error {
-		for _, a := range []string{"b1", "b2"} {
-			if s := w.agents[a].Stats(); s.GlobalLinkDown || s.GlobalCatchups == 0 {
-				return fmt.Errorf("%s: link down %v, %d catch-ups", a, s.GlobalLinkDown, s.GlobalCatchups)
-			}
-		}
-		return nil
-	})
-	// Whatever was caught up or sent again came before this fence.
-	w.waitInterest("B", subjects.GlobalFrom("A").Subject(fenceCode))
+	notify(a1, codeA, seq(n)) // as the link returns: after those of the outage
+	// A fence from each side: sourced after the rest of its origin's.
 	notify(a1, fenceCode, nil)
+	notify(b1, fenceCode, nil)
 	for _, c := range []*tclient{far1, far2, near} {
-		c.rec.waitCount(t, fenceCode, 1)
+		c.rec.waitCount(t, fenceCode, 2)
 	}
-	near.rec.waitCount(t, codeA, n+1)
 
 	inOrder := func(c *tclient, code pmix.Status) {
 		t.Helper()
@@ -160,21 +156,15 @@ func TestGlobalCatchupAfterOneLinkDown(t *testing.T) {
 	if got := len(near.rec.of(codeT)); got != 1 {
 		t.Errorf("%s got the transient GLOBAL event %d times", near.name, got)
 	}
-	// B's events of the outage are in A's cache (the copies sent again)
-	// and once in B's own.
+	// A late registration is replayed the other cluster's events of the
+	// outage from its own cluster's stream, which sourced them.
 	for _, c := range []*tclient{near, far1} {
 		late := &tclient{name: c.name + " (late)", c: c.c, rec: newRecorder()}
-		late.register(t, []pmix.Status{codeB, fenceCode}, nil, pmix.EventNoActionTaken)
-		late.rec.waitCount(t, fenceCode, 1)
-		inOrder(late, codeB)
-	}
-	for _, a := range []string{"b1", "b2"} {
-		if got := w.agents[a].Stats().GlobalEventsCaughtUp; got < 2*n || got > 2*n+1 {
-			t.Errorf("%s caught up on %d events, want the %d of the outage (and perhaps the one sent as the link returned)", a, got, 2*n)
+		late.register(t, []pmix.Status{codeA, codeHub, codeB, fenceCode}, nil, pmix.EventNoActionTaken)
+		late.rec.waitCount(t, fenceCode, 2)
+		for _, code := range []pmix.Status{codeA, codeHub, codeB} {
+			inOrder(late, code)
 		}
-	}
-	if b2.Stats().GlobalEventsHeld != 0 {
-		t.Error("b2 still holds GLOBAL events for the others")
 	}
 }
 
