@@ -82,3 +82,51 @@ func TestCompletionsBatched(t *testing.T) {
 		t.Errorf("completions %v, want %v", seqs, want)
 	}
 }
+
+// TestNotifySent runs testdata/notifysent.c against a fake agent that
+// answers a notify only when its range is SESSION, with an error: a
+// blocking notify of range RM, LOCAL, NAMESPACE or GLOBAL returns once
+// sent, as OpenPMIx's does, while a SESSION one waits for the answer and
+// returns it; every event reaches the agent, in order (docs/cabi.md,
+// PMIx_Notify_event).
+func TestNotifySent(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan []pmix.Range, 1)
+	go func() {
+		var ranges []pmix.Range
+		serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
+			switch f.Type {
+			case proto.TypeHello:
+				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
+					Info: []pmix.Info{pmix.NewInfo(pmix.KeyClusterID, pmix.String("A"))}})
+			case proto.TypeNotify:
+				ranges = append(ranges, f.Range)
+				if f.Range == pmix.RangeSession {
+					_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Status: pmix.ErrBadParam})
+				}
+			case proto.TypeFinalize:
+				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq})
+			}
+			return w.Flush() == nil
+		})
+		got <- ranges
+	}()
+	bin := compile(t, "notifysent.c", headers(t)[0], true)
+	out := run(t, testContext(t), bin, map[string]string{
+		"PMIX_NAMESPACE": "sent", "PMIX_RANK": "0",
+		"PMIXBUS_AGENT": "unix:" + sock, "PMIXBUS_CREDENTIAL": "x",
+	})
+	want := "init 0\nnotify 1 0\nnotify 2 0\nnotify 3 0\nnotify 5 0\nnotify 4 -27\nfinalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+	l.Close()
+	if ranges, want := <-got, []pmix.Range{pmix.RangeRM, pmix.RangeLocal, pmix.RangeNamespace, pmix.RangeGlobal, pmix.RangeSession}; !slices.Equal(ranges, want) {
+		t.Errorf("the agent read notifies of ranges %v, want %v", ranges, want)
+	}
+}

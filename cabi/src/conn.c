@@ -194,7 +194,8 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
 {
     struct wbuf w = {0};
     struct fw f;
-    int rc;
+    uint64_t seq;
+    int rc, oom;
     pthread_mutex_lock(&lib.wmu);
     pthread_mutex_lock(&lib.mu);
     if (lib.inits == 0 && type != T_FINALIZE) {
@@ -212,11 +213,14 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
         pthread_mutex_unlock(&lib.wmu);
         return PMIX_ERR_LOST_CONNECTION;
     }
-    r->seq = ++lib.seq;
-    r->next = lib.reqs;
-    lib.reqs = r;
+    seq = ++lib.seq;
+    if (NULL != r) {
+        r->seq = seq;
+        r->next = lib.reqs;
+        lib.reqs = r;
+    }
     pthread_mutex_unlock(&lib.mu);
-    fw_begin(&f, &w, type, r->seq);
+    fw_begin(&f, &w, type, seq);
     if (NULL != build) {
         build(&f, arg);
     }
@@ -228,12 +232,15 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
         rc = write_all(lib.fd, w.p, w.len);
     }
     pthread_mutex_unlock(&lib.wmu);
+    oom = w.oom;
     wb_free(&w);
-    if (rc < 0) {
+    if (rc < 0 && NULL != r) {
         pthread_mutex_lock(&lib.mu);
         unlink_req_locked(r);
         pthread_mutex_unlock(&lib.mu);
-        return w.oom ? PMIX_ERR_NOMEM : PMIX_ERR_LOST_CONNECTION;
+    }
+    if (rc < 0) {
+        return oom ? PMIX_ERR_NOMEM : PMIX_ERR_LOST_CONNECTION;
     }
     return PMIX_SUCCESS;
 }

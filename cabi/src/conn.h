@@ -162,7 +162,8 @@ HIDDEN void enqueue_locked(struct work *w);
 HIDDEN void enqueue(struct work *w);
 HIDDEN struct work *work_new(void (*fn)(struct work *));
 /* Send a frame built by build (seq given) and register r for its reply,
- * r->seq set. Returns 0, or PMIX_ERR_LOST_CONNECTION / PMIX_ERR_INIT. */
+ * r->seq set; r NULL: nobody waits, the reply is dropped when it comes.
+ * Returns 0, or PMIX_ERR_LOST_CONNECTION / PMIX_ERR_INIT. */
 HIDDEN pmix_status_t send_request(struct req *r, unsigned type,
                                   void (*build)(struct fw *f, void *arg), void *arg);
 /* Send a frame with no reply awaited. */
