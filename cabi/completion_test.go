@@ -18,52 +18,35 @@ import (
 // "Completions go back in batches").
 func TestCompletionsBatched(t *testing.T) {
 	const burst = 5
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	got := make(chan []*proto.Frame, 1)
-	go func() {
-		var after []*proto.Frame
-		invoked, done := false, 0
-		serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
-			switch {
-			case f.Type == proto.TypeHello:
-				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
-					Info: []pmix.Info{pmix.NewInfo(pmix.KeyClusterID, pmix.String("A"))}})
-			case f.Type == proto.TypeRegister:
-				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, ID: 7})
-				inv := make([]proto.Invoke, burst)
-				for i := range inv {
-					inv[i] = proto.Invoke{Seq: uint64(100 + i), ID: 7, Name: "h", Code: pmix.Status(-3000 - i)}
-				}
-				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeInvokeBatch, Invokes: inv})
-				invoked = true
-			case invoked:
-				after = append(after, f)
-				if done += len(f.Dones); f.Type == proto.TypeInvokeDone {
-					done++
-				}
-				if done >= burst {
-					return false // closing: the library raises -61 and ends
-				}
+	var frames []*proto.Frame
+	invoked, done := false, 0
+	out := runAgainst(t, "lost.c", func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
+		switch {
+		case f.Type == proto.TypeHello:
+			writeHello(w, f)
+		case f.Type == proto.TypeRegister:
+			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, ID: 7})
+			inv := make([]proto.Invoke, burst)
+			for i := range inv {
+				inv[i] = proto.Invoke{Seq: uint64(100 + i), ID: 7, Name: "h", Code: pmix.Status(-3000 - i)}
 			}
-			return w.Flush() == nil
-		})
-		got <- after
-	}()
-	bin := compile(t, "lost.c", headers(t)[0], true)
-	out := run(t, testContext(t), bin, map[string]string{
-		"PMIX_NAMESPACE": "batched", "PMIX_RANK": "0",
-		"PMIXBUS_AGENT": "unix:" + sock, "PMIXBUS_CREDENTIAL": "x",
+			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeInvokeBatch, Invokes: inv})
+			invoked = true
+		case invoked:
+			frames = append(frames, f)
+			if done += len(f.Dones); f.Type == proto.TypeInvokeDone {
+				done++
+			}
+			if done >= burst {
+				return false // closing: the library raises -61 and ends
+			}
+		}
+		return w.Flush() == nil
 	})
 	want := "init 0\nregistered 1\nevent -3000\nevent -3001\nevent -3002\nevent -3003\nevent -3004\nevent -61\nfence -61\nfinalize 0\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
-	frames := <-got
 	if len(frames) != 1 || frames[0].Type != proto.TypeInvokeDoneBatch {
 		types := make([]string, len(frames))
 		for i, f := range frames {
@@ -90,43 +73,59 @@ func TestCompletionsBatched(t *testing.T) {
 // returns it; every event reaches the agent, in order (docs/cabi.md,
 // PMIx_Notify_event).
 func TestNotifySent(t *testing.T) {
+	var ranges []pmix.Range
+	out := runAgainst(t, "notifysent.c", func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
+		switch f.Type {
+		case proto.TypeHello:
+			writeHello(w, f)
+		case proto.TypeNotify:
+			ranges = append(ranges, f.Range)
+			if f.Range == pmix.RangeSession {
+				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Status: pmix.ErrBadParam})
+			}
+		case proto.TypeFinalize:
+			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq})
+		}
+		return w.Flush() == nil
+	})
+	want := "init 0\nnotify 1 0\nnotify 2 0\nnotify 3 0\nnotify 5 0\nnotify 4 -27\nfinalize 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+	if want := []pmix.Range{pmix.RangeRM, pmix.RangeLocal, pmix.RangeNamespace, pmix.RangeGlobal, pmix.RangeSession}; !slices.Equal(ranges, want) {
+		t.Errorf("the agent read notifies of ranges %v, want %v", ranges, want)
+	}
+}
+
+// runAgainst runs the testdata program src, attached to a fake agent that
+// hands each frame it reads to serve (serveOne), and returns its output
+// once the agent's side has ended too: what serve recorded can be read.
+func runAgainst(t *testing.T, src string, serve func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	got := make(chan []pmix.Range, 1)
+	served := make(chan struct{})
 	go func() {
-		var ranges []pmix.Range
-		serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
-			switch f.Type {
-			case proto.TypeHello:
-				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
-					Info: []pmix.Info{pmix.NewInfo(pmix.KeyClusterID, pmix.String("A"))}})
-			case proto.TypeNotify:
-				ranges = append(ranges, f.Range)
-				if f.Range == pmix.RangeSession {
-					_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Status: pmix.ErrBadParam})
-				}
-			case proto.TypeFinalize:
-				_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq})
-			}
-			return w.Flush() == nil
-		})
-		got <- ranges
+		defer close(served)
+		serveOne(l, serve)
 	}()
-	bin := compile(t, "notifysent.c", headers(t)[0], true)
+	bin := compile(t, src, headers(t)[0], true)
 	out := run(t, testContext(t), bin, map[string]string{
-		"PMIX_NAMESPACE": "sent", "PMIX_RANK": "0",
+		"PMIX_NAMESPACE": "fake", "PMIX_RANK": "0",
 		"PMIXBUS_AGENT": "unix:" + sock, "PMIXBUS_CREDENTIAL": "x",
 	})
-	want := "init 0\nnotify 1 0\nnotify 2 0\nnotify 3 0\nnotify 5 0\nnotify 4 -27\nfinalize 0\n"
-	if out != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out, want)
-	}
-	l.Close()
-	if ranges, want := <-got, []pmix.Range{pmix.RangeRM, pmix.RangeLocal, pmix.RangeNamespace, pmix.RangeGlobal, pmix.RangeSession}; !slices.Equal(ranges, want) {
-		t.Errorf("the agent read notifies of ranges %v, want %v", ranges, want)
-	}
+	l.Close() // serve never accepted: the process did not attach
+	<-served
+	return out
+}
+
+// writeHello answers a hello as an agent of protocol version 2 in
+// cluster A.
+func writeHello(w *proto.Writer, f *proto.Frame) {
+	_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
+		Info: []pmix.Info{pmix.NewInfo(pmix.KeyClusterID, pmix.String("A"))}})
 }
