@@ -148,7 +148,7 @@ pmix_status_t send_done_entry(const struct wbuf *entry)
     }
     wb_raw(&lib.held, entry->p, entry->len);
     lib.held_n++;
-    if (!(lib.corked && on_progress_thread()) || lib.held.len >= held_room) {
+    if (!(on_progress_thread() && lib.corked) || lib.held.len >= held_room) {
         rc = flush_held_locked();
     }
     pthread_mutex_unlock(&lib.wmu);
