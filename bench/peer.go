@@ -66,6 +66,11 @@ type PeerConfig struct {
 	// Only names the measurements to run, of PeerMeasurements (default:
 	// all of them).
 	Only []string
+	// ProfileDir, if set, receives a CPU profile of this process (the
+	// agent, its NATS server and the launcher) over the fan-out
+	// measurement: fanout.cpu.pprof (the process idles while mpirun's
+	// runs go).
+	ProfileDir string
 }
 
 // PeerMeasurements are the measurements of Peer, by the names
@@ -457,6 +462,16 @@ func (m *peerMeasure) fanout(ctx context.Context) error {
 		}
 		return float64(got) / r.values["fanout_took"].Seconds(), nil
 	}
+	if m.cfg.ProfileDir != "" {
+		if err := os.MkdirAll(m.cfg.ProfileDir, 0o755); err != nil {
+			return err
+		}
+	}
+	stop, err := startCPUProfileIn(m.cfg.ProfileDir, "fanout.cpu.pprof")
+	if err != nil {
+		return err
+	}
+	defer stop()
 	var peers, ours []float64
 	for range m.cfg.Rounds {
 		if m.p.mpirun != "" {

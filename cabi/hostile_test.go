@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
 )
 
@@ -74,8 +73,7 @@ func fakeAgent(t *testing.T, l net.Listener, raw []byte) {
 	serveOne(l, func(conn net.Conn, w *proto.Writer, f *proto.Frame) bool {
 		switch f.Type {
 		case proto.TypeHello:
-			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, Version: 2,
-				Info: []pmix.Info{pmix.NewInfo(pmix.KeyClusterID, pmix.String("A"))}})
+			writeHello(w, f)
 		case proto.TypeRegister:
 			_ = w.WriteFrame(&proto.Frame{Type: proto.TypeReply, Seq: f.Seq, ID: 7})
 			_ = w.Flush()

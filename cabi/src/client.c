@@ -893,6 +893,14 @@ PMIX_EXPORT pmix_status_t PMIx_Notify_event(pmix_status_t status, const pmix_pro
     if (range < PMIX_RANGE_RM || range > PMIX_RANGE_PROC_LOCAL) {
         return PMIX_ERR_BAD_PARAM;
     }
+    if (NULL == cbfunc && PMIX_RANGE_SESSION != range && PMIX_RANGE_CUSTOM != range) {
+        /* As OpenPMIx's, a blocking notify returns once the event is sent,
+         * without waiting for the agent's answer (dropped when it comes):
+         * the agent refuses an event of these ranges from a client only
+         * when it has lost NATS. A session's or a custom range's event
+         * depends on what the agent knows: that call waits. */
+        return send_request(NULL, T_NOTIFY, build_notify, &a);
+    }
     /* With a callback the event is sent before the call returns, so events
      * notified one after another leave in that order. */
     return request(T_NOTIFY, build_notify, &a, cbfunc, cbdata);

@@ -111,11 +111,69 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* flush_held_locked writes the completions held back, if any: before any
+ * other frame, so the agent reads every frame in the order it was made.
+ * Called with wmu. */
+static int flush_held_locked(void)
+{
+    int rc = 0;
+    if (0 == lib.held_n) {
+        return 0;
+    }
+    wb_patch32(&lib.held, lib.held_at, lib.held_n);
+    if (0 == fw_end(&lib.held_fw)) {
+        rc = lib.fd < 0 || lib.lost ? -1 : write_all(lib.fd, lib.held.p, lib.held.len);
+    }
+    /* Out of memory the completions are lost: the agent passes their
+     * handlers over after their timeout, as for any that never completes. */
+    lib.held.len = 0;
+    lib.held.oom = 0;
+    lib.held_n = 0;
+    return rc;
+}
+
+/* held_room is how far a batch of completions grows before it is written
+ * even while corked (the agent's own batches are about as large). */
+enum { held_room = 64 << 10 };
+
+pmix_status_t send_done_entry(const struct wbuf *entry)
+{
+    int rc = 0;
+    pthread_mutex_lock(&lib.wmu);
+    if (0 == lib.held_n) {
+        lib.held.len = 0;
+        fw_begin(&lib.held_fw, &lib.held, T_INVOKE_DONE_BATCH, 0);
+        fw_key(&lib.held_fw, "dn");
+        lib.held_at = wb_array32(&lib.held);
+    }
+    wb_raw(&lib.held, entry->p, entry->len);
+    lib.held_n++;
+    if (!(on_progress_thread() && lib.corked) || lib.held.len >= held_room) {
+        rc = flush_held_locked();
+    }
+    pthread_mutex_unlock(&lib.wmu);
+    return rc < 0 ? PMIX_ERR_LOST_CONNECTION : PMIX_SUCCESS;
+}
+
+/* uncork ends a run of invocations on the progress thread: what they
+ * completed is written, in one frame. */
+static void uncork(void)
+{
+    lib.corked = 0;
+    lib.ran = 0;
+    pthread_mutex_lock(&lib.wmu);
+    (void)flush_held_locked();
+    pthread_mutex_unlock(&lib.wmu);
+}
+
 pmix_status_t send_oneway(struct wbuf *w)
 {
     int rc;
     pthread_mutex_lock(&lib.wmu);
-    rc = lib.fd < 0 || lib.lost ? -1 : write_all(lib.fd, w->p, w->len);
+    rc = flush_held_locked();
+    if (0 == rc) {
+        rc = lib.fd < 0 || lib.lost ? -1 : write_all(lib.fd, w->p, w->len);
+    }
     pthread_mutex_unlock(&lib.wmu);
     return rc < 0 ? PMIX_ERR_LOST_CONNECTION : PMIX_SUCCESS;
 }
@@ -136,7 +194,8 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
 {
     struct wbuf w = {0};
     struct fw f;
-    int rc;
+    uint64_t seq;
+    int rc, oom;
     pthread_mutex_lock(&lib.wmu);
     pthread_mutex_lock(&lib.mu);
     if (lib.inits == 0 && type != T_FINALIZE) {
@@ -154,25 +213,34 @@ pmix_status_t send_request(struct req *r, unsigned type, void (*build)(struct fw
         pthread_mutex_unlock(&lib.wmu);
         return PMIX_ERR_LOST_CONNECTION;
     }
-    r->seq = ++lib.seq;
-    r->next = lib.reqs;
-    lib.reqs = r;
+    seq = ++lib.seq;
+    if (NULL != r) {
+        r->seq = seq;
+        r->next = lib.reqs;
+        lib.reqs = r;
+    }
     pthread_mutex_unlock(&lib.mu);
-    fw_begin(&f, &w, type, r->seq);
+    fw_begin(&f, &w, type, seq);
     if (NULL != build) {
         build(&f, arg);
     }
     rc = fw_end(&f);
     if (0 == rc) {
+        rc = flush_held_locked();
+    }
+    if (0 == rc) {
         rc = write_all(lib.fd, w.p, w.len);
     }
     pthread_mutex_unlock(&lib.wmu);
+    oom = w.oom;
     wb_free(&w);
-    if (rc < 0) {
+    if (rc < 0 && NULL != r) {
         pthread_mutex_lock(&lib.mu);
         unlink_req_locked(r);
         pthread_mutex_unlock(&lib.mu);
-        return w.oom ? PMIX_ERR_NOMEM : PMIX_ERR_LOST_CONNECTION;
+    }
+    if (rc < 0) {
+        return oom ? PMIX_ERR_NOMEM : PMIX_ERR_LOST_CONNECTION;
     }
     return PMIX_SUCCESS;
 }
@@ -402,10 +470,22 @@ static void *progress(void *arg)
             if (NULL == lib.qhead) {
                 lib.qtail = NULL;
             }
+            /* Invocations run back to back hold their completions back
+             * (at most 256 of them, as the Go client's queue), one frame
+             * for all when the run ends: a burst of events costs each
+             * rank a write per run, not per event, and the agent a read. */
+            if (run_invoke == w->fn) {
+                lib.corked = 1;
+            }
             pthread_mutex_unlock(&lib.mu);
             w->fn(w);
             free(w);
             pthread_mutex_lock(&lib.mu);
+            if (lib.corked && (++lib.ran >= 256 || NULL == lib.qhead || run_invoke != lib.qhead->fn)) {
+                pthread_mutex_unlock(&lib.mu);
+                uncork();
+                pthread_mutex_lock(&lib.mu);
+            }
             continue;
         }
         if (lib.stop) {
@@ -824,6 +904,8 @@ static void fork_child(void)
         lib.final = 1;
         lib.reqs = NULL;
         lib.qhead = lib.qtail = NULL;
+        lib.held_n = 0;
+        lib.corked = 0;
         if (lib.fd >= 0) {
             close(lib.fd); /* the child's descriptor only */
             lib.fd = -1;
@@ -902,5 +984,7 @@ void conn_close(void)
     free(lib.rbuf);
     lib.rbuf = NULL;
     lib.rlen = lib.rcap = 0;
+    wb_free(&lib.held);
+    lib.held_n = 0;
     nf_release();
 }

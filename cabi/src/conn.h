@@ -132,6 +132,15 @@ struct lib {
     struct work *qhead, *qtail;
     char *rbuf;
     size_t rlen, rcap;
+    /* While the progress thread runs invocations back to back (corked,
+     * its own: no lock), the completions they make gather in one
+     * invoke-done-batch frame (held, under wmu), written before any other
+     * frame and when the run ends (conn.c, uncork). */
+    int corked, ran;
+    struct wbuf held;
+    struct fw held_fw;
+    size_t held_at;
+    uint32_t held_n;
 
     /* registrations, by order of registration, and the local order */
     struct reg *regs;
@@ -153,11 +162,16 @@ HIDDEN void enqueue_locked(struct work *w);
 HIDDEN void enqueue(struct work *w);
 HIDDEN struct work *work_new(void (*fn)(struct work *));
 /* Send a frame built by build (seq given) and register r for its reply,
- * r->seq set. Returns 0, or PMIX_ERR_LOST_CONNECTION / PMIX_ERR_INIT. */
+ * r->seq set; r NULL: nobody waits, the reply is dropped when it comes.
+ * Returns 0, or PMIX_ERR_LOST_CONNECTION / PMIX_ERR_INIT. */
 HIDDEN pmix_status_t send_request(struct req *r, unsigned type,
                                   void (*build)(struct fw *f, void *arg), void *arg);
 /* Send a frame with no reply awaited. */
 HIDDEN pmix_status_t send_oneway(struct wbuf *w);
+/* Send an invocation's completion, entry a Done of an invoke-done-batch
+ * (protocol version 2): held back while the progress thread is corked,
+ * else written at once behind those held. */
+HIDDEN pmix_status_t send_done_entry(const struct wbuf *entry);
 /* Wait for r (a waiter) to complete; timeout_ms < 0: forever. On the
  * progress thread it reads the socket itself. Returns the reply's status
  * (r->body holds it) or the loss. */

@@ -427,6 +427,23 @@ static void send_done(uint64_t seq, pmix_status_t st, const pmix_info_t *added, 
 {
     struct wbuf w = {0};
     struct fw f;
+    if (lib.version >= 2) {
+        /* Done = [s, st, res, pr or nil], an entry of an invoke-done-batch */
+        wb_array(&w, 4);
+        wb_uint(&w, seq);
+        wb_int(&w, st);
+        wb_infos(&w, added, nadded);
+        if (NULL != prior) {
+            wb_raw(&w, prior->p, prior->len);
+        } else {
+            wb_nil(&w);
+        }
+        if (!w.oom) {
+            (void)send_done_entry(&w);
+        }
+        wb_free(&w);
+        return;
+    }
     fw_begin(&f, &w, T_INVOKE_DONE, seq);
     fw_key(&f, "st");
     wb_int(&w, st);

@@ -64,6 +64,7 @@ measurements: fence, mpi, footprint, output, notify, fanout, group.`+"\n"+benchD
 	fs.IntVar(&cfg.GroupRanks, "group-ranks", 64, "ranks `n` of the group construct")
 	fs.IntVar(&cfg.GroupAgents, "group-agents", 4, "agents `n` the group construct's ranks spread over")
 	fs.IntVar(&cfg.Groups, "groups", 20, "group constructs `n` timed in each run")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write a CPU profile of the process over the fan-out measurement to `dir` (fanout.cpu.pprof)")
 	fs.Func("only", "comma-separated `names` of the measurements to run (default: all)", func(v string) error {
 		cfg.Only = strings.Split(v, ",")
 		return nil
