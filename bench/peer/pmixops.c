@@ -9,9 +9,10 @@
  *              rank's value, one warm-up fence, then K fences without data
  *              (the median: fence)
  *   notify K   two ranks on one node (range LOCAL: mpirun delivers no
- *              client event of a wider range): rank 1 answers every -3100 with a -3101 from its
- *              handler; rank 0 sends -3100 K times, each after the last
- *              answer (the median round trip: notify_rtt)
+ *              client event of a wider range): rank 1 answers every ping
+ *              with a pong from its handler; rank 0 sends a ping K times,
+ *              each after the last answer (the median round trip:
+ *              notify_rtt). Both codes are the job's own (jobcode).
  *   fanout K   rank 0 sends K events of range LOCAL back to back; every
  *              other rank counts them and joins a closing fence once it
  *              has all (fanout_took: rank 0's first send to the fence's
@@ -128,20 +129,36 @@ static void ignore(pmix_status_t status, void *cbdata)
     (void)cbdata;
 }
 
+/* jobcode is a code of this job's own, from its nspace, counted down from
+ * base: an agent that runs job after job replays the events of earlier
+ * runs still in the node's cache to a new registration of their code (as
+ * a long-lived OpenPMIx server would), which no measurement here must
+ * take for its own. */
+static pmix_status_t jobcode(pmix_status_t base)
+{
+    unsigned h = 5381;
+    for (const char *c = me.nspace; *c; c++)
+        h = h * 33 + (unsigned char)*c;
+    return base - (pmix_status_t)(h % 1000);
+}
+
+static pmix_status_t ping_code, pong_code;
+
 static void pong(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
                  pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
     (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
-    PMIx_Notify_event(-3101, NULL, PMIX_RANGE_LOCAL, NULL, 0, ignore, NULL);
+    PMIx_Notify_event(pong_code, NULL, PMIX_RANGE_LOCAL, NULL, 0, ignore, NULL);
     cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
 static void answer(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
                    pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
-    (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
+    (void)id; (void)code; (void)info; (void)ninfo; (void)results; (void)nresults;
     pthread_mutex_lock(&mu);
-    answers++;
+    if (NULL != src && PMIX_CHECK_NSPACE(src->nspace, me.nspace))
+        answers++;
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&mu);
     cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
@@ -149,9 +166,12 @@ static void answer(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_i
 
 static void notify(long k)
 {
-    pmix_status_t code = 0 == me.rank ? -3101 : -3100, rc;
+    pmix_status_t code, rc;
     long long t, *took = calloc(k, sizeof *took);
 
+    ping_code = jobcode(-5000);
+    pong_code = ping_code - 1000;
+    code = 0 == me.rank ? pong_code : ping_code;
     if (PMIX_SUCCESS != (rc = PMIx_Register_event_handler(&code, 1, NULL, 0, 0 == me.rank ? answer : pong, NULL, NULL)))
         die("register", rc);
     /* Both handlers are in place before the first event. */
@@ -160,7 +180,7 @@ static void notify(long k)
     if (0 == me.rank) {
         for (long i = 0; i < k; i++) {
             t = now(CLOCK_MONOTONIC);
-            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(-3100, NULL, PMIX_RANGE_LOCAL, NULL, 0, NULL, NULL)))
+            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(ping_code, NULL, PMIX_RANGE_LOCAL, NULL, 0, NULL, NULL)))
                 die("notify", rc);
             pthread_mutex_lock(&mu);
             while (answers <= i)
@@ -196,14 +216,7 @@ static void count(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_in
  * (fanout_took) and each rank what it received (fanout_got.R). */
 static void fanout(long k)
 {
-    /* A code of this job's own, from its nspace: an agent that runs job
-     * after job replays the events of earlier runs still in the node's
-     * cache to a new registration of their code (as a long-lived OpenPMIx
-     * server would), which this must not measure. */
-    unsigned h = 5381;
-    for (const char *c = me.nspace; *c; c++)
-        h = h * 33 + (unsigned char)*c;
-    pmix_status_t code = -4000 - (pmix_status_t)(h % 1000), rc;
+    pmix_status_t code = jobcode(-4000), rc;
     long long t = 0;
     struct timespec until;
 
