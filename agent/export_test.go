@@ -19,3 +19,11 @@ func (a *Agent) OpenConns() int {
 func (a *Agent) Stamped(p pmix.Proc) bool {
 	return a.retention.Stamped(p)
 }
+
+// Behind tells the agent's retention that its inbox holds a backlog, as
+// the router does when it does (router.Retention.Behind).
+func (a *Agent) Behind() { a.retention.Behind() }
+
+// Retaining reports whether the agent's consumer of job nspace's events
+// exists.
+func (a *Agent) Retaining(nspace string) bool { return a.retention.Retaining(nspace) }

@@ -747,6 +747,15 @@ func (t *Retention) Stop() {
 	}
 }
 
+// Retaining reports whether job nspace's consumer exists: the stream keeps
+// the job's events for this agent.
+func (t *Retention) Retaining(nspace string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ret := t.jobs[nspace]
+	return ret != nil && ret.r != nil
+}
+
 // Stamped reports whether attached client p has its stamp: the point from
 // which it counts as receiving its job's events live.
 func (t *Retention) Stamped(p pmix.Proc) bool {
