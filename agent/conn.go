@@ -48,7 +48,9 @@ type clientConn struct {
 	// not reading), not the client; its process may well be alive.
 	dropped  atomic.Bool
 	released sync.Once // the entry's detach, see release
-	admitted bool      // counted in Agent.hellos; false: one too many waiting to say hello
+	// notifyRefused: a notify of this client was refused and logged.
+	notifyRefused atomic.Bool
+	admitted      bool // counted in Agent.hellos; false: one too many waiting to say hello
 	// logs holds a token per log frame whose record is not stored yet
 	// (log.go); used by the dispatch goroutine, made on the first log.
 	logs chan struct{}
@@ -265,7 +267,14 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypeDeregister:
 		cc.reply(f, cc.a.router.Deregister(cc, cc.reg, bus.ID(f.ID)), nil)
 	case proto.TypeNotify:
-		cc.reply(f, cc.notify(f), nil)
+		err := cc.notify(f)
+		if err != nil && cc.notifyRefused.CompareAndSwap(false, true) {
+			// The C library does not wait for this answer (a blocking
+			// notify returns once sent, as OpenPMIx's): say it here,
+			// once per connection.
+			cc.logger().Warn("a client's event was refused; later refusals on this connection are not logged", "code", f.Code, "range", f.Range, "err", err)
+		}
+		cc.reply(f, err, nil)
 	case proto.TypeInvokeDone:
 		d := proto.DoneOf(f)
 		cc.completed(&d)
