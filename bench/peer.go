@@ -438,6 +438,23 @@ func (m *peerMeasure) notify(ctx context.Context) error {
 		return err
 	}
 	m.line("notify round trip, LOCAL range, p50 (TCP_NODELAY)", "peer_notify_vs_openpmix", peer, ours, 1.0)
+	// The same events with PMIX_EVENT_DO_NOT_CACHE: no store in the
+	// events stream on their path, which is what the cached round trip
+	// pays beyond it (docs/cache.md).
+	var bare []time.Duration
+	for range m.cfg.Rounds {
+		r, err := m.runOurs(ctx, 2, m.p.pmixops, append(slices.Clone(notify), "nocache"))
+		if err != nil {
+			return err
+		}
+		bare = append(bare, rtt(r))
+	}
+	b := percentile(bare, 50)
+	if peer > 0 {
+		m.r.addf("%-52s %17s pmixbus %9s  ratio %.2f  (no store on the path; no target)", "the same, PMIX_EVENT_DO_NOT_CACHE", "", us(b), float64(b)/float64(peer))
+	} else {
+		m.r.addf("%-52s %17s pmixbus %9s  (no store on the path)", "the same, PMIX_EVENT_DO_NOT_CACHE", "", us(b))
+	}
 	return nil
 }
 

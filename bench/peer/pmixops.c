@@ -13,6 +13,7 @@
  *              with a pong from its handler; rank 0 sends a ping K times,
  *              each after the last answer (the median round trip:
  *              notify_rtt). Both codes are the job's own (jobcode).
+ *              "notify K nocache": both events PMIX_EVENT_DO_NOT_CACHE.
  *   fanout K   rank 0 sends K events of range LOCAL back to back; every
  *              other rank counts them and joins a closing fence once it
  *              has all (fanout_took: rank 0's first send to the fence's
@@ -143,12 +144,16 @@ static pmix_status_t jobcode(pmix_status_t base)
 }
 
 static pmix_status_t ping_code, pong_code;
+/* nocache: notify's events carry PMIX_EVENT_DO_NOT_CACHE ("notify K
+ * nocache"), so no store is on their path. */
+static pmix_info_t nocache_info[1];
+static size_t nnocache;
 
 static void pong(size_t id, pmix_status_t code, const pmix_proc_t *src, pmix_info_t info[], size_t ninfo,
                  pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
     (void)id; (void)code; (void)src; (void)info; (void)ninfo; (void)results; (void)nresults;
-    PMIx_Notify_event(pong_code, NULL, PMIX_RANGE_LOCAL, NULL, 0, ignore, NULL);
+    PMIx_Notify_event(pong_code, NULL, PMIX_RANGE_LOCAL, nnocache ? nocache_info : NULL, nnocache, ignore, NULL);
     cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
@@ -180,7 +185,7 @@ static void notify(long k)
     if (0 == me.rank) {
         for (long i = 0; i < k; i++) {
             t = now(CLOCK_MONOTONIC);
-            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(ping_code, NULL, PMIX_RANGE_LOCAL, NULL, 0, NULL, NULL)))
+            if (PMIX_SUCCESS != (rc = PMIx_Notify_event(ping_code, NULL, PMIX_RANGE_LOCAL, nnocache ? nocache_info : NULL, nnocache, NULL, NULL)))
                 die("notify", rc);
             pthread_mutex_lock(&mu);
             while (answers <= i)
@@ -370,8 +375,14 @@ int main(int argc, char **argv)
         die("init", rc);
     if (0 == strcmp(argv[1], "fence"))
         fence(k);
-    else if (0 == strcmp(argv[1], "notify"))
+    else if (0 == strcmp(argv[1], "notify")) {
+        if (argc > 3 && 0 == strcmp(argv[3], "nocache")) {
+            bool yes = true;
+            PMIX_INFO_LOAD(&nocache_info[0], PMIX_EVENT_DO_NOT_CACHE, &yes, PMIX_BOOL);
+            nnocache = 1;
+        }
         notify(k);
+    }
     else if (0 == strcmp(argv[1], "fanout"))
         fanout(k);
     else if (0 == strcmp(argv[1], "lines"))

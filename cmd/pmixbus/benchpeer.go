@@ -36,7 +36,8 @@ libpmix.so.2), alternating --rounds times, and compare the medians:
     idle (at most 2 per 10 s);
   - notify: a LOCAL-range event and its answer from the handler, 2 ranks,
     OpenPMIx with TCP_NODELAY forced on its loopback sockets (1.0x; stock
-    OpenPMIx's round trip is printed too);
+    OpenPMIx's round trip is printed too, and pmixbus's with
+    PMIX_EVENT_DO_NOT_CACHE, no store on its path);
   - fan-out: --fanout-events LOCAL-range events from one rank to the other
     --fanout-ranks minus one, deliveries per second (at least 3x OpenPMIx's,
     with TCP_NODELAY);
