@@ -35,7 +35,7 @@ import (
 // this machine the dispatch goroutine keeps up with two publishers).
 func TestDroppedJobEventsRecovered(t *testing.T) {
 	t.Run("events stream holds them", func(t *testing.T) {
-		testDroppedJobEvents(t, false)
+		testDroppedJobEvents(t, false, false)
 	})
 	t.Run("retained for a rank not attached", func(t *testing.T) {
 		testDroppedJobEvents(t, true, false)
@@ -47,7 +47,11 @@ func TestDroppedJobEventsRecovered(t *testing.T) {
 	})
 }
 
-func testDroppedJobEvents(t *testing.T, retained bool, allAttached ...bool) {
+// testDroppedJobEvents floods one attached client with job events through
+// a small inbox. retained: the events stream evicts nearly everything, so
+// only the job-events stream holds them; allAttached: the job has no rank
+// but that client (else a second rank, registered and never attached).
+func testDroppedJobEvents(t *testing.T, retained, allAttached bool) {
 	n, envFlood, inbox := 5000, 0, 256
 	if os.Getenv("PMIXBUS_SOAK") != "" {
 		n, envFlood, inbox = 1000, 100_000, 1024
@@ -71,7 +75,7 @@ func testDroppedJobEvents(t *testing.T, retained bool, allAttached ...bool) {
 	}
 	defer shutdown(t, a)
 	procs := map[pmix.Rank]string{0: "n1", 1: "n1"}
-	if len(allAttached) > 0 && allAttached[0] {
+	if allAttached {
 		procs = map[pmix.Rank]string{0: "n1"}
 	}
 	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Session: "s", Procs: procs}); err != nil {
@@ -113,7 +117,7 @@ func testDroppedJobEvents(t *testing.T, retained bool, allAttached ...bool) {
 			t.Fatal(err)
 		}
 	}
-	if len(allAttached) > 0 && allAttached[0] {
+	if allAttached {
 		// With every rank attached the job's consumer runs only while the
 		// agent is behind. The router says so once its inbox holds a
 		// sixteenth of its size; with this inbox of 256 the flood outruns
