@@ -74,9 +74,17 @@ func (a *Agent) breakFence(nspace string) {
 		b = j.fence
 	}
 	a.mu.Unlock()
-	if b != nil {
-		b.Break(pmix.ErrProcTermWOSync)
+	if b == nil {
+		return
 	}
+	if a.ctx.Err() != nil {
+		// The agent is shutting down (its context ends first): the rank
+		// left because the agent did, and waiters hear that, as Shutdown
+		// says; whichever breaks the barrier first.
+		b.Break(pmix.ErrLostConnection)
+		return
+	}
+	b.Break(pmix.ErrProcTermWOSync)
 }
 
 // fencesLocked lists the barriers of the registered jobs.
