@@ -33,6 +33,10 @@ type Stats struct {
 	CachedEventsDropped, CachedEventsFetched, CachedEventsLost uint64
 	ChainsStarted                                              uint64 // live deliveries to a local client's chain
 	ChainsReplayed                                             uint64 // cached events replayed to new registrations
+	// EventsRunEarly counts the LOCAL events of local clients whose
+	// chains ran before their copies came from the events stream
+	// (docs/cache.md); they count in EventsReceived too.
+	EventsRunEarly uint64
 	// ChainsWaiting counts live deliveries waiting for room in their
 	// client's window of chains in flight (Config.ChainWindow).
 	ChainsWaiting int
@@ -103,7 +107,7 @@ func (a *Agent) Stats() Stats {
 	if r := a.router; r != nil {
 		rs := r.Stats()
 		s.EventsPublished, s.EventsReceived, s.EventsMalformed = rs.Published, rs.Received, rs.Malformed
-		s.ChainsStarted, s.ChainsReplayed = rs.Delivered, rs.Replayed
+		s.ChainsStarted, s.ChainsReplayed, s.EventsRunEarly = rs.Delivered, rs.Replayed, rs.Early
 		for _, rc := range a.recipients() {
 			s.ChainsWaiting += rc.Window().Waiting()
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,4 +104,74 @@ func TestStatsCountEvents(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A client's LOCAL event runs its node's chains before its copy comes
+// from the events stream, and its copy runs none of them again; a
+// registration made afterwards is replayed it from the cache, once.
+func TestLocalEventRunsEarly(t *testing.T) {
+	srv := clustertest.StartServer(t, "A")
+	a := newAgent(t, srv.ClientURL(), "unix:"+filepath.Join(sockDir(t), "a.sock"), nil)
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+	if err := a.RegisterJob(t.Context(), agent.Job{Nspace: "j", Procs: map[pmix.Rank]string{0: "n1", 1: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	var cs []*client.Client
+	for r := range pmix.Rank(2) {
+		env, err := a.RegisterClient(t.Context(), pmix.Proc{Nspace: "j", Rank: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.Init(t.Context(), client.WithEnv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Finalize(context.Background()) }()
+		cs = append(cs, c)
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	handler := func(name string) bus.Handler {
+		return func(_ *bus.Call, done bus.Done) {
+			mu.Lock()
+			got[name]++
+			mu.Unlock()
+			done(pmix.EventNoActionTaken, nil)
+		}
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return got[name]
+	}
+	if _, err := cs[0].RegisterEventHandler(t.Context(), []pmix.Status{-3001}, nil, handler("before")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for range n {
+		if err := cs[1].NotifyEvent(t.Context(), -3001, pmix.RangeLocal, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if s := a.Stats(); count("before") != n || s.EventsRunEarly != n || s.EventsReceived != n {
+			return fmt.Errorf("handler ran %d times of %d; stats %+v", count("before"), n, s)
+		}
+		return nil
+	})
+	if _, err := cs[0].RegisterEventHandler(t.Context(), []pmix.Status{-3001}, nil, handler("after")); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitFor(t, 10*time.Second, func() error {
+		if c := count("after"); c != n {
+			return fmt.Errorf("the later registration was replayed %d of %d", c, n)
+		}
+		return nil
+	})
+	if c := count("before"); c != n {
+		t.Fatalf("the first registration ran %d times for %d events", c, n)
+	}
 }

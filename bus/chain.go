@@ -131,6 +131,31 @@ func (r *Registry) StartFrom(ev *Prepared, s Snapshot) *Chain {
 	return r.startFromLocked(ev, s)
 }
 
+// SnapshotSince is Snapshot restricted to the registrations active from
+// epoch from on (released at or after stamp from by ReleaseAt): the chain
+// an event owes the registrations that came after a chain of it ran
+// already. Start it with StartFrom.
+func (r *Registry) SnapshotSince(ev *Prepared, from uint64) (Snapshot, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.snapshotLocked(ev)
+	if !ok || from == 0 {
+		return s, ok
+	}
+	var steps []*entry
+	for _, e := range s.steps[s.first:] {
+		if a := e.activeFrom.Load(); a >= from && a <= s.epoch {
+			steps = append(steps, e)
+		}
+	}
+	for i, e := range steps {
+		if e.activeIn(s.epoch) && ev.view.passes(e.cat, &e.filter, &r.self) {
+			return Snapshot{steps: steps, epoch: s.epoch, first: i}, true
+		}
+	}
+	return Snapshot{}, false
+}
+
 func (r *Registry) snapshotLocked(ev *Prepared) (Snapshot, bool) {
 	if r.closed.Load() {
 		return Snapshot{}, false

@@ -155,6 +155,31 @@ func (r *Registry) Release(id ID) error {
 	return nil
 }
 
+// ReleaseAt is Release with the epoch the registration is active from
+// given by the caller: a stamp from one counter it keeps across registries
+// (an agent's router), so that it can later ask any of them for the
+// registrations released since a stamp (SnapshotSince). Stamps given to
+// one registry must increase; a stamp at or below its epoch is raised to
+// the epoch after it. Releasing a registration that is not held does
+// nothing.
+//
+// It returns an *pmix.Error with pmix.ErrNotFound for an unknown id.
+func (r *Registry) ReleaseAt(id ID, stamp uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.byID[id]
+	if !ok {
+		return pmix.Errorf(pmix.ErrNotFound, "no registration with id %d", id)
+	}
+	if e.activeFrom.Load() != heldEpoch {
+		return nil
+	}
+	stamp = max(stamp, r.epoch.Load()+1)
+	r.epoch.Store(stamp)
+	e.activeFrom.Store(stamp)
+	return nil
+}
+
 func (r *Registry) register(codes []pmix.Status, info []pmix.Info, h Handler, held bool) (ID, error) {
 	if h == nil {
 		return 0, pmix.Errorf(pmix.ErrBadParam, "nil handler")

@@ -29,10 +29,15 @@ type Publisher interface {
 // a subject over subjects.MaxSubjectLen (nothing is sent then);
 // pmix.ErrUnreach if NATS refused a publish.
 func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
-	b, subjs, err := encode(m, scopes)
+	b, subjs, err := Encode(m, scopes)
 	if err != nil {
 		return err
 	}
+	return PublishEncoded(nc, m, scopes, b, subjs)
+}
+
+// PublishEncoded is Publish of what Encode returned for m and scopes.
+func PublishEncoded(nc Publisher, m *Message, scopes []subjects.Scope, b []byte, subjs []string) error {
 	for i, subj := range subjs {
 		hdr := nats.Header{jetstream.MsgIDHeader: []string{MsgID(m.ID, scopes[i])}}
 		if err := nc.PublishMsg(&nats.Msg{Subject: subj, Header: hdr, Data: b}); err != nil {
@@ -42,8 +47,8 @@ func Publish(nc Publisher, m *Message, scopes []subjects.Scope) error {
 	return nil
 }
 
-// encode returns m's body and its subject in each scope, all checked.
-func encode(m *Message, scopes []subjects.Scope) ([]byte, []string, error) {
+// Encode returns m's body and its subject in each scope, all checked.
+func Encode(m *Message, scopes []subjects.Scope) ([]byte, []string, error) {
 	b, err := m.Marshal()
 	if err != nil {
 		return nil, nil, pmix.Errorf(pmix.ErrPackFailure, "encoding event: %w", err)
@@ -81,7 +86,7 @@ func PublishStored(ctx context.Context, nc *nats.Conn, m *Message, sc subjects.S
 	if pmix.Flag(m.Info, pmix.KeyEventDoNotCache) {
 		return pmix.Errorf(pmix.ErrBadParam, "an event that may not be cached (PMIX_EVENT_DO_NOT_CACHE) is stored by no stream")
 	}
-	b, subjs, err := encode(m, []subjects.Scope{sc})
+	b, subjs, err := Encode(m, []subjects.Scope{sc})
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,7 @@ func Agent(a StatsSource, cluster, node string) prometheus.Collector {
 			m("cached_events_dropped_total", "Cached events among events_dropped_total; the agent fetches them from the event cache.", c, func(s agent.Stats) float64 { return float64(s.CachedEventsDropped) }),
 			m("cached_events_fetched_total", "Cached events the agent fetched from the event cache for gaps in the stream's sequence.", c, func(s agent.Stats) float64 { return float64(s.CachedEventsFetched) }),
 			m("cached_events_lost_total", "Cached events the agent did not receive and the event cache no longer held.", c, func(s agent.Stats) float64 { return float64(s.CachedEventsLost) }),
+			m("events_run_early_total", "LOCAL events of local clients whose chains ran before their copies came from the events stream.", c, func(s agent.Stats) float64 { return float64(s.EventsRunEarly) }),
 			m("chains_started_total", "Live deliveries to a local client's handler chain.", c, func(s agent.Stats) float64 { return float64(s.ChainsStarted) }),
 			m("chains_replayed_total", "Cached events replayed to new registrations.", c, func(s agent.Stats) float64 { return float64(s.ChainsReplayed) }),
 			m("chains_waiting", "Live deliveries waiting for room in their client's window of chains in flight.", g, func(s agent.Stats) float64 { return float64(s.ChainsWaiting) }),

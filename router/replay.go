@@ -49,6 +49,9 @@ type hold struct {
 type heldEvent struct {
 	m  *event.Message
 	sc subjects.Scope
+	// from: only the registrations released at or after it are owed
+	// the event (its copy after it ran early: local.go); 0: all.
+	from uint64
 }
 
 // heldClient is a client with registrations held, the first of which is
@@ -116,15 +119,22 @@ func (r *Router) startRead(h *hold) bool {
 // holdEvent takes a live event for client rc while some of its
 // registrations are held, and reports whether it does: the event then
 // waits for the release.
-func (r *Router) holdEvent(rc Recipient, sc subjects.Scope, m *event.Message) bool {
+func (r *Router) holdEvent(rc Recipient, sc subjects.Scope, m *event.Message, from uint64) bool {
 	r.holdMu.Lock()
 	defer r.holdMu.Unlock()
 	c := r.holds[rc]
 	if c == nil {
 		return false
 	}
-	c.deferred = append(c.deferred, heldEvent{m: m, sc: sc})
+	c.deferred = append(c.deferred, heldEvent{m: m, sc: sc, from: from})
 	return true
+}
+
+// isHeld reports whether client rc has registrations held.
+func (r *Router) isHeld(rc Recipient) bool {
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	return r.holds[rc] != nil
 }
 
 // origin is a local client as its registry sees itself.
@@ -183,7 +193,7 @@ func (r *Router) pump(h *hold) {
 // waited for this release, run the client's chain with it in (retention.go
 // settles the retained job events it accepts).
 func (r *Router) release(h *hold, proc pmix.Proc, session string, reg *bus.Registry) {
-	_ = reg.Release(h.id)
+	_ = reg.ReleaseAt(h.id, r.bump())
 	if h.readErr == nil && r.position() > 0 && r.replayed != nil {
 		r.replayed(proc, session, h.reg, r.position())
 	}
@@ -208,6 +218,7 @@ func (r *Router) abandon(h *hold) {
 func (r *Router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
 	h.finished = true
 	h.cancel()
+	r.bump() // its client's events now run its chain
 	c := h.c
 	var next *hold
 	var waited []heldEvent
@@ -229,7 +240,7 @@ func (r *Router) finish(h *hold, proc pmix.Proc, reg *bus.Registry) {
 		return
 	}
 	for _, d := range waited {
-		r.notify(c.rc, proc, reg, d.m, d.m.BusEvent(r.place.Cluster))
+		r.notify(c.rc, proc, reg, d.m, d.m.BusEvent(r.place.Cluster), d.from)
 	}
 }
 

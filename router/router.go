@@ -71,6 +71,12 @@ type Router struct {
 
 	seen recentIDs // only the dispatch goroutine touches it
 
+	// The LOCAL events of local clients run before their copies come
+	// (local.go): local is the dispatch goroutine's, order the
+	// publishers'.
+	local localEvents
+	order senderOrder
+
 	dropsSeen uint64 // dropped() when last checked (drops.go)
 
 	// seq dispatches cached events in the events stream's order
@@ -91,7 +97,7 @@ type Router struct {
 // routerStats count what the router did (Agent.Stats).
 type routerStats struct {
 	published, received, malformed, duplicates atomic.Uint64
-	delivered, replayed                        atomic.Uint64
+	delivered, replayed, early                 atomic.Uint64
 	// Slow-consumer drops of subscriptions since closed, of job events
 	// and of environment events.
 	droppedJobGone, droppedEnvGone atomic.Uint64
@@ -186,18 +192,64 @@ func newRouter(nc Transport, place event.Place, host Host, log *slog.Logger, don
 		holds: make(map[Recipient]*heldClient),
 		subs:  make(map[string]Subscription), scopes: make(map[string]subjects.Scope),
 		interest: make(map[string]*scopeInterest), contrib: make(map[Recipient]map[bus.ID][]scopeNeed),
-		seen: newRecentIDs(4096),
+		seen:  newRecentIDs(4096),
+		local: localEvents{byID: make(map[string]*localSent)},
 	}
 }
 
 // publish sends an event to the subjects of its range. from is the local
 // client that notified it, nil for the host RM.
+//
+// A LOCAL event of a local client runs this node's chains before it is
+// stored, when the order of the client's events allows (local.go).
 func (r *Router) Publish(m *event.Message, from *event.Sender) error {
 	scopes, err := event.Scopes(r.place, m, from, r.host)
 	if err != nil {
 		return err
 	}
-	if err := event.Publish(r.nc, m, scopes); err != nil {
+	b, subjs, err := event.Encode(m, scopes)
+	if err != nil {
+		return err
+	}
+	transient := pmix.Flag(m.Info, pmix.KeyEventDoNotCache)
+	copies := 0
+	if from != nil {
+		copies = cachedCopies(scopes, transient)
+		early := r.mayRunEarly(m, from, scopes, transient)
+		if r.order.sent(from.Proc, copies, early) {
+			// As its copy will be: decoded from what is published.
+			lm, err := event.UnmarshalMessage(b)
+			if err != nil {
+				return pmix.Errorf(pmix.ErrPackFailure, "decoding the event just encoded: %v", err)
+			}
+			sc := scopes[0]
+			// Published once it ran: its copy cannot come first, and
+			// the store's work in the server does not compete with the
+			// run for the CPU (the agent's embedded server).
+			ran := make(chan struct{})
+			r.post(func() { r.runLocal(sc, lm, !transient); close(ran) })
+			select {
+			case <-ran:
+			case <-r.done:
+			}
+			if err := event.PublishEncoded(r.nc, m, scopes, b, subjs); err != nil {
+				if !transient {
+					r.post(func() {
+						if ls, ok := r.local.byID[lm.ID]; ok {
+							r.forgetLocal(lm.ID, ls)
+						}
+					})
+				}
+				return err
+			}
+			r.stats.published.Add(1)
+			return nil
+		}
+	}
+	if err := event.PublishEncoded(r.nc, m, scopes, b, subjs); err != nil {
+		if copies > 0 {
+			r.order.passed(from.Proc, copies)
+		}
 		return err
 	}
 	r.stats.published.Add(1)
@@ -293,20 +345,25 @@ const dispatchBatch = 256
 // attached client.
 //
 // Control work posted with post runs before any event that arrives after
-// it was posted.
+// it was posted: the goroutine runs it after it takes each event, before
+// it handles it.
 func (r *Router) Dispatch() {
 	for {
 		r.runControl()
 		select {
 		case msg := <-r.msgs:
+			// What was posted while it waited runs first: the select
+			// may have taken it over a posted signal (an event run early
+			// is posted before its copy can come: local.go).
+			r.runControl()
 			r.inBatch = true
 			r.checkFull()
 			r.handle(msg)
 		batch:
 			for range dispatchBatch - 1 {
-				r.runControl()
 				select {
 				case msg = <-r.msgs:
+					r.runControl() // as above
 					r.checkFull()
 					r.handle(msg)
 				default:
@@ -397,7 +454,7 @@ func (r *Router) arrived(sc subjects.Scope, m *event.Message) {
 // stream's order.
 func (r *Router) receive(sc subjects.Scope, m *event.Message) {
 	r.stats.received.Add(1)
-	r.deliver(sc, m)
+	r.deliver(sc, m, nil)
 }
 
 // deliver runs m through the chain of every attached client it is for.
@@ -405,10 +462,16 @@ func (r *Router) receive(sc subjects.Scope, m *event.Message) {
 // queues for them instead, or, once their replay has begun, waits with the
 // client's other events for the release (see hold). Only the dispatch
 // goroutine calls it. It returns how many clients' chains it ran.
-func (r *Router) deliver(sc subjects.Scope, m *event.Message) int {
+//
+// ls is how the event ran early (local.go), nil if it did not: its run
+// leaves out the clients with registrations held, and records them; its
+// copy runs each client's chain restricted to the registrations released
+// since the run, those clients' whole.
+func (r *Router) deliver(sc subjects.Scope, m *event.Message, ls *localSent) int {
 	var d *delivery // the event read once for every client's chain
 	ran := 0
 	holding := r.nholds.Load() > 0
+	run := ls != nil && !ls.copied // the early run, not the copy
 	for _, rc := range r.host.Recipients() {
 		proc, session, reg, ok := rc.Target()
 		if !ok || !event.For(r.place, sc, m, proc, session) {
@@ -417,11 +480,21 @@ func (r *Router) deliver(sc subjects.Scope, m *event.Message) int {
 		if d == nil {
 			d = r.newDelivery(m, m.BusEvent(r.place.Cluster))
 		}
-		if holding && r.holdEvent(rc, sc, m) {
+		var from uint64
+		switch {
+		case run:
+			if holding && r.isHeld(rc) {
+				ls.held = append(ls.held, rc)
+				continue // from the copy
+			}
+		case ls != nil:
+			from = ls.from(rc)
+		}
+		if holding && r.holdEvent(rc, sc, m, from) {
 			ran++
 			continue // until the release
 		}
-		if d.run(rc, proc, reg) {
+		if d.run(rc, proc, reg, from) {
 			ran++
 		}
 	}
@@ -446,8 +519,8 @@ func (r *Router) corkForBatch(rc Recipient) {
 
 // notify runs the chain of client rc, whose registry is reg, for an event
 // that is for it, and reports whether the client wants it.
-func (r *Router) notify(rc Recipient, proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event) bool {
-	return r.newDelivery(m, ev).run(rc, proc, reg)
+func (r *Router) notify(rc Recipient, proc pmix.Proc, reg *bus.Registry, m *event.Message, ev bus.Event, from uint64) bool {
+	return r.newDelivery(m, ev).run(rc, proc, reg, from)
 }
 
 // delivery is one event on its way to clients' chains: prepared once, so
@@ -467,16 +540,25 @@ func (r *Router) newDelivery(m *event.Message, ev bus.Event) *delivery {
 // of it wants the event, and reports whether one did. rc is the client,
 // corked for the dispatch goroutine's batch before its chain writes to
 // it; the chain waits in its backlog if its window is full (Window).
-func (d *delivery) run(rc Recipient, proc pmix.Proc, reg *bus.Registry) bool {
+//
+// With from above 0, only the registrations released at or after stamp
+// from run (an event run early: local.go).
+func (d *delivery) run(rc Recipient, proc pmix.Proc, reg *bus.Registry, from uint64) bool {
 	w := rc.Window()
 	open := w.open()
 	var c *bus.Chain
 	var snap bus.Snapshot
 	var ok bool
-	if open {
+	switch {
+	case from > 0:
+		if snap, ok = reg.SnapshotSince(d.ev, from); ok && open {
+			c = reg.StartFrom(d.ev, snap)
+			ok = c != nil
+		}
+	case open:
 		c = reg.Start(d.ev)
 		ok = c != nil
-	} else {
+	default:
 		snap, ok = reg.Snapshot(d.ev)
 	}
 	if !ok {
@@ -815,6 +897,12 @@ type recentIDs struct {
 
 func newRecentIDs(n int) recentIDs {
 	return recentIDs{max: n, set: map[string]struct{}{}}
+}
+
+// has reports whether id is recorded.
+func (r *recentIDs) has(id string) bool {
+	_, ok := r.set[id]
+	return ok
 }
 
 // add records id and reports whether it was new.

@@ -197,6 +197,11 @@ func (r *Router) checkTail(lossy bool) {
 		// a tail is fetched, up to the last sequence the previous check
 		// read, one check after it stopped moving.
 		q := r.seq
+		if q.next > last && len(r.msgs) == 0 {
+			// Caught up: what ran early and waits for a copy
+			// since two such checks will not have one.
+			r.forgetStale()
+		}
 		if q.tailMark > 0 && q.next == q.tailNext && len(r.msgs) == 0 {
 			r.fill(q.tailMark, q.lossy.Swap(false))
 		}
@@ -324,7 +329,25 @@ const seqRetryPause = 200 * time.Millisecond
 // stored under two scopes of this agent (a CUSTOM event raised by agents
 // of two clusters: to the hosting agents' scopes by one, to the nspace by
 // another, with one id) runs once.
+//
+// The copy of an event that ran early (local.go) runs only the chains
+// still owed it.
 func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
+	ls, ok := r.localCopy(m)
+	if !ok && m.Source.Node == r.place.Node && m.Source.Cluster == string(r.place.Cluster) && !m.Source.Proc.IsZero() {
+		r.order.passed(m.Source.Proc, 1) // a local client's, not run early
+	}
+	if ok {
+		if !r.seen.add(m.ID) {
+			r.stats.duplicates.Add(1)
+			return
+		}
+		if ls == nil {
+			r.stats.received.Add(1)
+		}
+		r.deliver(sc, m, ls)
+		return
+	}
 	if k := sc.Kind(); (k == subjects.KindNode || k == subjects.KindAgent) && sc.Target().Node != r.place.Node {
 		return
 	}
