@@ -39,8 +39,8 @@ type clientConn struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	pending map[uint64]*pendingInvoke
-	grown   bool // pending held more than a few: replace it once empty, maps never shrink
+	pending map[uint64]pendingInvoke // by value: an invocation costs no allocation of its own
+	grown   bool                     // pending held more than a few: replace it once empty, maps never shrink
 	closed  bool
 	once    sync.Once
 
@@ -72,7 +72,7 @@ type pendingInvoke struct {
 // reader comes after hello: until then the peer is nobody.
 func newClientConn(a *Agent, c net.Conn) *clientConn {
 	cc := &clientConn{
-		a: a, c: c, pending: make(map[uint64]*pendingInvoke),
+		a: a, c: c, pending: make(map[uint64]pendingInvoke),
 		w: newSender(c, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, a.cfg.WriteTimeout, a.done), admitted: a.hellos.enter(a.cfg.MaxPendingHello),
 	}
 	cc.win = router.NewWindow(a.cfg.ChainWindow, a.cfg.ClientQueueLimit, a.cfg.ClientStallTimeout, cc.w.cut)
@@ -278,6 +278,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 	case proto.TypeInvokeDone:
 		d := proto.DoneOf(f)
 		cc.completed(&d)
+		f.Recycle()
 	case proto.TypeInvokeDoneBatch:
 		// The chains the completions end, and those they let start from
 		// the client's backlog, write to it: in one write.
@@ -286,7 +287,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 			cc.completed(&f.Dones[i])
 		}
 		cc.w.uncork()
-		f.Release() // its entries serve the next frame (their lists are the chains')
+		f.Recycle() // it and its entries serve the next frame (their lists are the chains')
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
 	case proto.TypeFence, proto.TypeCommit, proto.TypeGet, proto.TypeConnect, proto.TypeDisconnect:
@@ -354,7 +355,7 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	}
 	cc.seq++
 	seq := cc.seq
-	cc.pending[seq] = &pendingInvoke{call: call, done: done}
+	cc.pending[seq] = pendingInvoke{call: call, done: done}
 	cc.grown = cc.grown || len(cc.pending) > 8
 	batch := cc.version >= 2
 	cc.mu.Unlock()
@@ -374,28 +375,31 @@ func (cc *clientConn) invoke(call *bus.Call, done bus.Done) {
 	if err != nil {
 		// The client was cut off or its socket broke: the sender closes
 		// the connection, not the dispatch goroutine, which must not wait.
-		if p := cc.take(seq); p != nil {
+		if p, ok := cc.take(seq); ok {
 			p.done(pmix.ErrLostConnectionToClient, nil)
 		}
 	}
 }
 
-func (cc *clientConn) take(seq uint64) *pendingInvoke {
+func (cc *clientConn) take(seq uint64) (pendingInvoke, bool) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	p := cc.pending[seq]
+	p, ok := cc.pending[seq]
+	if !ok {
+		return p, false
+	}
 	delete(cc.pending, seq)
 	if cc.grown && len(cc.pending) == 0 && !cc.closed {
-		cc.pending, cc.grown = make(map[uint64]*pendingInvoke), false // what a burst grew is not kept per client
+		cc.pending, cc.grown = make(map[uint64]pendingInvoke), false // what a burst grew is not kept per client
 	}
-	return p
+	return p, true
 }
 
 // completed finishes the invocation a completion answers (an invoke-done
 // frame, or an entry of an invoke-done-batch).
 func (cc *clientConn) completed(f *proto.Done) {
-	p := cc.take(f.Seq)
-	if p == nil {
+	p, ok := cc.take(f.Seq)
+	if !ok {
 		cc.logger().Debug("completion for an invocation no longer pending", "seq", f.Seq)
 		return
 	}

@@ -51,8 +51,9 @@ type sender struct {
 	writingSince time.Time
 	inflight     int
 	stallCheck   *time.Timer // armed while over the limit
-	// progress is closed, and replaced, each time the socket takes a
-	// chunk (waitBelow).
+	// progress is closed each time the socket takes a chunk, for
+	// waitBelow, which makes it: nil while nobody waits, so a write costs
+	// no channel.
 	progress chan struct{}
 	wake     chan struct{}
 	done     chan struct{} // closed when run returns
@@ -76,8 +77,7 @@ func (s *sender) borrowLocked() {
 }
 
 func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan struct{}) *sender {
-	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		progress: make(chan struct{})}
+	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // send queues f. It fails once the client was cut off or its stream broke.
@@ -220,8 +220,10 @@ func (s *sender) write(out []byte) error {
 		out = out[n:]
 		s.mu.Lock()
 		s.inflight = len(out)
-		close(s.progress)
-		s.progress = make(chan struct{})
+		if s.progress != nil {
+			close(s.progress)
+			s.progress = nil
+		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -237,6 +239,9 @@ func (s *sender) waitBelow(n int, stop <-chan struct{}) bool {
 		if s.queuedLocked() <= n || s.err != nil || s.closing {
 			s.mu.Unlock()
 			return true
+		}
+		if s.progress == nil {
+			s.progress = make(chan struct{})
 		}
 		progress := s.progress
 		s.mu.Unlock()

@@ -84,13 +84,13 @@ func (c *Client) runHandlers() {
 		}
 		c.w.Cork()
 		c.invoke(f)
-		f.Release() // the handlers keep what the entries held, not the entries
+		f.Recycle() // the handlers keep what the frame and its entries held, not them
 		for range 256 {
 			if f, ok = c.invokes.tryPop(); !ok {
 				break
 			}
 			c.invoke(f)
-			f.Release()
+			f.Recycle()
 		}
 		_ = c.w.Uncork()
 	}

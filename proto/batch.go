@@ -269,8 +269,10 @@ func decodeEntries[T any](dec *msgpack.Decoder, key string, fields int, pool *en
 }
 
 // entryPool keeps the entry slices of batch frames released by their
-// readers (Frame.Release), zeroed, for the next frames.
-type entryPool[T any] struct{ p sync.Pool }
+// readers (Frame.Release), zeroed, for the next frames. A slice goes in
+// the pool in a box (*[]T); boxes emptied by get wait in boxes for the
+// next put, so that keeping a slice allocates nothing.
+type entryPool[T any] struct{ p, boxes sync.Pool }
 
 // maxPooledEntries bounds the slices kept: a fan-out's frames hold a few
 // hundred entries; a slice grown for a frame of thousands of tiny ones is
@@ -284,8 +286,11 @@ var (
 
 // get returns an empty slice, pooled or with room for n entries.
 func (p *entryPool[T]) get(n int) []T {
-	if s, ok := p.p.Get().(*[]T); ok {
-		return (*s)[:0]
+	if box, ok := p.p.Get().(*[]T); ok {
+		s := (*box)[:0]
+		*box = nil
+		p.boxes.Put(box)
+		return s
 	}
 	return make([]T, 0, n)
 }
@@ -296,8 +301,12 @@ func (p *entryPool[T]) put(s []T) {
 		return
 	}
 	clear(s)
-	s = s[:0]
-	p.p.Put(&s)
+	box, ok := p.boxes.Get().(*[]T)
+	if !ok {
+		box = new([]T)
+	}
+	*box = s[:0]
+	p.p.Put(box)
 }
 
 // Release gives the entries of a batch frame that Unmarshal or a reader
@@ -311,6 +320,21 @@ func (f *Frame) Release() {
 	invokePool.put(f.Invokes)
 	donePool.put(f.Dones)
 	f.Invokes, f.Dones = nil, nil
+}
+
+// frames holds Frames that Recycle gave back, zeroed, for Unmarshal.
+var frames = sync.Pool{New: func() any { return new(Frame) }}
+
+// Recycle releases f's entries (Release) and gives f itself back for
+// Unmarshal to decode a later frame into: call it once nothing refers to
+// f any more — what its fields held stays valid, as after Release, but f
+// does not. A Frame is some 480 bytes: an agent reads one completion frame
+// per client per event, so under fan-out this is one allocation of that
+// size less per delivery. Not calling it costs only that allocation.
+func (f *Frame) Recycle() {
+	f.Release()
+	*f = Frame{}
+	frames.Put(f)
 }
 
 // Errors of entry fields, built only when there is one.

@@ -337,3 +337,63 @@ func TestRepeats(t *testing.T) {
 		t.Error("a repeated source nspace decoded again")
 	}
 }
+
+// TestRecycleGivesAFreshFrame: a frame decoded into a recycled Frame
+// holds nothing of the frame before it, and what the recycled frame's
+// fields held stays as it was.
+func TestRecycleGivesAFreshFrame(t *testing.T) {
+	full := &Frame{Type: TypeReply, Seq: 7, Status: pmix.ErrNotFound, Message: "m", ErrorCode: "x.y", Version: 2,
+		Nspace: "job", Rank: 3, ID: 9, Info: []pmix.Info{pmix.NewInfo("k", pmix.String("v"))}, Keys: []string{"a"}, Payload: []byte("b")}
+	fullBody, err := AppendFrame(nil, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dones := fanoutEntries(false)
+	batchBody := appendBatch(t, nil, dones)[4:]
+	bare, err := AppendFrame(nil, &Frame{Type: TypeInvokeDone, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 { // the pool may hand any recycled frame to any Unmarshal
+		for i, body := range [][]byte{fullBody[4:], batchBody} {
+			f, err := Unmarshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, keys := f.Info, f.Keys
+			f.Recycle()
+			if i == 0 && (!pmix.InfosEqual(info, full.Info) || !slices.Equal(keys, full.Keys)) {
+				t.Fatalf("what a recycled frame held changed: %v %v", info, keys)
+			}
+		}
+		g, err := Unmarshal(bare[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (Frame{Type: TypeInvokeDone, Seq: 1}); !reflect.DeepEqual(*g, want) {
+			t.Fatalf("decoded into a recycled frame: %+v, want %+v", *g, want)
+		}
+		g.Recycle()
+	}
+	if raceEnabled {
+		return
+	}
+	one := appendBatch(t, nil, dones[:1])[4:]
+	kept := testing.AllocsPerRun(50, func() {
+		f, err := Unmarshal(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release()
+	})
+	recycled := testing.AllocsPerRun(50, func() {
+		f, err := Unmarshal(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Recycle()
+	})
+	if recycled >= kept {
+		t.Errorf("a completion frame recycled allocates %.0f times, released only %.0f", recycled, kept)
+	}
+}

@@ -469,7 +469,7 @@ func (f *Frame) encodeField(enc *msgpack.Encoder, bit uint32) error {
 // after the map, or an unknown key whose value is not a scalar (unknown
 // scalar keys are skipped, for forward compatibility).
 func Unmarshal(b []byte) (*Frame, error) {
-	f := &Frame{}
+	f := frames.Get().(*Frame)
 	err := decodeChecked(b, func(d *decoder) error {
 		if err := f.decode(d); err != nil {
 			return err
@@ -480,9 +480,11 @@ func Unmarshal(b []byte) (*Frame, error) {
 		return nil
 	})
 	if err != nil {
+		f.Recycle()
 		return nil, err
 	}
 	if f.Type == 0 {
+		f.Recycle()
 		return nil, pmix.Errorf(pmix.ErrUnpackFailure, "frame: no type")
 	}
 	return f, nil
