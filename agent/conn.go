@@ -286,7 +286,7 @@ func (cc *clientConn) dispatch(f *proto.Frame) bool {
 		for i := range f.Dones {
 			cc.completed(&f.Dones[i])
 		}
-		cc.w.uncork()
+		cc.w.uncork(true)
 		f.Recycle() // it and its entries serve the next frame (their lists are the chains')
 	case proto.TypePublish, proto.TypeLookup, proto.TypeUnpublish:
 		cc.publishLookup(f) // publishlookup.go
@@ -462,7 +462,7 @@ func (cc *clientConn) Target() (pmix.Proc, string, *bus.Registry, bool) {
 
 func (cc *clientConn) Cork() { cc.w.cork() }
 
-func (cc *clientConn) Uncork() { cc.w.uncork() }
+func (cc *clientConn) Uncork(direct bool) { cc.w.uncork(direct) }
 
 func (cc *clientConn) Window() *router.Window { return cc.win }
 

@@ -3,7 +3,10 @@ package agent
 import (
 	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -33,6 +36,7 @@ import (
 // fail at once.
 type sender struct {
 	c       net.Conn
+	raw     syscall.RawConn // c's, for a write that does not wait (nil: c has none)
 	limit   int             // bytes queued beyond which a stalled client is cut off
 	stall   time.Duration   // how long a write may make no progress, past the limit
 	timeout time.Duration   // bounds each write
@@ -46,6 +50,8 @@ type sender struct {
 	err     error // sticky: the client was cut off, or the stream broke
 	closing bool  // write what is queued, then stop
 	running bool  // run was started
+	// busy: a write is in progress, run's or a direct one (queue).
+	busy bool
 	// writingSince is when the write in progress began (zero: none);
 	// inflight the bytes run took that the socket has not yet.
 	writingSince time.Time
@@ -77,7 +83,11 @@ func (s *sender) borrowLocked() {
 }
 
 func newSender(c net.Conn, limit int, stall, timeout time.Duration, abort <-chan struct{}) *sender {
-	return &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &sender{c: c, limit: limit, stall: stall, timeout: timeout, abort: abort, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if sc, ok := c.(syscall.Conn); ok {
+		s.raw, _ = sc.SyscallConn()
+	}
+	return s
 }
 
 // send queues f. It fails once the client was cut off or its stream broke.
@@ -116,6 +126,16 @@ func (s *sender) queue(add func([]byte) ([]byte, error)) error {
 		err = s.overLimitLocked(time.Now())
 	}
 	corked := s.corked > 0 && err == nil
+	if err == nil && s.directLocked() {
+		// Nothing is being written: the caller writes the queue
+		// itself, as far as the socket takes it without waiting, and
+		// leaves the rest to run. One thread wake-up less for a frame
+		// that comes alone (a reply; a batch's frames are corked).
+		out, held := s.takeDirectLocked()
+		s.mu.Unlock()
+		s.writeDirect(out, held)
+		return nil
+	}
 	s.mu.Unlock()
 	if !corked {
 		s.kick()
@@ -124,6 +144,76 @@ func (s *sender) queue(add func([]byte) ([]byte, error)) error {
 		s.stop(err)
 	}
 	return err
+}
+
+// writeDirect writes out, which queue took from the queue (held is its
+// buffer), as far as the socket takes it at once; what remains goes back
+// to the head of the queue for run. A write error stops the client, as
+// run's does.
+func (s *sender) writeDirect(out []byte, held *[]byte) {
+	n, err := s.tryWrite(out)
+	s.mu.Lock()
+	s.busy = false
+	if n > 0 && s.progress != nil {
+		close(s.progress)
+		s.progress = nil
+	}
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+		s.stop(err)
+		return
+	}
+	switch {
+	case n == len(out):
+		if held != nil && cap(out) <= maxPooledQueue {
+			*held = out[:0]
+			queueBufs.Put(held)
+		}
+	case len(s.buf) == 0:
+		if s.held != nil { // an empty borrowed buffer: back to the pool
+			queueBufs.Put(s.held)
+		}
+		s.buf, s.held = out[n:], held
+	default: // frames were queued meanwhile: the rest goes before them
+		s.batch.Close(s.buf)
+		rest := make([]byte, 0, len(out)-n+len(s.buf))
+		rest = append(append(rest, out[n:]...), s.buf...)
+		if s.held != nil && cap(s.buf) <= maxPooledQueue {
+			*s.held = s.buf[:0]
+			queueBufs.Put(s.held)
+		}
+		if held == nil {
+			held = new([]byte)
+		}
+		s.buf, s.held = rest, held // held: the queue is borrowed (borrowLocked)
+	}
+	more := (len(s.buf) > 0 && s.corked == 0) || s.closing
+	s.mu.Unlock()
+	if more {
+		s.kick()
+	}
+}
+
+// tryWrite writes what of b the socket takes without waiting.
+func (s *sender) tryWrite(b []byte) (int, error) {
+	var n int
+	var err error
+	if cerr := s.raw.Write(func(fd uintptr) bool {
+		n, err = unix.Write(int(fd), b)
+		return true // never wait for room: run does
+	}); cerr != nil {
+		return 0, cerr
+	}
+	switch {
+	case err == unix.EAGAIN:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return n, nil
 }
 
 // overLimitLocked decides about a client with more than its limit queued:
@@ -275,16 +365,41 @@ func (s *sender) cork() {
 	s.mu.Unlock()
 }
 
-func (s *sender) uncork() {
+// uncork lets the frames held back go: written by run, or with direct by
+// the caller itself as far as the socket takes them at once (writeDirect)
+// when nothing is being written — for a caller that uncorks few clients;
+// one that uncorks many leaves the writes to their senders, side by side.
+func (s *sender) uncork(direct bool) {
 	s.mu.Lock()
 	if s.corked > 0 {
 		s.corked--
 	}
 	ready := s.corked == 0 && len(s.buf) > 0
+	if ready && direct && s.directLocked() {
+		out, held := s.takeDirectLocked()
+		s.mu.Unlock()
+		s.writeDirect(out, held)
+		return
+	}
 	s.mu.Unlock()
 	if ready {
 		s.kick()
 	}
+}
+
+// directLocked reports whether the caller may write the queue itself:
+// nothing is being written, nor held back, and run is there for the rest.
+func (s *sender) directLocked() bool {
+	return s.raw != nil && s.running && !s.busy && !s.closing && s.err == nil && s.corked == 0
+}
+
+// takeDirectLocked takes the queue for a direct write.
+func (s *sender) takeDirectLocked() (out []byte, held *[]byte) {
+	s.busy = true
+	s.batch.Close(s.buf)
+	out, held = s.buf, s.held
+	s.buf, s.held = nil, nil
+	return out, held
 }
 
 // start runs the writing loop with goFunc, and reports whether it runs.
@@ -345,10 +460,15 @@ func (s *sender) run() {
 		<-s.wake
 		for {
 			s.mu.Lock()
+			if s.busy {
+				s.mu.Unlock()
+				break // a direct write (queue): it kicks when done
+			}
 			s.batch.Close(s.buf)
 			out, held, closing, why := s.buf, s.held, s.closing, s.err
 			if len(out) > 0 {
 				s.buf, s.held = nil, nil // out is the run's until written
+				s.busy = true
 			}
 			s.mu.Unlock()
 			if len(out) == 0 {
@@ -364,6 +484,7 @@ func (s *sender) run() {
 				queueBufs.Put(held)
 			}
 			s.mu.Lock()
+			s.busy = false
 			if err != nil && s.err == nil {
 				s.err = err
 			}

@@ -123,7 +123,7 @@ func TestIdleSenderHoldsNoQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.uncork()
+		s.uncork(false)
 		for i := range 100 {
 			f, err := r.ReadFrame()
 			if err != nil || f.Seq != uint64(i) {
@@ -182,7 +182,7 @@ func TestSenderBatchesInvocations(t *testing.T) {
 	if err := s.sendInvoke(&proto.Invoke{Seq: n + 1, ID: 7, Name: "h", Code: -201}); err != nil {
 		t.Fatal(err)
 	}
-	s.uncork()
+	s.uncork(false)
 	r := proto.NewReader(c, proto.DefaultMaxFrame)
 	read := func() *proto.Frame {
 		t.Helper()
@@ -206,5 +206,102 @@ func TestSenderBatchesInvocations(t *testing.T) {
 	}
 	if f := read(); f.Type != proto.TypeInvokeBatch || len(f.Invokes) != 1 || f.Invokes[0].Seq != n+1 {
 		t.Fatalf("third frame: %+v, want the last invocation", f)
+	}
+}
+
+// Frames sent while nothing is being written go out from the caller's
+// goroutine (writeDirect); what the socket does not take at once goes back
+// to the head of the queue, before what others queued meanwhile, for run.
+// Over a real socket that fills (a reader slower than the writers), two
+// goroutines sending, uncorking direct and not: every frame arrives once,
+// each goroutine's in the order it sent them.
+func TestSenderDirectWritesKeepOrder(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("unix", dir+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	clientEnd, err := net.Dial("unix", dir+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clientEnd.Close()
+	agentEnd := <-accepted
+	defer agentEnd.Close()
+	done := make(chan struct{})
+	defer close(done)
+	s := newSender(agentEnd, 64<<20, time.Hour, time.Hour, done)
+	if s.raw == nil {
+		t.Fatal("a Unix socket has no raw conn")
+	}
+	goFunc := func(f func()) bool { go f(); return true }
+	if !s.start(goFunc, func(error) {}) {
+		t.Fatal("sender did not start")
+	}
+	defer s.finish(nil, 0)
+	const n = 4000 // frames, half from each goroutine
+	got := make(chan error, 1)
+	go func() {
+		r := proto.NewReader(clientEnd, 1<<20)
+		next := [2]uint64{1, 2} // by goroutine: seq g+1, g+3, …
+		for i := range n {
+			f, err := r.ReadFrame()
+			if err != nil {
+				got <- err
+				return
+			}
+			g := (f.Seq - 1) % 2
+			if f.Seq != next[g] {
+				got <- fmt.Errorf("frame %d: seq %d, want %d", i, f.Seq, next[g])
+				return
+			}
+			next[g] += 2
+			if i%500 == 0 {
+				time.Sleep(10 * time.Millisecond) // let the socket fill
+			}
+		}
+		got <- nil
+	}()
+	errs := make(chan error, 2)
+	for g := range 2 {
+		go func() {
+			for i := g; i < n; i += 2 {
+				f := &proto.Frame{Type: proto.TypeInvoke, Seq: uint64(i + 1), Name: strings.Repeat("x", 1+i%4000)}
+				if i%7 == 3 {
+					s.cork()
+					err := s.send(f)
+					s.uncork(i%4 == 3)
+					if err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				if err := s.send(f); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("not every frame arrived")
 	}
 }

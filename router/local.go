@@ -105,7 +105,7 @@ func (r *Router) runLocal(sc subjects.Scope, m *event.Message, cached bool) {
 		if early && r.seen.add(m.ID) {
 			r.stats.received.Add(1)
 			r.stats.early.Add(1)
-			r.deliver(sc, m, nil)
+			r.deliverCorked(sc, m, nil)
 		}
 		return // else it runs when it arrives on its subject
 	}
@@ -121,7 +121,20 @@ func (r *Router) runLocal(sc subjects.Scope, m *event.Message, cached bool) {
 	}
 	r.stats.received.Add(1)
 	r.stats.early.Add(1)
+	r.deliverCorked(sc, m, ls)
+}
+
+// deliverCorked is deliver with the clients it writes to corked until it
+// is done, as in a batch (Dispatch), unless a batch corks them already.
+func (r *Router) deliverCorked(sc subjects.Scope, m *event.Message, ls *localSent) {
+	if r.inBatch {
+		r.deliver(sc, m, ls)
+		return
+	}
+	r.inBatch = true
 	r.deliver(sc, m, ls)
+	r.inBatch = false
+	r.uncorkBatch()
 }
 
 // localCopy takes the copy of an event, on the dispatch goroutine, and

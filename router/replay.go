@@ -170,7 +170,7 @@ func (r *Router) pump(h *hold) {
 		return
 	}
 	h.c.rc.Cork()
-	defer h.c.rc.Uncork()
+	defer h.c.rc.Uncork(true)
 	for {
 		select {
 		case b, open := <-h.batches:

@@ -122,9 +122,11 @@ type Recipient interface {
 	// registry; false before its hello or after it closed.
 	Target() (proc pmix.Proc, session string, reg *bus.Registry, ok bool)
 	// Cork holds the client's frames back until Uncork, which writes
-	// them (and drops the client if that fails).
+	// them (and drops the client if that fails); with direct, on the
+	// caller's goroutine as far as the socket takes them at once, when
+	// the caller uncorks few clients.
 	Cork()
-	Uncork()
+	Uncork(direct bool)
 	// Window bounds the client's chains in flight.
 	Window() *Window
 }
@@ -371,10 +373,7 @@ func (r *Router) Dispatch() {
 				}
 			}
 			r.inBatch = false
-			for rc := range r.corked {
-				rc.Uncork()
-			}
-			clear(r.corked)
+			r.uncorkBatch()
 		case <-r.ctlSig:
 		case <-r.done:
 			return
@@ -499,6 +498,19 @@ func (r *Router) deliver(sc subjects.Scope, m *event.Message, ls *localSent) int
 		}
 	}
 	return ran
+}
+
+// directUncork is the most clients a batch's end writes to from the
+// dispatch goroutine itself; for more, their senders write side by side.
+const directUncork = 4
+
+// uncorkBatch uncorks the clients the batch corked.
+func (r *Router) uncorkBatch() {
+	direct := len(r.corked) <= directUncork
+	for rc := range r.corked {
+		rc.Uncork(direct)
+	}
+	clear(r.corked)
 }
 
 // corkForBatch corks rc until the end of the batch the dispatch goroutine
