@@ -30,7 +30,7 @@ type fakeClient struct {
 func (c *fakeClient) Target() (pmix.Proc, string, *bus.Registry, bool) {
 	return c.proc, c.session, c.reg, true
 }
-func (c *fakeClient) Cork()   {}
+func (c *fakeClient) Cork()       {}
 func (c *fakeClient) Uncork(bool) {}
 
 func (c *fakeClient) Window() *Window { return &c.win }
