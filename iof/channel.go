@@ -322,6 +322,7 @@ func (c *channel) message(data []byte, help *Help, complete bool) (m *nats.Msg, 
 	c.seq++
 	p := c.src.proc
 	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
+	c.svc.tapped(r) // a launcher on this node has it at once (tap.go)
 	if live {
 		m = Message(r, "")
 		m.Subject += "." + tokenLive

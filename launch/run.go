@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -114,6 +115,10 @@ type Config struct {
 	// its ranks there as ended, before the run's policy acts on it.
 	NodeDown func(c cluster.ID, node string)
 	Logger   *slog.Logger
+	// NoDirectOutput takes every record from NATS, even from the agents
+	// of this machine, which otherwise also hand the job's output to the
+	// launcher directly over their socket (direct.go).
+	NoDirectOutput bool
 	// SignIn, if set, connects for one job, named nspace: on a secured
 	// deployment a launcher signs in for each job it starts with a
 	// credential for that job alone (security.JobCredential), which may
@@ -174,10 +179,16 @@ type Run struct {
 
 	// output (output.go); recs, repairs, out and reconnects are the
 	// follow loop's
-	recs       chan incoming
-	repairs    map[*runJob]*repairState
-	out        outputState
-	reconnects uint64
+	recs    chan incoming
+	repairs map[*runJob]*repairState
+	// the direct output paths (direct.go), by cluster:node, under mu;
+	// stopping: no more are made
+	outputToken string
+	direct      map[string]*directPath
+	stopping    bool
+	directShown atomic.Int64
+	out         outputState
+	reconnects  uint64
 	// poll's: nodes found down and since when, and the reconnects seen
 	suspects       map[string]time.Time
 	heard          map[string]time.Time // when each node last answered (its spawn, a poll), since the last reconnect
@@ -220,6 +231,8 @@ type runJob struct {
 	js      natsjs.JetStream
 	kv      natsjs.KeyValue
 	claimed bool
+	// listen is each node's agent socket, from its liveness record.
+	listen map[string]string
 }
 
 // Launch places and starts every job of cfg through the agents of their
@@ -235,10 +248,13 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
+		recs: make(chan incoming, 4096), direct: map[string]*directPath{}, repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}, heard: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
+	if !cfg.NoDirectOutput {
+		r.outputToken = newOutputToken()
+	}
 	r.pollReconnects = r.reconnects
 	if err := r.plan(ctx); err != nil {
 		return nil, err
@@ -406,7 +422,7 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		j := byCluster[c]
 		if j == nil {
-			j = &runJob{cluster: c}
+			j = &runJob{cluster: c, listen: map[string]string{}}
 			byCluster[c] = j
 			r.jobs = append(r.jobs, j)
 		}
@@ -419,6 +435,7 @@ func (r *Run) plan(ctx context.Context) error {
 			j.ranks++
 			if !slices.Contains(j.nodes, p.Node) {
 				j.nodes = append(j.nodes, p.Node)
+				j.listen[p.Node] = live[c][p.Node].Listen
 			}
 		}
 		r.left += spec.N
@@ -574,6 +591,7 @@ func (r *Run) spawn(ctx context.Context) error {
 		Version: r.cfg.Version, Nspace: r.nspace, Launcher: r.cfg.Launcher, Map: r.places,
 		Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
 		LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output, Stdin: r.cfg.stdinRank(),
+		OutputToken: r.outputToken,
 	}
 	var info []pmix.Info
 	for _, spec := range r.cfg.Jobs {
@@ -617,6 +635,9 @@ func (r *Run) spawn(ctx context.Context) error {
 					}
 				}
 				mu.Unlock()
+				if err := r.dialDirect(j, node); err != nil {
+					r.log.Warn("no direct output path", "node", node, "err", err)
+				}
 				return nil
 			})
 		}
@@ -657,6 +678,7 @@ func formatErrors(errs []error) string {
 
 // release deletes the claimed job keys and stops listening.
 func (r *Run) release() {
+	r.closeDirect()
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
@@ -747,6 +769,7 @@ func (r *Run) follow() {
 				break
 			}
 			r.poll()
+			r.redialDirect()
 		}
 		r.mu.Lock()
 		finished := r.left == 0
@@ -1126,6 +1149,7 @@ func (r *Run) finish() {
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
+	r.closeDirect()
 	r.stopOutput()
 	r.mu.Lock()
 	r.result = res
