@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pmixbus/pmixbus/cluster"
@@ -74,6 +75,15 @@ type directPath struct {
 	node string
 	addr string // the agent's socket, "unix:/path"
 	c    net.Conn
+	// gone is closed when the run closes the path (closeDirect).
+	gone     chan struct{}
+	goneOnce sync.Once
+}
+
+// close ends the path.
+func (p *directPath) close() {
+	p.goneOnce.Do(func() { close(p.gone) })
+	_ = p.c.Close()
 }
 
 // dialDirect attaches to node's agent for the job's output, when the
@@ -106,7 +116,7 @@ func (r *Run) dialDirect(j *runJob, node string) error {
 		return fmt.Errorf("attaching to the agent of node %s for the job's output: %w", node, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	p := &directPath{j: j, node: node, addr: addr, c: c}
+	p := &directPath{j: j, node: node, addr: addr, c: c, gone: make(chan struct{})}
 	r.mu.Lock()
 	if r.stopping {
 		r.mu.Unlock()
@@ -134,7 +144,7 @@ func (r *Run) readDirect(p *directPath) {
 		r.mu.Unlock()
 	}()
 	rd := proto.NewReader(p.c, maxDirectFrame)
-	for {
+	for first := true; ; first = false {
 		f, err := rd.ReadFrame()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
@@ -147,10 +157,32 @@ func (r *Run) readDirect(p *directPath) {
 			r.log.Warn("dropping the direct output path from an agent", "node", p.node, "err", err)
 			return
 		}
-		select {
-		case r.recs <- incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: rec}}, direct: true}:
-		case <-r.stop:
+		if first {
+			select {
+			case <-r.following: // no output is handled before Config.Started
+			case <-r.stop:
+				return
+			case <-p.gone: // the launch failed
+				return
+			}
+		}
+		// Handled here rather than by the follow loop: one goroutine's
+		// wake less between the agent's write and the launcher's.
+		r.outMu.Lock()
+		if r.outDone {
+			r.outMu.Unlock()
 			return
+		}
+		r.record(incoming{Delivered: iof.Delivered{Parsed: iof.Parsed{Record: rec}}, direct: true})
+		r.mu.Lock()
+		ended := r.left == 0
+		r.mu.Unlock()
+		r.outMu.Unlock()
+		if ended {
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -215,7 +247,7 @@ func (r *Run) closeDirect() {
 	}
 	r.mu.Unlock()
 	for _, p := range paths {
-		_ = p.c.Close()
+		p.close()
 	}
 }
 

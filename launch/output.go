@@ -80,7 +80,8 @@ type incoming struct {
 	gen    int
 }
 
-// outputState is the follow loop's: touched by it only.
+// outputState is touched by the follow loop and the readers of direct
+// paths, under Run.outMu.
 type outputState struct {
 	chans     map[chanKey]*chanState
 	heldBytes int

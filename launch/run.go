@@ -178,7 +178,7 @@ type Run struct {
 	msgs   chan *nats.Msg
 
 	// output (output.go); recs, repairs, out and reconnects are the
-	// follow loop's
+	// follow loop's, and a direct path's reader's (under outMu)
 	recs    chan incoming
 	repairs map[*runJob]*repairState
 	// the direct output paths (direct.go), by cluster:node, under mu;
@@ -187,8 +187,17 @@ type Run struct {
 	direct      map[string]*directPath
 	stopping    bool
 	directShown atomic.Int64
-	out         outputState
-	reconnects  uint64
+	// outMu is held by the follow loop while it handles anything, and by
+	// a direct path's reader while it handles a record of its own:
+	// either one handles the run's output and ends at a time. outDone:
+	// the run has finished, nothing more is handled. following is closed
+	// once the loop runs (Config.Started comes first); kick wakes it.
+	outMu      sync.Mutex
+	outDone    bool
+	following  chan struct{}
+	kick       chan struct{}
+	out        outputState
+	reconnects uint64
 	// poll's: nodes found down and since when, and the reconnects seen
 	suspects       map[string]time.Time
 	heard          map[string]time.Time // when each node last answered (its spawn, a poll), since the last reconnect
@@ -248,7 +257,7 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan incoming, 4096), direct: map[string]*directPath{}, repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
+		recs: make(chan incoming, 4096), direct: map[string]*directPath{}, following: make(chan struct{}), kick: make(chan struct{}, 1), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}, heard: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
@@ -748,13 +757,19 @@ func (r *Run) follow() {
 	defer r.wg.Done()
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
+	close(r.following)
 	for {
 		select {
 		case m := <-r.msgs:
+			r.outMu.Lock()
 			r.handle(m)
 		case in := <-r.recs:
+			r.outMu.Lock()
 			r.record(in)
+		case <-r.kick: // a direct path's reader handled a record: the run may have ended
+			r.outMu.Lock()
 		case now := <-poll.C:
+			r.outMu.Lock()
 			r.checkOutput(now)
 			if r.cfg.Help != nil {
 				if err := r.cfg.Help.Tick(now); err != nil {
@@ -776,6 +791,10 @@ func (r *Run) follow() {
 		r.mu.Unlock()
 		if finished {
 			r.finish()
+			r.outDone = true
+		}
+		r.outMu.Unlock()
+		if finished {
 			return
 		}
 	}
