@@ -15,6 +15,8 @@ import (
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
 	"github.com/pmixbus/pmixbus/launch"
+	"github.com/pmixbus/pmixbus/pmix"
+	"github.com/pmixbus/pmixbus/proto"
 )
 
 // directSpec: a1 listens on a Unix socket, as an agent of the launcher's
@@ -45,14 +47,15 @@ func TestOutputDirectPath(t *testing.T) {
 	w := agenttest.Start(t, directSpec)
 	nc := launcherConn(t, w, "A")
 	const lines = 300
-	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "$PMIX_RANK $i"; i=$((i+1)); done`, lines)
 	for _, c := range []struct {
 		node   string
 		direct bool
 	}{{"a1", true}, {"a2", false}} {
 		t.Run(c.node, func(t *testing.T) {
 			out := &syncBuffer{}
-			job := shJob(2, script)
+			// The second half once the launcher attached: it comes both ways.
+			file := filepath.Join(t.TempDir(), "release")
+			job := shJob(2, halfThenRest(file, lines))
 			job.Hosts = []launch.Node{{Name: c.node, Slots: 2}}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -62,6 +65,9 @@ func TestOutputDirectPath(t *testing.T) {
 			}
 			if got := r.DirectNodes(); (len(got) == 1) != c.direct {
 				t.Errorf("direct paths %v, want one: %v", got, c.direct)
+			}
+			if err := os.WriteFile(file, nil, 0o600); err != nil {
+				t.Fatal(err)
 			}
 			res, err := r.Wait(ctx)
 			if err != nil || res.ExitCode != 0 {
@@ -140,5 +146,54 @@ func TestOutputDirectPathLate(t *testing.T) {
 	checkNumberedLines(t, out.String(), 2, lines)
 	if r.DirectRecords() == 0 {
 		t.Error("no record shown from the direct path once attached")
+	}
+}
+
+// Only the launcher of a job attaches for its output: an output-attach
+// with another token, or for a job the agent does not run, gets an error
+// frame and the connection closes.
+func TestOutputDirectPathRefused(t *testing.T) {
+	w := agenttest.Start(t, directSpec)
+	nc := launcherConn(t, w, "A")
+	file := filepath.Join(t.TempDir(), "release")
+	job := shJob(1, "until [ -e "+file+" ]; do sleep 0.01; done")
+	job.Hosts = []launch.Node{{Name: "a1", Slots: 2}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Jobs: []launch.JobSpec{job}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := strings.TrimPrefix(w.Agent("a1").Addr(), "unix:")
+	for _, c := range []struct {
+		nspace, token string
+		want          pmix.Status
+	}{
+		{r.Nspace(), "0123456789abcdef0123456789abcdef", pmix.ErrInvalidCred},
+		{r.Nspace(), "", pmix.ErrInvalidCred},
+		{"no-such-job", "0123456789abcdef0123456789abcdef", pmix.ErrNotFound},
+	} {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(waitTime))
+		if err := proto.WriteFrame(conn, &proto.Frame{Type: proto.TypeOutputAttach, Seq: 1, Nspace: c.nspace, Credential: c.token}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := proto.ReadFrame(conn, 1<<16)
+		if err != nil || f.Type != proto.TypeError || f.Status != c.want {
+			t.Errorf("attach to %s with token %q: %+v, %v; want an error frame with %v", c.nspace, c.token, f, err, c.want)
+		}
+		if _, err := proto.ReadFrame(conn, 1<<16); err == nil {
+			t.Errorf("attach to %s with token %q: the connection stays open", c.nspace, c.token)
+		}
+		_ = conn.Close()
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Wait(ctx); err != nil || res.ExitCode != 0 {
+		t.Fatalf("result %+v, %v", res, err)
 	}
 }
