@@ -66,14 +66,7 @@ func TestOutputDirectPath(t *testing.T) {
 			if got := r.DirectNodes(); (len(got) == 1) != c.direct {
 				t.Errorf("direct paths %v, want one: %v", got, c.direct)
 			}
-			if err := os.WriteFile(file, nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Wait(ctx)
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("result %+v, %v\n%s", res, err, out)
-			}
-			checkNumberedLines(t, out.String(), 2, lines)
+			releaseAndCheck(ctx, t, r, file, out, lines)
 			if n := r.DirectRecords(); (n > 0) != c.direct {
 				t.Errorf("%d records shown from the direct path; want some: %v", n, c.direct)
 			}
@@ -136,6 +129,17 @@ func TestOutputDirectPathLate(t *testing.T) {
 		}
 		return nil
 	})
+	releaseAndCheck(ctx, t, r, file, out, lines)
+	if r.DirectRecords() == 0 {
+		t.Error("no record shown from the direct path once attached")
+	}
+}
+
+// releaseAndCheck lets the ranks of halfThenRest(file, lines) write the
+// rest, waits for the run, and checks that every line was shown once, in
+// order.
+func releaseAndCheck(ctx context.Context, t *testing.T, r *launch.Run, file string, out *syncBuffer, lines int) {
+	t.Helper()
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +148,6 @@ func TestOutputDirectPathLate(t *testing.T) {
 		t.Fatalf("result %+v, %v\n%s", res, err, out)
 	}
 	checkNumberedLines(t, out.String(), 2, lines)
-	if r.DirectRecords() == 0 {
-		t.Error("no record shown from the direct path once attached")
-	}
 }
 
 // Only the launcher of a job attaches for its output: an output-attach
