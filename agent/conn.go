@@ -160,7 +160,15 @@ func (cc *clientConn) serve() {
 		cc.fail(pmix.Errorf(pmix.ErrOutOfResource, "%d connections are waiting to say hello already; try again", cc.a.cfg.MaxPendingHello))
 		return
 	}
-	err := cc.hello()
+	f, err := cc.readHello()
+	if err == nil && f.Type == proto.TypeOutputAttach {
+		cc.a.hellos.leave()
+		cc.feedOutput(f) // outputfeed.go: a launcher, not a client
+		return
+	}
+	if err == nil {
+		err = cc.hello(f)
+	}
 	cc.a.hellos.leave()
 	if err != nil {
 		if cc.a.ctx.Err() == nil {
@@ -198,7 +206,8 @@ func (cc *clientConn) fail(err error) {
 	cc.w.finish(f, time.Second)
 }
 
-func (cc *clientConn) hello() error {
+// readHello reads the connection's first frame, within HelloTimeout.
+func (cc *clientConn) readHello() (*proto.Frame, error) {
 	stop := context.AfterFunc(cc.a.ctx, func() { _ = cc.c.Close() }) // Shutdown does not wait out HelloTimeout
 	defer stop()
 	_ = cc.c.SetReadDeadline(time.Now().Add(cc.a.cfg.HelloTimeout))
@@ -206,9 +215,13 @@ func (cc *clientConn) hello() error {
 	// larger than a hello needs, whatever the length prefix claims.
 	f, err := proto.ReadFrame(cc.c, min(proto.MaxHelloFrame, cc.a.cfg.MaxFrame))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_ = cc.c.SetReadDeadline(time.Time{})
+	return f, nil
+}
+
+func (cc *clientConn) hello(f *proto.Frame) error {
 	if f.Type != proto.TypeHello {
 		return pmix.Errorf(pmix.ErrInvalidOperation, "first frame is %v, want hello", f.Type)
 	}

@@ -340,12 +340,7 @@ func (cc *clientConn) iofPull(st *iofConn, f *proto.Frame) error {
 			if !cc.w.waitBelow(a.cfg.ClientQueueLimit/2, st.ctx.Done()) {
 				return
 			}
-			info := []pmix.Info{pmix.NewInfo(pmix.KeyIOFTime, pmix.Time(rec.Time))}
-			if rec.Complete {
-				info = append(info, pmix.NewInfo(pmix.KeyIOFComplete, pmix.Bool(true)))
-			}
-			_ = cc.write(&proto.Frame{Type: proto.TypeIOFData, ID: f.ID, Seq: rec.Seq, Source: pmix.Proc{Nspace: source, Rank: rec.Rank},
-				Channels: uint16(rec.Channel), Payload: rec.Data, Info: info})
+			_ = cc.write(recordFrame(f.ID, source, rec, false))
 		})
 		if err != nil {
 			stopAll(fs)

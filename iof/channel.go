@@ -18,6 +18,11 @@ import (
 // the previous record is stored. So a quiet process's line goes out at
 // once, and a fast writer's lines go out in big records, with no timer.
 // A partial line waits Idle for its end; Close flushes it.
+//
+// Records are numbered (and handed to the Service's taps) under mu: by
+// the goroutine as it takes them, or, when the goroutine has nothing to
+// do, by Write itself — so that the line of a quiet process reaches a
+// tap without waiting for the goroutine to wake (ready).
 type channel struct {
 	svc *Service
 	src *Source
@@ -29,6 +34,8 @@ type channel struct {
 	pending  []byte
 	lastW    time.Time // the last Write, for the idle flush
 	seq      uint64
+	ready    []Record     // numbered by Write, not yet stored
+	idle     bool         // the goroutine found nothing to take: Write numbers what it can
 	help     []helpRecord // queued diag records, each its own record
 	inflight []inflight   // stored asynchronously, not yet acknowledged; run's only
 	closing  bool
@@ -82,6 +89,12 @@ func (c *channel) Write(p []byte) (int, error) {
 	}
 	c.pending = append(c.pending, p...)
 	c.lastW = time.Now()
+	if c.idle && len(c.ready) == 0 && len(c.pending) == len(p) {
+		if n := c.cut(); n > 0 {
+			c.idle = false
+			c.ready = append(c.ready, c.number(c.takePending(n), nil, false))
+		}
+	}
 	c.signal()
 	return len(p), nil
 }
@@ -144,12 +157,12 @@ func (c *channel) run() {
 		c.mu.Unlock()
 		var err error
 		switch {
-		case n.data != nil && c.pipelined():
-			err = c.storeAsync(n.data)
-		case n.data != nil || n.complete:
+		case n.rec != nil && !n.rec.Complete && c.pipelined():
+			err = c.storeAsync(*n.rec)
+		case n.rec != nil:
 			// After what went before: the end, and a diag's reply, follow it.
 			if err = c.settle(0); err == nil {
-				err = c.store(n.data, n.help, n.complete)
+				err = c.store(*n.rec)
 			}
 			if n.stored != nil {
 				n.stored <- err
@@ -163,7 +176,7 @@ func (c *channel) run() {
 			c.fail(err)
 			return
 		}
-		if n.complete {
+		if n.rec != nil && n.rec.Complete {
 			return
 		}
 	}
@@ -202,8 +215,8 @@ func (c *channel) fail(err error) {
 // storeAsync stores a stdout or stderr record without waiting for its
 // acknowledgement, so the stream takes several of a fast writer's records
 // at once; at most pipeline are unacknowledged.
-func (c *channel) storeAsync(data []byte) error {
-	m, live := c.message(data, nil, false)
+func (c *channel) storeAsync(r Record) error {
+	m, live := c.message(r)
 	if live {
 		return c.sendLive(m)
 	}
@@ -245,23 +258,28 @@ func (c *channel) settle(keep int) error {
 	return nil
 }
 
-// next is what take found to do: a record's bytes (with its help and the
-// waiter of a diag), the channel's end, or nothing yet — then how long a
-// partial line may still wait (0: until kicked).
+// next is what take found to do: a record (with the waiter of a diag),
+// the channel's end among them, or nothing yet — then how long a partial
+// line may still wait (0: until kicked).
 type next struct {
-	data     []byte
-	help     *Help
-	stored   chan<- error
-	complete bool
-	wait     time.Duration
+	rec    *Record
+	stored chan<- error
+	wait   time.Duration
 }
 
-// take picks what to do next. c.mu is held.
+// take picks what to do next, numbering it. c.mu is held.
 func (c *channel) take() next {
+	c.idle = false
+	if len(c.ready) > 0 {
+		r := c.ready[0]
+		c.ready = c.ready[1:]
+		return next{rec: &r}
+	}
 	if len(c.help) > 0 {
 		h := c.help[0]
 		c.help = c.help[1:]
-		return next{data: h.text, help: h.help, stored: h.stored}
+		r := c.number(h.text, h.help, false)
+		return next{rec: &r, stored: h.stored}
 	}
 	n := c.cut()
 	if n == 0 && len(c.pending) > 0 {
@@ -272,12 +290,33 @@ func (c *channel) take() next {
 		n = min(len(c.pending), MaxRecord)
 	}
 	if n > 0 {
-		data := bytes.Clone(c.pending[:n])
-		c.pending = c.pending[n:] // no shifting: append moves the rest when it grows
-		c.space.Broadcast()
-		return next{data: data}
+		r := c.number(c.takePending(n), nil, false)
+		return next{rec: &r}
 	}
-	return next{complete: c.closing}
+	if c.closing {
+		r := c.number(nil, nil, true)
+		return next{rec: &r}
+	}
+	c.idle = true
+	return next{}
+}
+
+// takePending takes the first n pending bytes. c.mu is held.
+func (c *channel) takePending(n int) []byte {
+	data := bytes.Clone(c.pending[:n])
+	c.pending = c.pending[n:] // no shifting: append moves the rest when it grows
+	c.space.Broadcast()
+	return data
+}
+
+// number makes the channel's next record and hands it to the Service's
+// taps. c.mu is held.
+func (c *channel) number(data []byte, help *Help, complete bool) Record {
+	c.seq++
+	p := c.src.proc
+	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
+	c.svc.tapped(r) // a launcher on this node has it at once (tap.go)
+	return r
 }
 
 // cut is how many pending bytes make the next record: the whole lines in
@@ -299,35 +338,33 @@ func (c *channel) cut() int {
 
 // store publishes one record (or the Complete one, with no data), within
 // the job's limit.
-func (c *channel) store(data []byte, help *Help, complete bool) error {
-	m, live := c.message(data, help, complete)
+func (c *channel) store(r Record) error {
+	m, live := c.message(r)
 	if live {
 		return c.sendLive(m)
 	}
 	return c.svc.publish(m, "output of "+c.src.proc.String())
 }
 
-// message numbers the next record. Within the job's limit it is to be
+// message is a record's message. Within the job's limit it is to be
 // stored; over it (DROP_NEWEST, the warning given once) it is live: sent
 // to whoever is watching now on a subject the stream does not keep, so
 // that the launcher's view goes on while the stream keeps the limit. A
 // Complete record is always stored, without bytes over the limit.
-func (c *channel) message(data []byte, help *Help, complete bool) (m *nats.Msg, live bool) {
-	if len(data) > 0 && c.bud != nil && !c.bud.take(len(data)) {
-		live = !complete
-		if complete {
-			data = nil
+func (c *channel) message(r Record) (m *nats.Msg, live bool) {
+	if len(r.Data) > 0 && c.bud != nil && !c.bud.take(len(r.Data)) {
+		live = !r.Complete
+		if r.Complete {
+			r.Data = nil
 		}
 	}
-	c.seq++
 	p := c.src.proc
-	r := Record{Cluster: c.svc.cfg.Cluster, Nspace: p.Nspace, Rank: p.Rank, Channel: c.ch, Seq: c.seq, Time: time.Now(), Data: data, Complete: complete, Help: help}
 	if live {
 		m = Message(r, "")
 		m.Subject += "." + tokenLive
 		return m, true
 	}
-	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(c.seq, 10)
+	id := p.Nspace + "/" + c.src.opts.Incarnation + "/" + p.Rank.String() + "/" + channelToken(c.ch) + "/" + strconv.FormatUint(r.Seq, 10)
 	return Message(r, id), false
 }
 

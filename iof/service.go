@@ -96,6 +96,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	taps tapSet // local viewers of a job's records (tap.go)
+
 	mu      sync.Mutex
 	budgets map[budgetKey]*budget
 	closed  bool

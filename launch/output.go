@@ -66,17 +66,22 @@ type chanState struct {
 	// a channel's records in the order its agent sent them, the live ones
 	// (over the job's limit, which the stream never holds) among them.
 	subSeen uint64
+	// direct marks the held records a direct path brought (none came from
+	// the stream).
+	direct map[uint64]bool
 }
 
-// incoming is a record from the subscription, or from repair number gen
-// of job.
+// incoming is a record from the subscription, from an agent's direct
+// path (direct.go), or from repair number gen of job.
 type incoming struct {
 	iof.Delivered
+	direct bool
 	repair *runJob
 	gen    int
 }
 
-// outputState is the follow loop's: touched by it only.
+// outputState is touched by the follow loop and the readers of direct
+// paths, under Run.outMu.
 type outputState struct {
 	chans     map[chanKey]*chanState
 	heldBytes int
@@ -181,14 +186,28 @@ func (r *Run) record(in incoming) {
 		st = &chanState{next: 1}
 		r.out.chans[k] = st
 	}
-	if in.repair == nil {
+	if in.repair == nil && !in.direct {
 		st.subSeen = max(st.subSeen, p.Seq)
 	}
 	if p.Seq < st.next {
 		return // seen
 	}
+	if p.Seq > st.next && in.direct {
+		// The direct path missed some (made before the launcher attached,
+		// or dropped while it fell behind): the subscription brings them,
+		// or, when it missed them too, the repair its gap started. Held
+		// (or, past maxHeld, left to the subscription).
+		if _, dup := st.held[p.Seq]; !dup && r.hold(st, p.Record) {
+			if st.direct == nil {
+				st.direct = map[uint64]bool{}
+			}
+			st.direct[p.Seq] = true
+		}
+		return
+	}
 	if p.Seq > st.next {
 		_, heldFromStream := st.held[p.Seq]
+		heldFromStream = heldFromStream && !st.direct[p.Seq]
 		switch {
 		case !p.Live && in.repair == nil && !heldFromStream:
 			// The subscription missed some: hold this, the stream has them.
@@ -214,6 +233,9 @@ func (r *Run) record(in incoming) {
 	}
 	if _, both := st.held[p.Seq]; both { // it came both ways
 		r.unhold(st, p.Seq)
+	}
+	if in.direct {
+		r.directShown.Add(1)
 	}
 	r.show(p.Record)
 	for st.next = p.Seq + 1; ; st.next++ {
@@ -263,6 +285,7 @@ func (r *Run) flushHeld(rank rankKey, all bool) {
 func (r *Run) unhold(st *chanState, seq uint64) iof.Record {
 	rec := st.held[seq]
 	delete(st.held, seq)
+	delete(st.direct, seq)
 	r.out.heldBytes -= len(rec.Data)
 	return rec
 }

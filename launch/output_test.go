@@ -21,6 +21,11 @@ func TestRecordMergesBySequence(t *testing.T) {
 		}
 		return in
 	}
+	direct := func(seq uint64) incoming {
+		in := rec(seq, false)
+		in.direct = true
+		return in
+	}
 	live := func(seq uint64) incoming {
 		in := rec(seq, false)
 		in.Live = true
@@ -42,6 +47,15 @@ func TestRecordMergesBySequence(t *testing.T) {
 		{"live ones still coming", []incoming{rec(1, false), rec(4, true), live(2), live(3), rec(4, false)}, "1\n2\n3\n4\n"},
 		{"the repair first", []incoming{rec(1, true), rec(2, true), rec(1, false), rec(3, false)}, "1\n2\n3\n"},
 		{"over the limit, live", []incoming{rec(1, false), live(3), live(4), rec(2, true)}, "1\n3\n4\n"},
+		// A direct path (direct.go) ahead of the subscription, which
+		// brings every record again.
+		{"direct first", []incoming{direct(1), direct(2), rec(1, false), direct(3), rec(2, false), rec(3, false)}, "1\n2\n3\n"},
+		// Attached late: the subscription brings the first ones.
+		{"direct attached late", []incoming{direct(3), direct(4), rec(1, false), rec(2, false), rec(3, false), rec(4, false)}, "1\n2\n3\n4\n"},
+		// The subscription misses one the direct path holds: the repair
+		// brings what neither brought, nothing is skipped.
+		{"both miss one", []incoming{rec(1, false), direct(3), rec(3, false), rec(2, true), rec(3, true)}, "1\n2\n3\n"},
+		{"the direct path dropped some", []incoming{direct(1), direct(4), rec(1, false), rec(2, false), rec(3, false), rec(4, false)}, "1\n2\n3\n4\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

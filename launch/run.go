@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -114,6 +115,10 @@ type Config struct {
 	// its ranks there as ended, before the run's policy acts on it.
 	NodeDown func(c cluster.ID, node string)
 	Logger   *slog.Logger
+	// NoDirectOutput takes every record from NATS, even from the agents
+	// of this machine, which otherwise also hand the job's output to the
+	// launcher directly over their socket (direct.go).
+	NoDirectOutput bool
 	// SignIn, if set, connects for one job, named nspace: on a secured
 	// deployment a launcher signs in for each job it starts with a
 	// credential for that job alone (security.JobCredential), which may
@@ -173,9 +178,24 @@ type Run struct {
 	msgs   chan *nats.Msg
 
 	// output (output.go); recs, repairs, out and reconnects are the
-	// follow loop's
-	recs       chan incoming
-	repairs    map[*runJob]*repairState
+	// follow loop's, and a direct path's reader's (under outMu)
+	recs    chan incoming
+	repairs map[*runJob]*repairState
+	// the direct output paths (direct.go), by cluster:node, under mu;
+	// stopping: no more are made
+	outputToken string
+	direct      map[string]*directPath
+	stopping    bool
+	directShown atomic.Int64
+	// outMu is held by the follow loop while it handles anything, and by
+	// a direct path's reader while it handles a record of its own:
+	// either one handles the run's output and ends at a time. outDone:
+	// the run has finished, nothing more is handled. following is closed
+	// once the loop runs (Config.Started comes first); kick wakes it.
+	outMu      sync.Mutex
+	outDone    bool
+	following  chan struct{}
+	kick       chan struct{}
 	out        outputState
 	reconnects uint64
 	// poll's: nodes found down and since when, and the reconnects seen
@@ -220,6 +240,8 @@ type runJob struct {
 	js      natsjs.JetStream
 	kv      natsjs.KeyValue
 	claimed bool
+	// listen is each node's agent socket, from its liveness record.
+	listen map[string]string
 }
 
 // Launch places and starts every job of cfg through the agents of their
@@ -235,10 +257,13 @@ func Launch(ctx context.Context, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{cfg: cfg, log: cfg.Logger, msgs: make(chan *nats.Msg, 1<<16), stop: make(chan struct{}), done: make(chan struct{}),
-		recs: make(chan incoming, 4096), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
+		recs: make(chan incoming, 4096), direct: map[string]*directPath{}, following: make(chan struct{}), kick: make(chan struct{}, 1), repairs: map[*runJob]*repairState{}, completes: map[rankKey]int{}, held: map[rankKey]heldEnd{}, downRanks: map[rankKey]bool{},
 		ends: map[pmix.Rank]ProcEnd{}, pids: map[pmix.Rank]int{},
 		out: outputState{chans: map[chanKey]*chanState{}, seenJob: map[string]bool{}}, suspects: map[string]time.Time{}, heard: map[string]time.Time{}}
 	r.reconnects = cfg.Conn.Stats().Reconnects
+	if !cfg.NoDirectOutput {
+		r.outputToken = newOutputToken()
+	}
 	r.pollReconnects = r.reconnects
 	if err := r.plan(ctx); err != nil {
 		return nil, err
@@ -406,7 +431,7 @@ func (r *Run) plan(ctx context.Context) error {
 		}
 		j := byCluster[c]
 		if j == nil {
-			j = &runJob{cluster: c}
+			j = &runJob{cluster: c, listen: map[string]string{}}
 			byCluster[c] = j
 			r.jobs = append(r.jobs, j)
 		}
@@ -419,6 +444,7 @@ func (r *Run) plan(ctx context.Context) error {
 			j.ranks++
 			if !slices.Contains(j.nodes, p.Node) {
 				j.nodes = append(j.nodes, p.Node)
+				j.listen[p.Node] = live[c][p.Node].Listen
 			}
 		}
 		r.left += spec.N
@@ -574,6 +600,7 @@ func (r *Run) spawn(ctx context.Context) error {
 		Version: r.cfg.Version, Nspace: r.nspace, Launcher: r.cfg.Launcher, Map: r.places,
 		Continuous: r.cfg.Continuous, NotifyTermination: r.cfg.NotifyTermination,
 		LauncherGraceMS: r.cfg.LauncherGrace.Milliseconds(), Output: r.cfg.Output, Stdin: r.cfg.stdinRank(),
+		OutputToken: r.outputToken,
 	}
 	var info []pmix.Info
 	for _, spec := range r.cfg.Jobs {
@@ -617,6 +644,9 @@ func (r *Run) spawn(ctx context.Context) error {
 					}
 				}
 				mu.Unlock()
+				if err := r.dialDirect(j, node); err != nil {
+					r.log.Warn("no direct output path", "node", node, "err", err)
+				}
 				return nil
 			})
 		}
@@ -657,6 +687,7 @@ func formatErrors(errs []error) string {
 
 // release deletes the claimed job keys and stops listening.
 func (r *Run) release() {
+	r.closeDirect()
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
@@ -726,13 +757,19 @@ func (r *Run) follow() {
 	defer r.wg.Done()
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
+	close(r.following)
 	for {
 		select {
 		case m := <-r.msgs:
+			r.outMu.Lock()
 			r.handle(m)
 		case in := <-r.recs:
+			r.outMu.Lock()
 			r.record(in)
+		case <-r.kick: // a direct path's reader handled a record: the run may have ended
+			r.outMu.Lock()
 		case now := <-poll.C:
+			r.outMu.Lock()
 			r.checkOutput(now)
 			if r.cfg.Help != nil {
 				if err := r.cfg.Help.Tick(now); err != nil {
@@ -747,12 +784,17 @@ func (r *Run) follow() {
 				break
 			}
 			r.poll()
+			r.redialDirect()
 		}
 		r.mu.Lock()
 		finished := r.left == 0
 		r.mu.Unlock()
 		if finished {
 			r.finish()
+			r.outDone = true
+		}
+		r.outMu.Unlock()
+		if finished {
 			return
 		}
 	}
@@ -1126,6 +1168,7 @@ func (r *Run) finish() {
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
+	r.closeDirect()
 	r.stopOutput()
 	r.mu.Lock()
 	r.result = res

@@ -130,7 +130,14 @@ type SpawnRequest struct {
 	// OpStdin (--stdin): one rank, or pmix.RankWildcard for all. Nil: none,
 	// every rank reads the null device.
 	Stdin *pmix.Rank `json:"stdin,omitempty"`
+	// OutputToken, if set, is the secret with which the launcher attaches
+	// to the agent's socket for the job's output when it runs on the
+	// agent's node (direct.go); at most MaxOutputToken bytes.
+	OutputToken string `json:"output_token,omitempty"`
 }
+
+// MaxOutputToken bounds a spawn request's output token.
+const MaxOutputToken = 128
 
 // OutputSpec is a job's output capture: PMIX_IOF_OUTPUT_RAW, and the bytes
 // per channel the job's stream keeps (PMIX_IOF_CACHE_SIZE, 0 for the
@@ -310,6 +317,9 @@ func (r *SpawnRequest) check() error {
 	}
 	if err := subjects.CheckName("session", r.Session); err != nil {
 		return err
+	}
+	if len(r.OutputToken) > MaxOutputToken {
+		return pmix.Errorf(pmix.ErrBadParam, "job %s: an output token of %d bytes, at most %d", r.Nspace, len(r.OutputToken), MaxOutputToken)
 	}
 	if len(r.Map) == 0 {
 		return pmix.Errorf(pmix.ErrBadParam, "job %s: an empty job map", r.Nspace)

@@ -98,6 +98,12 @@ const (
 	TypeInvokeBatch     Type = 24 // a→c: Invokes
 	TypeInvokeDoneBatch Type = 25 // c→a: Dones
 
+	// The direct output path (docs/protocol.md, *Output to a launcher on
+	// the node*): a launcher, not a client, attaches with it instead of a
+	// hello; once answered, the agent sends it iof-data frames (ID 0) of
+	// the job's local ranks.
+	TypeOutputAttach Type = 26 // launcher→a: Nspace, Credential (the job's output token); reply
+
 	// Spawn (PMIx_Spawn; docs/protocol.md): the agent replies once every
 	// rank of the new job has started, with its nspace, or why not.
 	TypeSpawn Type = 30 // c→a: Info (job-level directives), Apps; reply: Nspace
@@ -129,7 +135,7 @@ var typeNames = map[Type]string{
 	TypeFence: "fence", TypeCommit: "commit", TypeGet: "get", TypeConnect: "connect",
 	TypeDisconnect: "disconnect", TypeAbort: "abort", TypeLog: "log", TypeIOFPush: "iof-push", TypeIOFPull: "iof-pull",
 	TypeIOFDeregister: "iof-deregister", TypeIOFData: "iof-data", TypeInvokeBatch: "invoke-batch",
-	TypeInvokeDoneBatch: "invoke-done-batch",
+	TypeInvokeDoneBatch: "invoke-done-batch", TypeOutputAttach: "output-attach",
 
 	TypeSpawn:          "spawn",
 	TypeGroupConstruct: "group-construct", TypeGroupDestruct: "group-destruct", TypeGroupInvite: "group-invite", TypeGroupJoin: "group-join", TypeGroupLeave: "group-leave",
