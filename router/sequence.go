@@ -342,8 +342,13 @@ func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
 			r.stats.duplicates.Add(1)
 			return
 		}
-		if ls == nil {
+		switch {
+		case ls == nil:
 			r.stats.received.Add(1)
+		case len(ls.held) == 0 && ls.stamp == r.local.stamp && r.nholds.Load() == 0:
+			// No registration was released since it ran, nor is one
+			// held (to be released later): none is owed it.
+			return
 		}
 		r.deliver(sc, m, ls)
 		return
