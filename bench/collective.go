@@ -35,12 +35,13 @@ type CollectiveConfig struct {
 	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof.
 	ProfileDir string
 	// CRanks, if positive, also fences C ranks (fenceC): as many
-	// processes of bench/peer/pmixops.c, launched over Agents agents of
-	// one cluster, each doing CFences fences without data (default 200),
-	// Rounds runs. They load LibDir's libpmix.so.2 (required then) and are
-	// compiled against Include's headers where OpenPMIx's are missing.
-	CRanks, CFences int
-	LibDir, Include string
+	// processes of bench/peer/pmixops.c, launched over CAgents agents of
+	// one cluster (default Agents; 1 for the node's barrier alone), each
+	// doing CFences fences without data (default 200), Rounds runs. They
+	// load LibDir's libpmix.so.2 (required then) and are compiled against
+	// Include's headers where OpenPMIx's are missing.
+	CRanks, CAgents, CFences int
+	LibDir, Include          string
 	// COnly skips the in-process clients: only the C ranks' fence runs.
 	COnly bool
 }
@@ -59,6 +60,7 @@ func (c *CollectiveConfig) defaults() {
 	def(&c.CFences, 200)
 	c.Agents = max(c.Agents, 2)
 	c.Procs = max(c.Procs, 2, c.DataProcs)
+	def(&c.CAgents, c.Agents)
 }
 
 // collSetup is two clusters, A and B, each with half the agents and one

@@ -23,7 +23,7 @@ const cFenceLevels = 1
 // fenceC measures issue 31's fence goal with C ranks: CRanks processes
 // of pmixops.c ("fence CFences": after a fence with data and a warm-up,
 // CFences fences without data back to back, each timed by every rank)
-// launched as one job over Agents agents of one cluster on one NATS
+// launched as one job over CAgents agents of one cluster on one NATS
 // server, as many ranks on each; on each agent they fence on the node's
 // barrier in shared memory, whose last arrival sends the agent one frame.
 // Rounds runs, each after RTTs raw request-replies between two other
@@ -38,7 +38,7 @@ const cFenceLevels = 1
 // its contribution) and from that contribution to the release (NATS's
 // side: the lead agent's exchange).
 func fenceC(ctx context.Context, cfg CollectiveConfig, r *Report) error {
-	n, agents := cfg.CRanks, cfg.Agents
+	n, agents := cfg.CRanks, cfg.CAgents
 	per := (n + agents - 1) / agents
 	// The agents, in this process, hold a socket and two pipes per rank.
 	if err := raiseFileLimit(uint64(8*n + 1024)); err != nil {
@@ -142,6 +142,10 @@ func fenceC(ctx context.Context, cfg CollectiveConfig, r *Report) error {
 		line("last contribution to the release (NATS's side)", cycles.exchange)
 		r.addf("  NATS's side %.1f raw round trips, the node side %.1f (p50s)",
 			ratio(percentile(cycles.exchange, 50), rtt), ratio(percentile(cycles.last, 50), rtt))
+	}
+	if agents == 1 {
+		r.addf("fence of %d C ranks on 1 agent: the node's barrier alone, no NATS message (no target) = %.1f raw request-replies", n, ratio(fence, rtt))
+		return nil
 	}
 	perLevel := ratio(fence, cFenceLevels*rtt)
 	r.addf("fence of %d C ranks on %d agents per level (%d: a direct exchange among the agents of one cluster) = %.1f raw request-replies",

@@ -35,12 +35,12 @@ clients (jobA on A, jobB on B):
 
 With --c-ranks, then a fence of C ranks: one job of that many processes
 of bench/peer/pmixops.c, loading --pmix-lib's libpmix.so.2, launched over
---agents agents of one cluster (one NATS server), each doing --c-fences
-fences without data back to back; the slowest rank's p50 against a raw
-NATS request-reply between two connections to the same server, per
-level (1: a direct exchange among the agents), and each fence cycle split
-at the contributions and the release on pmix.coll.>. --c-only skips the
-in-process clients.`+"\n"+benchDescription)
+--c-agents agents of one cluster (default --agents; one NATS server),
+each doing --c-fences fences without data back to back; the slowest
+rank's p50 against a raw NATS request-reply between two connections to
+the same server, per level (1: a direct exchange among the agents), and
+each fence cycle split at the contributions and the release on
+pmix.coll.>. --c-only skips the in-process clients.`+"\n"+benchDescription)
 	var cfg bench.CollectiveConfig
 	fs.IntVar(&cfg.Procs, "procs", 1024, "processes `n` that connect and fence")
 	fs.IntVar(&cfg.Agents, "agents", 8, "agents `n`, half in each cluster")
@@ -49,6 +49,7 @@ in-process clients.`+"\n"+benchDescription)
 	fs.IntVar(&cfg.DataSize, "data-size", 1024, "bytes `n` each of them puts")
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "write CPU profiles of the process over the measured connects and fences to `dir` (connect.cpu.pprof, fence.cpu.pprof)")
 	fs.IntVar(&cfg.CRanks, "c-ranks", 0, "C ranks `n` in the fence of C ranks (0: none; 1024 for issue 31's goal)")
+	fs.IntVar(&cfg.CAgents, "c-agents", 0, "agents `n` the C ranks run on (default: --agents; 1: the node's barrier alone, no target)")
 	fs.IntVar(&cfg.CFences, "c-fences", 200, "fences `n` each C rank times")
 	fs.BoolVar(&cfg.COnly, "c-only", false, "only the fence of C ranks, no in-process clients")
 	fs.StringVar(&cfg.LibDir, "pmix-lib", defaultPMIxLib(), "`dir` of pmixbus's libpmix.so.2 (default: lib/ beside the pmixbus binary)")
