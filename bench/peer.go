@@ -715,15 +715,27 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 	took := time.Since(start)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit %d", res.ExitCode)
+		if res.First != nil {
+			err = fmt.Errorf("exit %d, first abnormal end %+v", res.ExitCode, *res.First)
+		}
 	}
 	if err != nil {
 		run.Terminate(true)
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_, _ = run.Wait(wctx)
 		cancel()
-		return peerRun{}, fmt.Errorf("bench peer: pmixbus run -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, errs.String())
+		return peerRun{}, fmt.Errorf("bench peer: pmixbus run -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, firstLines(errs.String(), 20))
 	}
 	return out.run(took)
+}
+
+// firstLines is text's first n lines, and how many more there were.
+func firstLines(text string, n int) string {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) <= n+1 {
+		return text
+	}
+	return strings.Join(lines[:n], "") + fmt.Sprintf("(%d more lines)\n", len(lines)-n-1)
 }
 
 // peerOutput collects a run's stdout: timed lines ("t <unix ns>") as
