@@ -32,7 +32,9 @@ type CollectiveConfig struct {
 	DataProcs, DataSize int
 	// ProfileDir, if set, receives a CPU profile of the process (agents,
 	// clients and NATS servers alike: all run in it) over the measured
-	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof.
+	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof;
+	// with CRanks, over the measured runs of C ranks, fencec.cpu.pprof
+	// (the agents and the NATS server; the ranks are other processes).
 	ProfileDir string
 	// CRanks, if positive, also fences C ranks (fenceC): as many
 	// processes of bench/peer/pmixops.c, launched over CAgents agents of

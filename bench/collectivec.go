@@ -90,6 +90,11 @@ func fenceC(ctx context.Context, cfg CollectiveConfig, r *Report) error {
 	const rttsPerRound = 20
 	var slowest, rank0, fastest, rtts, took []time.Duration
 	var cycles fenceCycles
+	stop, err := startCPUProfileIn(cfg.ProfileDir, "fencec.cpu.pprof")
+	if err != nil {
+		return err
+	}
+	defer stop()
 	for range cfg.Rounds {
 		rt, err := requestRTT(ctx, conns[0], conns[1], rttsPerRound, nil)
 		if err != nil {
@@ -125,6 +130,7 @@ func fenceC(ctx context.Context, cfg CollectiveConfig, r *Report) error {
 		took = append(took, run.took)
 		cycles.add(marks)
 	}
+	stop()
 	fence, rtt := percentile(slowest, 50), percentile(rtts, 50)
 	line := func(what string, ds []time.Duration) {
 		r.addf("  %-54s p50 %9s  min %9s  max %9s  (%d)", what, us(percentile(ds, 50)), us(percentile(ds, 0)), us(percentile(ds, 100)), len(ds))
