@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,8 +32,20 @@ type CollectiveConfig struct {
 	DataProcs, DataSize int
 	// ProfileDir, if set, receives a CPU profile of the process (agents,
 	// clients and NATS servers alike: all run in it) over the measured
-	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof.
+	// fences, fence.cpu.pprof, and over the connects, connect.cpu.pprof;
+	// with CRanks, over the measured runs of C ranks, fencec.cpu.pprof
+	// (the agents and the NATS server; the ranks are other processes).
 	ProfileDir string
+	// CRanks, if positive, also fences C ranks (fenceC): as many
+	// processes of bench/peer/pmixops.c, launched over CAgents agents of
+	// one cluster (default Agents; 1 for the node's barrier alone), each
+	// doing CFences fences without data (default 200), Rounds runs. They
+	// load LibDir's libpmix.so.2 (required then) and are compiled against
+	// Include's headers where OpenPMIx's are missing.
+	CRanks, CAgents, CFences int
+	LibDir, Include          string
+	// COnly skips the in-process clients: only the C ranks' fence runs.
+	COnly bool
 }
 
 func (c *CollectiveConfig) defaults() {
@@ -46,8 +59,10 @@ func (c *CollectiveConfig) defaults() {
 	def(&c.Rounds, 5)
 	def(&c.DataProcs, 64)
 	def(&c.DataSize, 1024)
+	def(&c.CFences, 200)
 	c.Agents = max(c.Agents, 2)
 	c.Procs = max(c.Procs, 2, c.DataProcs)
+	def(&c.CAgents, c.Agents)
 }
 
 // collSetup is two clusters, A and B, each with half the agents and one
@@ -160,8 +175,22 @@ type tapMark struct {
 }
 
 func (s *collSetup) tap(ctx context.Context) (*tap, error) {
+	t, err := newTap(s.agents[0].NATS())
+	if err != nil {
+		return nil, err
+	}
+	// B's agents see the tap before anything is counted.
+	if err := s.waitInterest(ctx, "B", collective.Prefix+".x"); err != nil {
+		_ = t.sub.Unsubscribe()
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTap counts (and, while marking, marks) the messages on the
+// collective subjects that nc sees.
+func newTap(nc *nats.Conn) (*tap, error) {
 	t := &tap{}
-	nc := s.agents[0].NATS()
 	sub, err := nc.Subscribe(collective.Prefix+".>", func(m *nats.Msg) {
 		t.msgs.Add(1)
 		t.bytes.Add(int64(len(m.Data)))
@@ -176,10 +205,7 @@ func (s *collSetup) tap(ctx context.Context) (*tap, error) {
 	}
 	t.sub = sub
 	if err := nc.Flush(); err != nil {
-		return nil, err
-	}
-	// B's agents see the tap before anything is counted.
-	if err := s.waitInterest(ctx, "B", collective.Prefix+".x"); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, err
 	}
 	return t, nil
@@ -280,8 +306,14 @@ func (rb *rawBarrier) run(ctx context.Context) error {
 // crossRTT times n request-replies from rb's collector (cluster A) to its
 // last connection (cluster B), across the leaf link.
 func (s *collSetup) crossRTT(ctx context.Context, rb *rawBarrier, n int) ([]time.Duration, error) {
+	return requestRTT(ctx, rb.conns[0], rb.conns[len(rb.conns)-1], n, func(subj string) error { return s.waitInterest(ctx, "A", subj) })
+}
+
+// requestRTT times n empty request-replies from near to far, one after
+// another; far answers from its subscription, and seen (if set) waits
+// until near's side routes the subject to far.
+func requestRTT(ctx context.Context, near, far *nats.Conn, n int, seen func(subject string) error) ([]time.Duration, error) {
 	const subj = "pmix.bench.rtt"
-	far := rb.conns[len(rb.conns)-1]
 	sub, err := far.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
 		return nil, err
@@ -290,14 +322,16 @@ func (s *collSetup) crossRTT(ctx context.Context, rb *rawBarrier, n int) ([]time
 	if err := far.Flush(); err != nil {
 		return nil, err
 	}
-	if err := s.waitInterest(ctx, "A", subj); err != nil {
-		return nil, err
+	if seen != nil {
+		if err := seen(subj); err != nil {
+			return nil, err
+		}
 	}
 	var out []time.Duration
 	for range n {
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := rb.conns[0].RequestWithContext(rctx, subj, nil)
+		_, err := near.RequestWithContext(rctx, subj, nil)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -322,19 +356,44 @@ func (rb *rawBarrier) close() {
 // (traceFence); and a fence with PMIX_COLLECT_DATA of DataProcs
 // processes of DataSize bytes each, its time and its bytes on the
 // collective subjects.
+//
+// With CRanks, a fence of C ranks follows (fenceC); with COnly, alone.
+//
+// Errors: pmix.ErrBadParam for CRanks without a LibDir holding
+// libpmix.so.2; the error of a measurement or of the world.
 func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	cfg.defaults()
+	if cfg.CRanks > 0 {
+		if _, err := os.Stat(filepath.Join(cfg.LibDir, "libpmix.so.2")); cfg.LibDir == "" || err != nil {
+			return nil, pmix.Errorf(pmix.ErrBadParam, "bench collective: C ranks need a directory of pmixbus's libpmix.so.2 (--pmix-lib; make builds it), not %q", cfg.LibDir)
+		}
+	}
+	r := &Report{}
+	if !cfg.COnly {
+		if err := collectiveClients(ctx, cfg, r); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CRanks > 0 {
+		if err := fenceC(ctx, cfg, r); err != nil {
+			return nil, fmt.Errorf("fence of C ranks: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// collectiveClients is Collective's part with in-process clients.
+func collectiveClients(ctx context.Context, cfg CollectiveConfig, r *Report) error {
 	s, err := newCollSetup(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer s.close()
-	r := &Report{}
 	s.r = r
 	r.addf("collective: 2 clusters (A, B) linked by a leaf node, %d agents, %d processes (jobA, jobB) attached in-process", len(s.agents), len(s.clients))
 	t, err := s.tap(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("counting messages: %w", err)
+		return fmt.Errorf("counting messages: %w", err)
 	}
 	defer func() { _ = t.sub.Unsubscribe() }()
 	connect := func(int) error {
@@ -351,7 +410,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	// One connect, counted (it also warms up).
 	t.settle()
 	if err := connect(0); err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return fmt.Errorf("connect: %w", err)
 	}
 	msgs, _ := t.settle()
 	a := len(s.agents)
@@ -361,26 +420,26 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 
 	rb, err := s.rawBarrier(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("raw barrier: %w", err)
+		return fmt.Errorf("raw barrier: %w", err)
 	}
 	defer rb.close()
 	raw := whole(func(int) error { return rb.run(ctx) })
 	stop, err := startCPUProfileIn(cfg.ProfileDir, "connect.cpu.pprof")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rawC, conn, err := paired(cfg.Rounds, raw, whole(connect))
 	stop()
 	if err != nil {
-		return nil, fmt.Errorf("connect against a raw barrier: %w", err)
+		return fmt.Errorf("connect against a raw barrier: %w", err)
 	}
 	if stop, err = startCPUProfileIn(cfg.ProfileDir, "fence.cpu.pprof"); err != nil {
-		return nil, err
+		return err
 	}
 	rawF, fen, err := paired(cfg.Rounds, raw, whole(fence))
 	stop()
 	if err != nil {
-		return nil, fmt.Errorf("fence against a raw barrier: %w", err)
+		return fmt.Errorf("fence against a raw barrier: %w", err)
 	}
 	line := func(what string, ds []time.Duration) {
 		r.addf("%-44s p50 %9v  max %9v  (%d rounds)", what, percentile(ds, 50), percentile(ds, 100), len(ds))
@@ -394,7 +453,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	// within about one such round trip after the last answer.
 	rtts, err := s.crossRTT(ctx, rb, 5*cfg.Rounds)
 	if err != nil {
-		return nil, fmt.Errorf("cross-leaf round trip: %w", err)
+		return fmt.Errorf("cross-leaf round trip: %w", err)
 	}
 	line("raw request-reply across the leaf link", rtts)
 	r.addf("release check across clusters: one such round trip, %.1f%% of the fence's p50, %.1f%% of the connect's (same run)",
@@ -410,7 +469,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 	r.addf("fence p50 per level (%d: the direct exchange's round trip and the release check's) = %.1f raw request-replies across the leaf link",
 		levels, perLevel)
 	if err := s.traceFence(ctx, t, fence); err != nil {
-		return nil, err
+		return err
 	}
 
 	// Fence with PMIX_COLLECT_DATA: DataProcs processes, half of each job.
@@ -427,10 +486,10 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 		p := s.w.Procs()[i]
 		procs = append(procs, pmix.Proc{Nspace: cluster.Qualify(p.Cluster, p.Proc.Nspace), Rank: p.Proc.Rank})
 		if err := s.clients[i].Put(pmix.ScopeGlobal, "blob", value); err != nil {
-			return nil, err
+			return err
 		}
 		if err := s.clients[i].Commit(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	t.settle()
@@ -450,7 +509,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 		close(errs)
 		for err := range errs {
 			if err != nil {
-				return nil, fmt.Errorf("fence with data: %w", err)
+				return fmt.Errorf("fence with data: %w", err)
 			}
 		}
 		_, b := t.settle()
@@ -464,7 +523,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig) (*Report, error) {
 		Target{Name: "fence_vs_raw_barrier", Measured: ratio(percentile(fen, 50), percentile(rawF, 50)), Op: "<=", Goal: 5},
 		Target{Name: "fence_vs_rtt_per_level", Measured: perLevel, Op: "<=", Goal: 10},
 	)
-	return r, nil
+	return nil
 }
 
 func countPrefix(names []string, prefix string) int {

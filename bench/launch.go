@@ -99,19 +99,27 @@ type launchSetup struct {
 	cfg LaunchConfig
 	w   *agenttest.World
 	nc  *nats.Conn
+	// nodes are the agents' nodes, in order.
+	nodes []string
 	// link is the last agent's link to NATS, which cutLatency cuts.
 	link    *clustertest.CutProxy
 	cutNode string
 }
 
 func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error) {
+	nodes := launchNodes[:max(cfg.Agents, 2)]
+	return newLaunchSetupOn(ctx, cfg, nodes, nodes[len(nodes)-1])
+}
+
+// newLaunchSetupOn is newLaunchSetup with an agent on each of nodes, the
+// link of cutNode's through a CutProxy (none if "": every agent straight
+// to NATS).
+func newLaunchSetupOn(ctx context.Context, cfg LaunchConfig, nodes []string, cutNode string) (*launchSetup, error) {
 	slots := max(slices.Max(cfg.Sizes), cfg.Kills+1, slices.Max(append(slices.Clone(cfg.PeerSizes), 0)))
 	link, err := clustertest.NewCutProxy()
 	if err != nil {
 		return nil, err
 	}
-	nodes := launchNodes[:max(cfg.Agents, 2)]
-	cutNode := nodes[len(nodes)-1]
 	w, err := agenttest.New(ctx, agenttest.Spec{
 		Clusters: []agenttest.Cluster{{ID: launchCluster, Nodes: nodes}},
 		Agent: func(c *agent.Config) {
@@ -120,7 +128,7 @@ func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error)
 			c.KillGrace = time.Second
 			c.LivenessInterval, c.LivenessTTL = cfg.LivenessInterval, cfg.LivenessTTL
 			c.PMIxLibDir = cfg.LibDir
-			if c.Node == cutNode {
+			if cutNode != "" && c.Node == cutNode {
 				if u, err := link.Via(c.URL); err == nil {
 					c.URL = u
 				}
@@ -136,7 +144,7 @@ func newLaunchSetup(ctx context.Context, cfg LaunchConfig) (*launchSetup, error)
 		_ = w.Close(ctx)
 		return nil, err
 	}
-	return &launchSetup{cfg: cfg, w: w, nc: nc, link: link, cutNode: cutNode}, nil
+	return &launchSetup{cfg: cfg, w: w, nc: nc, nodes: nodes, link: link, cutNode: cutNode}, nil
 }
 
 func (s *launchSetup) close() {

@@ -685,8 +685,9 @@ func (m *peerMeasure) runOurs(ctx context.Context, n int, prog string, args []st
 	return m.runOursOn(ctx, 1, n, prog, args)
 }
 
-// runOursOn runs n ranks of prog over the first agents of launchNodes,
-// by slot: as many on each (the last ones fewer when n does not divide).
+// runOursOn runs n ranks of prog over the first agents of the setup's
+// nodes, by slot: as many on each (the last ones fewer when n does not
+// divide). The run's ranks are ended on any error.
 func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string, args []string) (peerRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
@@ -694,7 +695,7 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 	var errs bytes.Buffer
 	hosts := make([]launch.Node, agents)
 	for i := range hosts {
-		hosts[i] = launch.Node{Name: launchNodes[i], Slots: (n + agents - 1) / agents}
+		hosts[i] = launch.Node{Name: m.s.nodes[i], Slots: (n + agents - 1) / agents}
 	}
 	app := launch.App{Path: prog, Args: args}
 	if agents > 1 {
@@ -714,11 +715,27 @@ func (m *peerMeasure) runOursOn(ctx context.Context, agents, n int, prog string,
 	took := time.Since(start)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit %d", res.ExitCode)
+		if res.First != nil {
+			err = fmt.Errorf("exit %d, first abnormal end %+v", res.ExitCode, *res.First)
+		}
 	}
 	if err != nil {
-		return peerRun{}, fmt.Errorf("bench peer: pmixbus run -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, errs.String())
+		run.Terminate(true)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_, _ = run.Wait(wctx)
+		cancel()
+		return peerRun{}, fmt.Errorf("bench peer: pmixbus run -n %d %s %s: %v\n%s", n, filepath.Base(prog), strings.Join(args, " "), err, firstLines(errs.String(), 20))
 	}
 	return out.run(took)
+}
+
+// firstLines is text's first n lines, and how many more there were.
+func firstLines(text string, n int) string {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) <= n+1 {
+		return text
+	}
+	return strings.Join(lines[:n], "") + fmt.Sprintf("(%d more lines)\n", len(lines)-n-1)
 }
 
 // peerOutput collects a run's stdout: timed lines ("t <unix ns>") as

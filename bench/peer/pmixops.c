@@ -7,7 +7,7 @@
  *              PMIX_COLLECT_DATA (timed: fence_data; and every rank's
  *              realtime call and return: fence_data_in.R, fence_data_out.R), a get of the next
  *              rank's value, one warm-up fence, then K fences without data
- *              (the median: fence)
+ *              (the median: fence; every rank's own median: fence.R)
  *   notify K   two ranks on one node (range LOCAL: mpirun delivers no
  *              client event of a wider range): rank 1 answers every ping
  *              with a pong from its handler; rank 0 sends a ping K times,
@@ -115,8 +115,10 @@ static void fence(long k)
             die("fence", rc);
         took[i] = now(CLOCK_MONOTONIC) - t;
     }
+    t = median(took, k);
     if (0 == me.rank)
-        printf("fence %lld\n", median(took, k));
+        printf("fence %lld\n", t);
+    printf("fence.%u %lld\n", me.rank, t);
     free(took);
 }
 
