@@ -326,6 +326,7 @@ func (s *Service) procGone(g goneNotice, from origin) {
 		return
 	}
 	s.dead[p] = deadProc{at: now, notice: g, told: from != fromNotice}
+	s.deadGen++
 	s.endsLocked()
 	if from == fromHost {
 		for _, ls := range s.open {
@@ -416,7 +417,10 @@ func (s *Service) markGoneLocked(gr *group, p pmix.Proc) {
 		gr.gone = map[pmix.Proc]bool{}
 	}
 	gr.gone[p] = true
-	s.goneMembers[p] = true
+	if !s.goneMembers[p] {
+		s.goneMembers[p] = true
+		s.deadGen++
+	}
 }
 
 // deadLocked reports whether this agent heard that p terminated: lately

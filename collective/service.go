@@ -69,7 +69,12 @@ type Service struct {
 	// goneMembers: the members of groups here marked gone, of any group
 	// (group.gone), so that deadLocked need not visit every group.
 	goneMembers map[pmix.Proc]bool
-	goneSubs    map[string]*nats.Subscription // by qualified nspace
+	// deadGen counts what dead and goneMembers gained: an operation's
+	// arrivals look for its dead participants again only when it moved
+	// (local.deadSeen), not on every arrival (128 ranks of a node
+	// arriving cost 128 × 128 lookups so).
+	deadGen  uint64
+	goneSubs map[string]*nats.Subscription // by qualified nspace
 	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
 	askSub      *nats.Subscription            // AskSubject of this cluster
 	checkSub    *nats.Subscription            // CheckSubject of this agent
@@ -727,6 +732,9 @@ type local struct {
 	collect bool
 	flags   Flags
 	gone    []pmix.Proc // participants that terminated, left out (FlagOptional)
+	// deadSeen is Service.deadGen when its participants were last
+	// looked for among the dead.
+	deadSeen uint64
 	// requested: PMIX_CONNECT_REQUESTED was raised for this instance here.
 	requested bool
 	// contributed: this agent sent its contribution (or its giving up).
@@ -802,7 +810,8 @@ func (s *Service) arrive(o op, self pmix.Proc, req Request, w *waiter) (*local, 
 		}
 		l.timer = time.AfterFunc(time.Until(l.started.Add(l.timeout)), func() { s.timedOut(l) })
 	}
-	if len(s.dead)+len(s.goneMembers) > 0 {
+	if len(s.dead)+len(s.goneMembers) > 0 && l.deadSeen != s.deadGen {
+		l.deadSeen = s.deadGen
 		for p := range l.expect {
 			if !l.arrived[p] && s.deadLocked(p) {
 				s.localGoneLocked(l, p, "terminated")
