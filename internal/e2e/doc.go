@@ -19,6 +19,8 @@
 //		w.Client("B:jobB.0").Rec.WaitCount(t, e2e.FenceCode, 1)
 //	}
 //
-// A World, a Client and a Recorder are safe for concurrent use by the
-// goroutines of one test.
+// A Recorder is safe for concurrent use (handlers record from the
+// clients' goroutines); a World's methods may be called from several
+// goroutines, but Attach and StartAgent, which change it, only from the
+// test's own.
 package e2e
