@@ -1,5 +1,5 @@
 // Command testprog is the program the launch tests start as a job's ranks
-// (test/launch_test.go builds it once per run): a PMIx client whose
+// (internal/e2e builds it once per test package): a PMIx client whose
 // behaviour its flags choose, rank by rank. It prints what it sees on
 // stdout, one line each ("<rank>: event <code> affected=<proc> exit=<n>",
 // "<rank>: watching", "<rank>: get <key> = …", "<rank>: connected …"),
