@@ -75,9 +75,9 @@ type Service struct {
 	// arriving cost 128 × 128 lookups so).
 	deadGen  uint64
 	goneSubs map[string]*nats.Subscription // by qualified nspace
-	asked       map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
-	askSub      *nats.Subscription            // AskSubject of this cluster
-	checkSub    *nats.Subscription            // CheckSubject of this agent
+	asked    map[string]bool               // nspaces whose terminations this agent asked for (AskSubject)
+	askSub   *nats.Subscription            // AskSubject of this cluster
+	checkSub *nats.Subscription            // CheckSubject of this agent
 	// askHomes: AskSubject of the clusters that name jobs across clusters
 	// this agent hosts ranks of (their coordinators ask there).
 	askHomes map[cluster.ID]*nats.Subscription

@@ -1,4 +1,4 @@
-package test
+package jobs
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/pmixbus/pmixbus/agent"
 	"github.com/pmixbus/pmixbus/agent/agenttest"
 	"github.com/pmixbus/pmixbus/cluster/clustertest"
+	"github.com/pmixbus/pmixbus/internal/e2e"
 	"github.com/pmixbus/pmixbus/launch"
 	"github.com/pmixbus/pmixbus/pmix"
 	"github.com/pmixbus/pmixbus/proto"
@@ -30,7 +31,7 @@ var directSpec = agenttest.Spec{
 		c.HandlerTimeout = 10 * time.Second
 		c.Slots = 2
 		c.KillGrace = time.Second
-		c.LivenessInterval, c.LivenessTTL = liveInterval, liveTTL
+		c.LivenessInterval, c.LivenessTTL = e2e.LiveInterval, e2e.LiveTTL
 		if c.Node == "a1" {
 			c.MaxPendingHello = 1
 		} else {
@@ -45,14 +46,14 @@ var directSpec = agenttest.Spec{
 // ends of the ranks are as before.
 func TestOutputDirectPath(t *testing.T) {
 	w := agenttest.Start(t, directSpec)
-	nc := launcherConn(t, w, "A")
+	nc := e2e.LauncherConn(t, w, "A")
 	const lines = 300
 	for _, c := range []struct {
 		node   string
 		direct bool
 	}{{"a1", true}, {"a2", false}} {
 		t.Run(c.node, func(t *testing.T) {
-			out := &syncBuffer{}
+			out := &e2e.SyncBuffer{}
 			// The second half once the launcher attached: it comes both ways.
 			file := filepath.Join(t.TempDir(), "release")
 			job := shJob(2, halfThenRest(file, lines))
@@ -83,7 +84,7 @@ func TestOutputDirectPath(t *testing.T) {
 // line once, in order.
 func TestOutputDirectPathLate(t *testing.T) {
 	w := agenttest.Start(t, directSpec)
-	nc := launcherConn(t, w, "A")
+	nc := e2e.LauncherConn(t, w, "A")
 	// The one connection a1 lets wait for its hello: the launcher's
 	// attach is refused while it is open.
 	sock := strings.TrimPrefix(w.Agent("a1").Addr(), "unix:")
@@ -92,7 +93,7 @@ func TestOutputDirectPathLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer blocker.Close()
-	clustertest.WaitFor(t, waitTime, func() error { // accepted and counted
+	clustertest.WaitFor(t, e2e.WaitTime, func() error { // accepted and counted
 		c, err := net.Dial("unix", sock)
 		if err != nil {
 			return nil
@@ -109,7 +110,7 @@ func TestOutputDirectPathLate(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "release")
 	job := shJob(2, halfThenRest(file, lines))
 	job.Hosts = []launch.Node{{Name: "a1", Slots: 2}}
-	out := &syncBuffer{}
+	out := &e2e.SyncBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := launch.Launch(ctx, launch.Config{Conn: nc, SignIn: w.SignIn(nc.ConnectedUrl()), Stdout: out, Stderr: out, Poll: 200 * time.Millisecond, Jobs: []launch.JobSpec{job}})
@@ -117,13 +118,13 @@ func TestOutputDirectPathLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for rank := range 2 {
-		out.waitFor(t, fmt.Sprintf("%d %d\n", rank, lines/2-1))
+		out.WaitFor(t, fmt.Sprintf("%d %d\n", rank, lines/2-1))
 	}
 	if got := r.DirectNodes(); len(got) != 0 || r.DirectRecords() != 0 {
 		t.Fatalf("attached while the agent took no connection: %v, %d records", got, r.DirectRecords())
 	}
 	_ = blocker.Close()
-	clustertest.WaitFor(t, waitTime, func() error {
+	clustertest.WaitFor(t, e2e.WaitTime, func() error {
 		if got := r.DirectNodes(); !slices.Equal(got, []string{"A:a1"}) {
 			return fmt.Errorf("direct paths %v", got)
 		}
@@ -138,7 +139,7 @@ func TestOutputDirectPathLate(t *testing.T) {
 // releaseAndCheck lets the ranks of halfThenRest(file, lines) write the
 // rest, waits for the run, and checks that every line was shown once, in
 // order.
-func releaseAndCheck(ctx context.Context, t *testing.T, r *launch.Run, file string, out *syncBuffer, lines int) {
+func releaseAndCheck(ctx context.Context, t *testing.T, r *launch.Run, file string, out *e2e.SyncBuffer, lines int) {
 	t.Helper()
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func releaseAndCheck(ctx context.Context, t *testing.T, r *launch.Run, file stri
 // frame and the connection closes.
 func TestOutputDirectPathRefused(t *testing.T) {
 	w := agenttest.Start(t, directSpec)
-	nc := launcherConn(t, w, "A")
+	nc := e2e.LauncherConn(t, w, "A")
 	file := filepath.Join(t.TempDir(), "release")
 	job := shJob(1, "until [ -e "+file+" ]; do sleep 0.01; done")
 	job.Hosts = []launch.Node{{Name: "a1", Slots: 2}}
@@ -178,7 +179,7 @@ func TestOutputDirectPathRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = conn.SetDeadline(time.Now().Add(waitTime))
+		_ = conn.SetDeadline(time.Now().Add(e2e.WaitTime))
 		if err := proto.WriteFrame(conn, &proto.Frame{Type: proto.TypeOutputAttach, Seq: 1, Nspace: c.nspace, Credential: c.token}); err != nil {
 			t.Fatal(err)
 		}
