@@ -140,18 +140,25 @@ func (r *Router) deliverCorked(sc subjects.Scope, m *event.Message, ls *localSen
 // localCopy takes the copy of an event, on the dispatch goroutine, and
 // returns how it ran early: nil if it did not (its copy runs every
 // chain); else its copy runs only the chains owed (deliver).
-func (r *Router) localCopy(m *event.Message) (ls *localSent, ok bool) {
+func (r *Router) localCopy(id string) (ls *localSent, ok bool) {
 	l := &r.local
-	ls, ok = l.byID[m.ID]
+	ls, ok = l.byID[id]
 	if !ok {
 		return nil, false
 	}
-	r.forgetLocal(m.ID, ls)
+	r.forgetLocal(id, ls)
 	ls.copied = true
 	if ls.deferred {
 		return nil, true
 	}
 	return ls, true
+}
+
+// owedNothing reports whether the copy of an event that ran early, as ls,
+// is owed to no chain: no registration was released since it ran, none is
+// held (to be released later), and no client was left out of the run.
+func (r *Router) owedNothing(ls *localSent) bool {
+	return !ls.deferred && len(ls.held) == 0 && ls.stamp == r.local.stamp && r.nholds.Load() == 0
 }
 
 // forgetLocal drops an event run early.

@@ -219,11 +219,11 @@ func (r *Router) Publish(m *event.Message, from *event.Sender) error {
 		copies = cachedCopies(scopes, transient)
 		early := r.mayRunEarly(m, from, scopes, transient)
 		if r.order.sent(from.Proc, copies, early) {
-			// As its copy will be: decoded from what is published.
-			lm, err := event.UnmarshalMessage(b)
-			if err != nil {
-				return pmix.Errorf(pmix.ErrPackFailure, "decoding the event just encoded: %v", err)
-			}
+			// Its own copy, with the size its invocations weigh: the
+			// caller leaves m alone once it is published.
+			lm := new(event.Message)
+			*lm = *m
+			lm.Size = len(b)
 			sc := scopes[0]
 			// Published once it ran: its copy cannot come first, and
 			// the store's work in the server does not compete with the

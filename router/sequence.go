@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -227,6 +228,15 @@ func (r *Router) copyArrived(msg *nats.Msg) {
 	r.fillTo(seq - 1)
 	s.next = seq + 1
 	defer r.passed()
+	if id, _, ok := strings.Cut(msg.Header.Get(nats.MsgIdHdr), "@"); ok {
+		if ls := r.local.byID[id]; ls != nil && r.owedNothing(ls) {
+			// The copy of an event that ran first, owed to no chain:
+			// not even decoded.
+			r.localCopy(id)
+			r.seen.add(id)
+			return
+		}
+	}
 	p, err := subjects.Parse(subjects.EventSubject(msg.Subject))
 	if err != nil {
 		return
@@ -333,7 +343,7 @@ const seqRetryPause = 200 * time.Millisecond
 // The copy of an event that ran early (local.go) runs only the chains
 // still owed it.
 func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
-	ls, ok := r.localCopy(m)
+	ls, ok := r.localCopy(m.ID)
 	if !ok && m.Source.Node == r.place.Node && m.Source.Cluster == string(r.place.Cluster) && !m.Source.Proc.IsZero() {
 		r.order.passed(m.Source.Proc, 1) // a local client's, not run early
 	}
@@ -345,9 +355,7 @@ func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
 		switch {
 		case ls == nil:
 			r.stats.received.Add(1)
-		case len(ls.held) == 0 && ls.stamp == r.local.stamp && r.nholds.Load() == 0:
-			// No registration was released since it ran, nor is one
-			// held (to be released later): none is owed it.
+		case r.owedNothing(ls):
 			return
 		}
 		r.deliver(sc, m, ls)
