@@ -83,6 +83,10 @@ type localEvents struct {
 // and its copy must not then run the chains again.
 const localTTL = time.Minute
 
+// earlyWait is how long Publish waits for the run of an event that runs
+// first before it publishes it all the same.
+const earlyWait = 100 * time.Millisecond
+
 // maxLocal bounds the events run early that wait for their copies;
 // beyond it, an event waits for its copy.
 const maxLocal = 1 << 14
@@ -223,6 +227,33 @@ func (r *Router) mayRunEarly(m *event.Message, from *event.Sender, scopes []subj
 type senderOrder struct {
 	mu  sync.Mutex
 	out map[pmix.Proc]*pending
+	// lateRuns are the events that run first published before they ran
+	// (Publish waited earlyWait): their copies, not counted in out, may
+	// come before the run. Rare; forgotten by settle.
+	lateRuns map[string]time.Time
+}
+
+// late records that event id, which runs first, was published before it
+// ran.
+func (o *senderOrder) late(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lateRuns == nil {
+		o.lateRuns = make(map[string]time.Time)
+	}
+	o.lateRuns[id] = time.Now()
+}
+
+// copied records the copy of client p's event id dispatched before any
+// run of it: counted in out, unless it was to run first (late).
+func (o *senderOrder) copied(p pmix.Proc, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.lateRuns[id]; ok {
+		delete(o.lateRuns, id)
+		return
+	}
+	o.passedLocked(p, 1)
 }
 
 type pending struct {
@@ -259,6 +290,10 @@ func (o *senderOrder) sent(p pmix.Proc, n int, early bool) bool {
 func (o *senderOrder) passed(p pmix.Proc, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.passedLocked(p, n)
+}
+
+func (o *senderOrder) passedLocked(p pmix.Proc, n int) {
 	if q := o.out[p]; q != nil {
 		q.n -= int64(n)
 		if q.n <= 0 {
@@ -272,6 +307,11 @@ func (o *senderOrder) passed(p pmix.Proc, n int) {
 func (o *senderOrder) settle(now time.Time, ttl time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	for id, at := range o.lateRuns {
+		if now.Sub(at) > ttl {
+			delete(o.lateRuns, id)
+		}
+	}
 	for p, q := range o.out {
 		switch {
 		case q.n != q.mark || q.since.IsZero():

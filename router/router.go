@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -76,6 +77,8 @@ type Router struct {
 	// publishers'.
 	local localEvents
 	order senderOrder
+	// earlyWait bounds Publish's wait for an event's run (0: earlyWait).
+	earlyWait time.Duration
 
 	dropsSeen uint64 // dropped() when last checked (drops.go)
 
@@ -227,13 +230,21 @@ func (r *Router) Publish(m *event.Message, from *event.Sender) error {
 			sc := scopes[0]
 			// Published once it ran: its copy cannot come first, and
 			// the store's work in the server does not compete with the
-			// run for the CPU (the agent's embedded server).
+			// run for the CPU (the agent's embedded server). Not
+			// waiting longer than earlyWait for a dispatch goroutine
+			// that is busy (fetching a gap from the stream may take
+			// seconds): then its copy may come before its run, which
+			// the dispatch then skips.
 			ran := make(chan struct{})
 			r.post(func() { r.runLocal(sc, lm, !transient); close(ran) })
+			wait := time.NewTimer(cmp.Or(r.earlyWait, earlyWait))
 			select {
 			case <-ran:
 			case <-r.done:
+			case <-wait.C:
+				r.order.late(lm.ID)
 			}
+			wait.Stop()
 			if err := event.PublishEncoded(r.nc, m, scopes, b, subjs); err != nil {
 				if !transient {
 					r.post(func() {

@@ -345,7 +345,7 @@ const seqRetryPause = 200 * time.Millisecond
 func (r *Router) dispatchSeq(sc subjects.Scope, m *event.Message) {
 	ls, ok := r.localCopy(m.ID)
 	if !ok && m.Source.Node == r.place.Node && m.Source.Cluster == string(r.place.Cluster) && !m.Source.Proc.IsZero() {
-		r.order.passed(m.Source.Proc, 1) // a local client's, not run early
+		r.order.copied(m.Source.Proc, m.ID) // a local client's, not run first
 	}
 	if ok {
 		if !r.seen.add(m.ID) {
