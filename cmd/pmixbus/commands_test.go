@@ -334,7 +334,7 @@ func TestAgentCommand(t *testing.T) {
 	t.Setenv("PMIXBUS_CLUSTER", "A")
 	t.Setenv("PMIXBUS_NODE", "from-env")
 	t.Setenv("PMIXBUS_NATS", url)
-	a := startCmd(t, hasLine("listen: "), "agent", "--node", "n1", "--listen", "tcp:127.0.0.1:0",
+	a := startCmd(t, hasLine("NATS URL: "), "agent", "--node", "n1", "--listen", "tcp:127.0.0.1:0",
 		"--log-level", "off", "--handler-timeout", "5s", "--job", "sim:s1:0-1=n1,2=n2", "--client", "sim.1")
 	if got := a.line("pmixbus agent "); got != "n1 of cluster A ready" {
 		t.Errorf("ready line %q", got)
@@ -417,7 +417,7 @@ func TestAgentCommand(t *testing.T) {
 // Unix socket, the defaults a single node uses.
 func TestAgentCommandEmbedded(t *testing.T) {
 	dir := agenttest.SocketDir(t)
-	a := startCmd(t, hasLine("listen: "), "agent", "--cluster", "solo", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
+	a := startCmd(t, hasLine("NATS URL: "), "agent", "--cluster", "solo", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
 		"--listen", "unix:"+dir+"/a.sock", "--log-level", "warn", "--job", "j::0=n1", "--client", "j.0")
 	if got := a.line("NATS URL: "); !strings.HasPrefix(got, "nats://127.0.0.1:") {
 		t.Errorf("NATS URL %q", got)

@@ -28,7 +28,7 @@ func TestSecuredCommands(t *testing.T) {
 	hub := startServerCmd(t, append([]string{"--port", "-1", "--cluster", "hub", "--store", t.TempDir(), "--leaf-port", "-1",
 		"--leaf-tls-verify", "--log-level", "off"}, tlsFlags...)...)
 	dir := agenttest.SocketDir(t)
-	a := startCmd(t, hasLine("listen: "), append([]string{"agent", "--cluster", "A", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
+	a := startCmd(t, hasLine("NATS URL: "), append([]string{"agent", "--cluster", "A", "--node", "n1", "--port", "-1", "--store", t.TempDir(),
 		"--leaf-remote", hub.url("leaf"), "--listen", "unix:" + dir + "/a.sock", "--log-level", "off",
 		"--job", "j::0=n1", "--client", "j.0"}, tlsFlags...)...)
 	urlA := a.line("NATS URL: ")
