@@ -469,6 +469,10 @@ func (s *sender) run() {
 			if len(out) > 0 {
 				s.buf, s.held = nil, nil // out is the run's until written
 				s.busy = true
+				// Counted queued from now (queuedLocked): a stall check
+				// between here and write's first chunk saw nothing
+				// queued, and was not armed again.
+				s.inflight = len(out)
 			}
 			s.mu.Unlock()
 			if len(out) == 0 {
